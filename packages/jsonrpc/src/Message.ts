@@ -1,0 +1,387 @@
+/**
+ * JSON-RPC 2.0 messages as they appear on the wire: their Schemas, a fast classifier that sorts any parsed JSON value
+ * into request / notification / response / invalid, and the body encoder. Pure data: no IO.
+ *
+ * @since 0.1.0
+ */
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
+import * as RpcError from "./RpcError.js"
+
+/**
+ * A request id: a string or an integer. Floats are refused (JSON-RPC 2.0: numbers SHOULD NOT have fractional parts,
+ * and a float id cannot be matched reliably). `null` is refused for requests; it appears only in error responses.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const RequestId = Schema.Union(Schema.String, Schema.Int)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RequestId = string | number
+
+/**
+ * Parameters are a structured value: an array (by position) or an object (by name).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Params = Schema.Union(
+  Schema.Array(Schema.Unknown),
+  Schema.Record({ key: Schema.String, value: Schema.Unknown })
+)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Params = ReadonlyArray<unknown> | { readonly [key: string]: unknown }
+
+const envelope = { jsonrpc: Schema.Literal("2.0") }
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ErrorObject = Schema.Struct({ code: Schema.Int, message: Schema.String, data: Schema.optional(Schema.Unknown) })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Request = Schema.Struct({ ...envelope, id: RequestId, method: Schema.String, params: Schema.optional(Params) })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Request {
+  readonly jsonrpc: "2.0"
+  readonly id: RequestId
+  readonly method: string
+  readonly params?: Params
+}
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Notification = Schema.Struct({ ...envelope, method: Schema.String, params: Schema.optional(Params) })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Notification {
+  readonly jsonrpc: "2.0"
+  readonly method: string
+  readonly params?: Params
+}
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Success = Schema.Struct({ ...envelope, id: RequestId, result: Schema.Unknown })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Success {
+  readonly jsonrpc: "2.0"
+  readonly id: RequestId
+  readonly result: unknown
+}
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Failure = Schema.Struct({ ...envelope, id: Schema.NullOr(RequestId), error: ErrorObject })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Failure {
+  readonly jsonrpc: "2.0"
+  readonly id: RequestId | null
+  readonly error: RpcError.ErrorObject
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Response = Success | Failure
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Message = Request | Notification | Response
+
+/**
+ * Any JSON-RPC 2.0 message. A request also satisfies the notification shape, so `Request` comes first; decode with
+ * `exact: true` (as `decodeMessage` does), or a missing `result` reads as `undefined` and passes `Schema.Unknown`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Message = Schema.Union(Request, Notification, Success, Failure)
+
+/**
+ * Decodes one message with the Schemas, exactly: no excess properties, no missing `result`. The classifier below is
+ * the fast path the peer uses; the two agree (property-tested).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const decodeMessage = Schema.decodeUnknownEither(Message, { exact: true, onExcessProperty: "error" })
+
+/**
+ * What a single parsed JSON value turned out to be.
+ *
+ * - `Request`, `Notification`, `Response`: well-formed messages.
+ * - `Invalid`: not a valid message. `error` is the error response to send, with `id` recovered when it could be.
+ *   When `respond` is false the value looked like a response (no `method`, has `result` or `error`): it is logged and
+ *   counted but never answered, since answering a broken response could start an endless exchange of errors.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Classified =
+  | { readonly _tag: "Request"; readonly message: Request }
+  | { readonly _tag: "Notification"; readonly message: Notification }
+  | { readonly _tag: "Response"; readonly message: Response }
+  | {
+    readonly _tag: "Invalid"
+    readonly id: RequestId | null
+    readonly error: RpcError.RpcError
+    readonly respond: boolean
+  }
+
+/**
+ * What one frame's body turned out to be: one classified value, or a batch (a JSON array, JSON-RPC 2.0 section 6)
+ * classified element by element. An empty array is a single `Invalid` (-32600).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Incoming =
+  | { readonly _tag: "Single"; readonly item: Classified }
+  | { readonly _tag: "Batch"; readonly items: ReadonlyArray<Classified> }
+
+const isRequestId = (u: unknown): u is RequestId =>
+  typeof u === "string" || (typeof u === "number" && Number.isSafeInteger(u))
+
+const isPlainObject = (u: unknown): u is Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+const isParams = (u: unknown): u is Params => typeof u === "object" && u !== null
+
+const invalid = (id: RequestId | null, detail: string, respond = true): Classified => ({
+  _tag: "Invalid",
+  id,
+  error: RpcError.RpcError.invalidRequest(detail),
+  respond
+})
+
+const allowedRequestKeys = new Set(["jsonrpc", "id", "method", "params"])
+const allowedResponseKeys = new Set(["jsonrpc", "id", "result", "error"])
+
+const firstExcessKey = (value: Record<string, unknown>, allowed: ReadonlySet<string>): string | undefined => {
+  for (const key in value) {
+    if (!allowed.has(key)) return key
+  }
+  return undefined
+}
+
+const classifyError = (u: unknown): RpcError.ErrorObject | undefined => {
+  if (!isPlainObject(u)) return undefined
+  if (typeof u.code !== "number" || !Number.isSafeInteger(u.code) || typeof u.message !== "string") return undefined
+  for (const key in u) {
+    if (key !== "code" && key !== "message" && key !== "data") return undefined
+  }
+  return u as unknown as RpcError.ErrorObject
+}
+
+/**
+ * Sorts one parsed JSON value (not a batch) into request / notification / response / invalid. Hand-written rather
+ * than a Schema decode because it runs once per message on the hot path; it accepts exactly what `decodeMessage`
+ * accepts (property-tested), and unlike a Schema it recovers the id of an invalid request so the error can be
+ * correlated.
+ *
+ * @example
+ * ```ts
+ * import { Message } from "@lifeline/jsonrpc"
+ * Message.classify({ jsonrpc: "2.0", id: 1, method: "ping" })._tag // "Request"
+ * Message.classify({ jsonrpc: "2.0", id: 1, result: null })._tag // "Response"
+ * Message.classify(42)._tag // "Invalid"
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const classify = (value: unknown): Classified => {
+  if (!isPlainObject(value)) {
+    return invalid(null, Array.isArray(value) ? "A batch may not be nested" : "A message must be a JSON object")
+  }
+  const hasId = "id" in value
+  const id = value.id
+  const recoveredId = isRequestId(id) ? id : null
+  if ("method" in value) {
+    if (value.jsonrpc !== "2.0") return invalid(recoveredId, "The jsonrpc member must be exactly \"2.0\"")
+    if (typeof value.method !== "string") return invalid(recoveredId, "The method member must be a string")
+    if ("params" in value && !isParams(value.params)) {
+      return invalid(recoveredId, "The params member must be an array or an object")
+    }
+    const excess = firstExcessKey(value, allowedRequestKeys)
+    if (excess !== undefined) return invalid(recoveredId, `Unexpected member: ${excess}`)
+    if (!hasId) return { _tag: "Notification", message: value as unknown as Notification }
+    if (!isRequestId(id)) return invalid(null, "The id member must be a string or an integer")
+    return { _tag: "Request", message: value as unknown as Request }
+  }
+  const hasResult = "result" in value
+  const hasError = "error" in value
+  if (!hasResult && !hasError) return invalid(recoveredId, "Missing required member: method")
+  // From here on the value is response-shaped: problems are reported but never answered.
+  if (value.jsonrpc !== "2.0") return invalid(recoveredId, "The jsonrpc member must be exactly \"2.0\"", false)
+  if (hasResult && hasError) return invalid(recoveredId, "A response has either result or error, not both", false)
+  const excess = firstExcessKey(value, allowedResponseKeys)
+  if (excess !== undefined) return invalid(recoveredId, `Unexpected member: ${excess}`, false)
+  if (hasResult) {
+    if (!isRequestId(id)) return invalid(null, "The id of a success response must be a string or an integer", false)
+    return { _tag: "Response", message: value as unknown as Success }
+  }
+  if (id !== null && !isRequestId(id)) {
+    return invalid(null, "The id of an error response must be a string, an integer or null", false)
+  }
+  if (classifyError(value.error) === undefined) {
+    return invalid(recoveredId, "The error member must be { code: integer, message: string, data? }", false)
+  }
+  return { _tag: "Response", message: value as unknown as Failure }
+}
+
+const emptyBatch: Incoming = { _tag: "Single", item: invalid(null, "An empty batch is not a valid request") }
+
+/**
+ * Classifies a parsed JSON value, which may be a batch.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const classifyValue = (value: unknown): Incoming => {
+  if (!Array.isArray(value)) return { _tag: "Single", item: classify(value) }
+  if (value.length === 0) return emptyBatch
+  return { _tag: "Batch", items: value.map(classify) }
+}
+
+const textDecoder = new TextDecoder("utf-8", { fatal: true })
+const textEncoder = new TextEncoder()
+
+/**
+ * Parses one frame body (UTF-8 JSON) and classifies it. Invalid UTF-8 or invalid JSON is a -32700 parse error with
+ * id `null`, answered as the specification says.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const parse = (body: Uint8Array): Incoming => {
+  let value: unknown
+  try {
+    value = JSON.parse(textDecoder.decode(body))
+  } catch (cause) {
+    return {
+      _tag: "Single",
+      item: {
+        _tag: "Invalid",
+        id: null,
+        error: RpcError.RpcError.parseError(cause instanceof Error ? cause.message : String(cause)),
+        respond: true
+      }
+    }
+  }
+  return classifyValue(value)
+}
+
+/**
+ * Serialises a message (or a batch) to its UTF-8 JSON body. `undefined` members are dropped by JSON; a value JSON
+ * cannot represent (a BigInt, a cycle) is reported as `Left` so a handler bug can be answered with -32603 instead of
+ * killing the writer.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const encode = (message: Message | ReadonlyArray<Message>): Either.Either<Uint8Array, RpcError.RpcError> => {
+  try {
+    return Either.right(textEncoder.encode(JSON.stringify(message)))
+  } catch (cause) {
+    return Either.left(
+      RpcError.RpcError.internalError(`Could not serialise: ${cause instanceof Error ? cause.message : String(cause)}`)
+    )
+  }
+}
+
+/**
+ * Serialises a message to a JSON string (the framing encoders take strings to avoid a second copy).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const stringify = (message: Message | ReadonlyArray<Message>): Either.Either<string, RpcError.RpcError> => {
+  try {
+    return Either.right(JSON.stringify(message))
+  } catch (cause) {
+    return Either.left(
+      RpcError.RpcError.internalError(`Could not serialise: ${cause instanceof Error ? cause.message : String(cause)}`)
+    )
+  }
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const request = (id: RequestId, method: string, params?: Params): Request =>
+  params === undefined ? { jsonrpc: "2.0", id, method } : { jsonrpc: "2.0", id, method, params }
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const notification = (method: string, params?: Params): Notification =>
+  params === undefined ? { jsonrpc: "2.0", method } : { jsonrpc: "2.0", method, params }
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const success = (id: RequestId, result: unknown): Success => ({
+  jsonrpc: "2.0",
+  id,
+  result: result === undefined ? null : result
+})
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const failure = (id: RequestId | null, error: RpcError.RpcError | RpcError.ErrorObject): Failure => ({
+  jsonrpc: "2.0",
+  id,
+  error: error instanceof RpcError.RpcError ? error.toWire() : error
+})
+
+/**
+ * The answer owed to an invalid message, or `undefined` when it must not be answered.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const answerTo = (item: Classified): Failure | undefined =>
+  item._tag === "Invalid" && item.respond ? failure(item.id, item.error) : undefined

@@ -1,0 +1,10 @@
+import { defineConfig } from "vitest/config"
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    setupFiles: [new URL("./vitest.setup.ts", import.meta.url).pathname],
+    fakeTimers: { toFake: undefined },
+    sequence: { concurrent: false }
+  }
+})
