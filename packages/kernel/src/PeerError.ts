@@ -1,0 +1,88 @@
+/**
+ * The typed ways an outbound call can end without a result, besides the peer's own `RpcError` answer.
+ *
+ * @since 0.1.0
+ */
+import * as Schema from "effect/Schema"
+
+/**
+ * The call got no answer within its timeout. The id is tombstoned, so a late answer is dropped and counted, and a
+ * `$/cancelRequest` is sent so the other side can stop working on it.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RequestTimeout extends Schema.TaggedError<RequestTimeout>("@lifeline/kernel/RequestTimeout")(
+  "RequestTimeout",
+  {
+    method: Schema.String,
+    id: Schema.Union(Schema.String, Schema.Number),
+    timeoutMillis: Schema.Number
+  }
+) {
+  override get message(): string {
+    return `${this.method} (id ${this.id}) got no answer within ${this.timeoutMillis} ms`
+  }
+}
+
+/**
+ * The connection ended while the call was pending, or before it was sent: the other side closed its end
+ * (`TransportClosed`), or reading, writing or framing failed (`TransportFailed`).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class PeerClosed extends Schema.TaggedError<PeerClosed>("@lifeline/kernel/PeerClosed")("PeerClosed", {
+  reason: Schema.Literal("TransportClosed", "TransportFailed"),
+  detail: Schema.optional(Schema.String)
+}) {
+  override get message(): string {
+    return this.detail === undefined ? `peer closed (${this.reason})` : `peer closed (${this.reason}: ${this.detail})`
+  }
+}
+
+/**
+ * Our side is shutting down: the call was failed at once instead of waiting (seed 003, fail-fast), or it was still
+ * pending when a drain deadline passed. `reason` says what started the shutdown, `phase` which lifecycle state the
+ * call met it in.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ShutdownError extends Schema.TaggedError<ShutdownError>("@lifeline/kernel/ShutdownError")(
+  "ShutdownError",
+  {
+    reason: Schema.Literal("Stop", "DrainTimeout", "Interrupted", "Failed"),
+    phase: Schema.String,
+    detail: Schema.optional(Schema.String)
+  }
+) {
+  override get message(): string {
+    return `shutting down (${this.reason} while ${this.phase})${this.detail === undefined ? "" : `: ${this.detail}`}`
+  }
+}
+
+/**
+ * The other side's process exited or was killed while calls were pending. Carries how it ended and the last lines
+ * it wrote to stderr, which usually say why.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class PeerExited extends Schema.TaggedError<PeerExited>("@lifeline/kernel/PeerExited")("PeerExited", {
+  exitCode: Schema.NullOr(Schema.Number),
+  signal: Schema.NullOr(Schema.String),
+  stderrTail: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    return `peer exited (code ${this.exitCode}, signal ${this.signal})`
+  }
+}
+
+/**
+ * Why a connection is no longer usable: every pending call fails with it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Disconnect = PeerClosed | ShutdownError | PeerExited

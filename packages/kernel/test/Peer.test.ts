@@ -1,0 +1,430 @@
+import { assert, describe, it } from "@effect/vitest"
+import { ErrorCode, RpcError } from "@lifeline/jsonrpc"
+import { Method, Peer, PeerError, Protocol, TestTransport } from "@lifeline/kernel"
+import { Deferred, Duration, Effect, Exit, FastCheck as fc, Fiber, Option, Ref, Schema, Scope, TestClock } from "effect"
+import { makeRaw } from "./utils.js"
+
+class Nope extends Schema.TaggedError<Nope>()("Nope", { code: Schema.Number, message: Schema.String, why: Schema.String }) {}
+
+const Echo = Method.request("echo", { params: Schema.Struct({ text: Schema.String }), result: Schema.String })
+const Sleep = Method.request("sleep", { params: Schema.Struct({ ms: Schema.Number }), result: Schema.Number })
+const Fails = Method.request("fails", { params: Schema.Struct({}), result: Schema.Null, error: Nope })
+const Refuses = Method.request("refuses", { params: Schema.Struct({}), result: Schema.Null })
+const Boom = Method.request("boom", { params: Schema.Struct({}), result: Schema.Null })
+const Log = Method.notification("log", { params: Schema.Struct({ text: Schema.String }) })
+const Ask = Method.request("ask", { params: Schema.Struct({ question: Schema.String }), result: Schema.String })
+const Quick = Method.request("quick", { params: Schema.Struct({}), result: Schema.Null, timeout: "100 millis" })
+
+const Server = Protocol.make({ serves: [Echo, Sleep, Fails, Refuses, Boom, Log], calls: [Ask] })
+const Client = Protocol.flip(Server)
+
+/** Lets the other fibers run until `condition` holds; fails the test instead of hanging. */
+const eventually = (condition: Effect.Effect<boolean>, what = "condition") =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 10_000; i++) {
+      if (yield* condition) return
+      yield* Effect.yieldNow()
+    }
+    return yield* Effect.dieMessage(`never reached: ${what}`)
+  })
+
+type ServerOptions = Partial<Omit<Peer.Options<never, never, never>, "protocol" | "handlers" | "transport">>
+
+const setup = (options: { readonly server?: ServerOptions; readonly raw?: boolean } = {}) =>
+  Effect.gen(function*() {
+    const pair = yield* TestTransport.makePair()
+    const logged = yield* Ref.make<Array<string>>([])
+    const server = yield* Peer.make({
+      protocol: Server,
+      transport: pair.left,
+      handlers: {
+        echo: ({ text }) => Effect.succeed(text),
+        sleep: ({ ms }) => Effect.as(Effect.sleep(Duration.millis(ms)), ms),
+        fails: () => Effect.fail(new Nope({ code: 7, message: "nope", why: "because" })),
+        refuses: () => Effect.fail(RpcError.make(-32001, "refused", { hint: 1 })),
+        boom: () => Effect.die(new Error("secret stack")),
+        log: ({ text }) => Ref.update(logged, (all) => [...all, text])
+      },
+      ...(options.server as {})
+    })
+    const client = yield* Peer.make({
+      protocol: Client,
+      // A raw test drives the client's end by hand, so the client peer gets a transport of its own.
+      transport: options.raw === true ? (yield* TestTransport.makePair()).right : pair.right,
+      handlers: {
+        ask: ({ question }) => Effect.succeed(`answer to ${question}`)
+      }
+    })
+    return { pair, server, client, logged }
+  })
+
+describe("Peer", () => {
+  describe("calls", () => {
+    it.scoped("calls a typed method and gets its typed result", () =>
+      Effect.gen(function*() {
+        const { client } = yield* setup()
+        assert.strictEqual(yield* client.call(Echo, { text: "héllo 🌍" }), "héllo 🌍")
+      }))
+
+    it.scoped("both sides call each other on one connection", () =>
+      Effect.gen(function*() {
+        const { client, server } = yield* setup()
+        const [a, b] = yield* Effect.all([client.call(Echo, { text: "x" }), server.call(Ask, { question: "y" })], {
+          concurrency: 2
+        })
+        assert.strictEqual(a, "x")
+        assert.strictEqual(b, "answer to y")
+      }))
+
+    it.scoped("answers may come in any order; each call gets its own result", () =>
+      Effect.gen(function*() {
+        const { client } = yield* setup()
+        const fiber = yield* Effect.fork(
+          Effect.all([30, 10, 20].map((ms) => client.call(Sleep, { ms })), { concurrency: "unbounded" })
+        )
+        yield* eventually(Effect.map(client.stats, (s) => s.requestsSent === 3))
+        yield* TestClock.adjust("30 millis")
+        assert.deepStrictEqual(yield* Fiber.join(fiber), [30, 10, 20])
+      }))
+
+    it.scoped("notifications are handled while a call waits", () =>
+      Effect.gen(function*() {
+        const { client, logged } = yield* setup()
+        const slow = yield* Effect.fork(client.call(Sleep, { ms: 1000 }))
+        yield* client.notify(Log, { text: "one" })
+        yield* client.notify(Log, { text: "two" })
+        yield* eventually(Effect.map(Ref.get(logged), (l) => l.length === 2))
+        assert.deepStrictEqual(yield* Ref.get(logged), ["one", "two"])
+        assert.isTrue(Option.isNone(yield* Fiber.poll(slow)))
+        yield* TestClock.adjust("1 second")
+        assert.strictEqual(yield* Fiber.join(slow), 1000)
+      }))
+  })
+
+  describe("errors", () => {
+    it.scoped("params that fail the Schema are answered -32602 with the issue in data", () =>
+      Effect.gen(function*() {
+        const { client } = yield* setup()
+        const error = yield* Effect.flip(client.callUntyped("echo", { text: 42 }))
+        assert.strictEqual(error._tag, "RpcError")
+        const rpc = error as RpcError.RpcError
+        assert.strictEqual(rpc.code, ErrorCode.InvalidParams)
+        assert.include(String(rpc.data), "text")
+      }))
+
+    it.scoped("a handler's typed failure reaches the caller typed", () =>
+      Effect.gen(function*() {
+        const { client } = yield* setup()
+        const error = yield* Effect.flip(client.call(Fails, {}))
+        assert.instanceOf(error, Nope)
+        assert.strictEqual((error as Nope).why, "because")
+        const raw = yield* Effect.flip(client.callUntyped("fails", {}))
+        assert.strictEqual((raw as RpcError.RpcError).code, 7)
+        assert.strictEqual((raw as RpcError.RpcError).message, "nope")
+      }))
+
+    it.scoped("a handler's RpcError is answered as is", () =>
+      Effect.gen(function*() {
+        const { client } = yield* setup()
+        const error = yield* Effect.flip(client.call(Refuses, {}))
+        assert.strictEqual(error._tag, "RpcError")
+        assert.deepStrictEqual((error as RpcError.RpcError).toWire(), { code: -32001, message: "refused", data: { hint: 1 } })
+      }))
+
+    it.scoped("a defect answers -32603 without the stack and the peer keeps serving", () =>
+      Effect.gen(function*() {
+        const { client, server } = yield* setup()
+        const error = (yield* Effect.flip(client.call(Boom, {}))) as RpcError.RpcError
+        assert.strictEqual(error.code, ErrorCode.InternalError)
+        assert.isUndefined(error.data)
+        assert.strictEqual(yield* client.call(Echo, { text: "still here" }), "still here")
+        assert.strictEqual((yield* server.stats).handlerDefects, 1)
+      }))
+
+    it.scoped("exposeDefects puts the cause in data", () =>
+      Effect.gen(function*() {
+        const { client } = yield* setup({ server: { exposeDefects: true } })
+        const error = (yield* Effect.flip(client.call(Boom, {}))) as RpcError.RpcError
+        assert.include(String(error.data), "secret stack")
+      }))
+
+    it.scoped("an unknown method is -32601; unknown and $/ notifications are ignored", () =>
+      Effect.gen(function*() {
+        const { client } = yield* setup()
+        const error = (yield* Effect.flip(client.callUntyped("nope/nothing"))) as RpcError.RpcError
+        assert.strictEqual(error.code, ErrorCode.MethodNotFound)
+        yield* client.notifyUntyped("nope/notified", { a: 1 })
+        yield* client.notifyUntyped("$/progress", { token: 1 })
+        assert.strictEqual(yield* client.call(Echo, { text: "ok" }), "ok")
+      }))
+
+    it.scoped("invalid input from the peer gets a JSON-RPC error and the peer keeps serving", () =>
+      Effect.gen(function*() {
+        const { pair } = yield* setup({ raw: true })
+        // The server's link is `left`; drive the other end by hand instead of the client peer.
+        const raw = yield* makeRaw(pair.right)
+        yield* raw.sendBytes("Content-Length: 5\r\n\r\n{oops")
+        assert.deepStrictEqual(yield* raw.next, {
+          jsonrpc: "2.0",
+          id: null,
+          error: { code: -32700, message: "Parse error", data: yield* Effect.sync(() => parseErrorMessage("{oops")) }
+        })
+        yield* raw.send({ jsonrpc: "2.0", id: 9, method: 42 })
+        const invalid = yield* raw.next
+        assert.strictEqual(invalid.id, 9)
+        assert.strictEqual(invalid.error.code, -32600)
+        yield* raw.send([])
+        assert.strictEqual((yield* raw.next).error.code, -32600)
+        yield* raw.send({ jsonrpc: "2.0", id: 10, method: "echo", params: { text: "fine" } })
+        assert.deepStrictEqual(yield* raw.next, { jsonrpc: "2.0", id: 10, result: "fine" })
+      }))
+
+    it.scoped("a batch is answered with a batch", () =>
+      Effect.gen(function*() {
+        const { pair, logged } = yield* setup({ raw: true })
+        const raw = yield* makeRaw(pair.right)
+        yield* raw.send([
+          { jsonrpc: "2.0", id: 1, method: "echo", params: { text: "a" } },
+          { jsonrpc: "2.0", method: "log", params: { text: "n" } },
+          { jsonrpc: "2.0", id: 2, method: "missing" },
+          { foo: 1 }
+        ])
+        const answers = yield* raw.next
+        assert.deepStrictEqual(answers.slice(0, 2), [
+          { jsonrpc: "2.0", id: 1, result: "a" },
+          { jsonrpc: "2.0", id: 2, error: { code: -32601, message: "Method not found: missing" } }
+        ])
+        assert.strictEqual(answers[2].error.code, -32600)
+        yield* eventually(Effect.map(Ref.get(logged), (l) => l.length === 1))
+      }))
+
+    it.scoped("a second request with an id still in progress is refused", () =>
+      Effect.gen(function*() {
+        const { pair } = yield* setup({ raw: true })
+        const raw = yield* makeRaw(pair.right)
+        yield* raw.send({ jsonrpc: "2.0", id: 1, method: "sleep", params: { ms: 50 } })
+        yield* raw.send({ jsonrpc: "2.0", id: 1, method: "sleep", params: { ms: 10 } })
+        const refused = yield* raw.next
+        assert.strictEqual(refused.error.code, -32600)
+        yield* TestClock.adjust("50 millis")
+        assert.deepStrictEqual(yield* raw.next, { jsonrpc: "2.0", id: 1, result: 50 })
+      }))
+  })
+
+  describe("timeouts", () => {
+    it.scoped("a call fails with RequestTimeout exactly at its timeout, then a late answer is dropped", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        const client = yield* Peer.make({ protocol: Client, transport: pair.right, handlers: { ask: () => Effect.succeed("") } })
+        const raw = yield* makeRaw(pair.left)
+        const call = yield* Effect.fork(client.call(Echo, { text: "hello?" }))
+        const request = yield* raw.next
+        yield* TestClock.adjust(Duration.millis(4999))
+        assert.isTrue(Option.isNone(yield* Fiber.poll(call)))
+        yield* TestClock.adjust(Duration.millis(1))
+        const error = yield* Effect.flip(Fiber.join(call))
+        assert.instanceOf(error, PeerError.RequestTimeout)
+        // The other side is told to stop working on it.
+        assert.deepStrictEqual(yield* raw.next, { jsonrpc: "2.0", method: "$/cancelRequest", params: { id: request.id } })
+        yield* raw.send({ jsonrpc: "2.0", id: request.id, result: "too late" })
+        yield* raw.send({ jsonrpc: "2.0", id: 999, result: "never asked" })
+        yield* eventually(Effect.map(client.stats, (s) => s.lateResponses === 1 && s.unknownResponses === 1))
+        const stats = yield* client.stats
+        assert.strictEqual(stats.timedOut, 1)
+        assert.strictEqual(stats.pendingOutbound, 0)
+      }))
+
+    it.scoped("per-call and per-method timeouts override the default", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        const client = yield* Peer.make({
+          protocol: Protocol.make({ calls: [Echo, Quick] }),
+          transport: pair.right,
+          handlers: {},
+          requestTimeout: "1 minute"
+        })
+        yield* makeRaw(pair.left)
+        const byMethod = yield* Effect.fork(client.call(Quick, {}))
+        const byCall = yield* Effect.fork(client.call(Echo, { text: "" }, { timeout: "2 seconds" }))
+        yield* TestClock.adjust("100 millis")
+        assert.strictEqual((yield* Effect.flip(Fiber.join(byMethod)))._tag, "RequestTimeout")
+        assert.isTrue(Option.isNone(yield* Fiber.poll(byCall)))
+        yield* TestClock.adjust("1900 millis")
+        assert.strictEqual((yield* Effect.flip(Fiber.join(byCall)))._tag, "RequestTimeout")
+      }))
+  })
+
+  describe("cancellation", () => {
+    it.scoped("interrupting a caller cancels the handler on the other side, which answers -32800", () =>
+      Effect.gen(function*() {
+        const { client, server } = yield* setup()
+        const call = yield* Effect.fork(client.call(Sleep, { ms: 10_000 }))
+        yield* eventually(Effect.map(server.stats, (s) => s.activeInbound === 1))
+        yield* Fiber.interrupt(call)
+        yield* eventually(Effect.map(server.stats, (s) => s.activeInbound === 0), "handler interrupted")
+        assert.strictEqual((yield* server.stats).cancelledByPeer, 1)
+        // The -32800 answer meets the tombstone on our side and is dropped quietly.
+        yield* eventually(Effect.map(client.stats, (s) => s.lateResponses === 1), "late -32800 dropped")
+        assert.strictEqual((yield* client.stats).cancelledByUs, 1)
+      }))
+
+    it.scoped("a cancel that arrives after the answer left is ignored", () =>
+      Effect.gen(function*() {
+        const { pair, server } = yield* setup({ raw: true })
+        const raw = yield* makeRaw(pair.right)
+        yield* raw.send({ jsonrpc: "2.0", id: 5, method: "echo", params: { text: "done" } })
+        assert.deepStrictEqual(yield* raw.next, { jsonrpc: "2.0", id: 5, result: "done" })
+        yield* raw.send({ jsonrpc: "2.0", method: "$/cancelRequest", params: { id: 5 } })
+        yield* raw.send({ jsonrpc: "2.0", id: 6, method: "echo", params: { text: "next" } })
+        assert.deepStrictEqual(yield* raw.next, { jsonrpc: "2.0", id: 6, result: "next" })
+        assert.strictEqual((yield* server.stats).cancelledByPeer, 0)
+      }))
+
+    it.scoped("the cancellation method is configurable (MCP's notifications/cancelled)", () =>
+      Effect.gen(function*() {
+        const mcp: Peer.Cancellation = {
+          method: "notifications/cancelled",
+          encode: (requestId) => ({ requestId }),
+          decode: (params) => (params as { requestId?: string | number } | undefined)?.requestId
+        }
+        const { pair, server } = yield* setup({ server: { cancellation: mcp }, raw: true })
+        const raw = yield* makeRaw(pair.right)
+        yield* raw.send({ jsonrpc: "2.0", id: "a", method: "sleep", params: { ms: 10_000 } })
+        yield* eventually(Effect.map(server.stats, (s) => s.activeInbound === 1))
+        yield* raw.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "a" } })
+        const answer = yield* raw.next
+        assert.strictEqual(answer.id, "a")
+        assert.strictEqual(answer.error.code, ErrorCode.RequestCancelled)
+      }))
+  })
+
+  describe("teardown", () => {
+    it.effect("closing the Scope fails pending calls with ShutdownError and interrupts handlers", () =>
+      Effect.gen(function*() {
+        const outer = yield* Scope.make()
+        const pair = yield* TestTransport.makePair().pipe(Scope.extend(outer))
+        const interrupted = yield* Deferred.make<void>()
+        const scope = yield* Scope.make()
+        const server = yield* Peer.make({
+          protocol: Protocol.make({ serves: [Sleep] }),
+          transport: pair.left,
+          handlers: { sleep: () => Effect.never.pipe(Effect.onInterrupt(() => Deferred.succeed(interrupted, void 0))) }
+        }).pipe(Scope.extend(scope))
+        const client = yield* Peer.make({ protocol: Protocol.make({ calls: [Sleep] }), transport: pair.right, handlers: {} })
+          .pipe(Scope.extend(scope))
+        const call = yield* Effect.fork(client.call(Sleep, { ms: 1 }))
+        yield* eventually(Effect.map(server.stats, (s) => s.activeInbound === 1))
+        yield* Scope.close(scope, Exit.void)
+        const error = yield* Effect.flip(Fiber.join(call))
+        assert.strictEqual(error._tag, "ShutdownError")
+        assert.isTrue(yield* Deferred.isDone(interrupted))
+        // Calls after the close fail at once; they do not wait for a timeout.
+        assert.strictEqual((yield* Effect.flip(client.call(Sleep, { ms: 1 })))._tag, "ShutdownError")
+        yield* Scope.close(outer, Exit.void)
+      }))
+
+    it.scoped("when the other side closes, pending calls fail with PeerClosed at once", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        const client = yield* Peer.make({ protocol: Client, transport: pair.right, handlers: { ask: () => Effect.succeed("") } })
+        const raw = yield* makeRaw(pair.left)
+        const call = yield* Effect.fork(client.call(Echo, { text: "?" }))
+        yield* raw.next
+        yield* pair.leftToRight.close
+        const error = yield* Effect.flip(Fiber.join(call))
+        assert.instanceOf(error, PeerError.PeerClosed)
+        assert.strictEqual((error as PeerError.PeerClosed).reason, "TransportClosed")
+        assert.strictEqual((yield* client.closed)._tag, "PeerClosed")
+      }))
+
+    it.scoped("a framing error fails pending calls with PeerClosed(TransportFailed)", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        const client = yield* Peer.make({
+          protocol: Client,
+          transport: pair.right,
+          handlers: { ask: () => Effect.succeed("") },
+          limits: { maxBodyBytes: 100 }
+        })
+        const raw = yield* makeRaw(pair.left)
+        const call = yield* Effect.fork(client.call(Echo, { text: "?" }))
+        yield* raw.next
+        yield* raw.sendBytes("Content-Length: 1000\r\n\r\n")
+        const error = (yield* Effect.flip(Fiber.join(call))) as PeerError.PeerClosed
+        assert.strictEqual(error.reason, "TransportFailed")
+      }))
+  })
+
+  describe("flow control", () => {
+    it.scoped("maxConcurrentHandlers bounds the handlers running at once", () =>
+      Effect.gen(function*() {
+        const { client, server } = yield* setup({ server: { maxConcurrentHandlers: 2 } })
+        const calls = yield* Effect.fork(
+          Effect.all([100, 100, 100].map((ms) => client.call(Sleep, { ms })), { concurrency: "unbounded" })
+        )
+        yield* eventually(Effect.map(server.stats, (s) => s.requestsReceived === 3))
+        yield* TestClock.adjust("100 millis")
+        yield* eventually(Effect.map(client.stats, (s) => s.responsesReceived === 2))
+        assert.isTrue(Option.isNone(yield* Fiber.poll(calls)))
+        yield* TestClock.adjust("100 millis")
+        assert.deepStrictEqual(yield* Fiber.join(calls), [100, 100, 100])
+      }))
+
+    it.scoped("a reader that does not read pushes back on the writer instead of growing memory", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair({ capacity: 4 })
+        const client = yield* Peer.make({
+          protocol: Protocol.make({ calls: [Log] }),
+          transport: pair.right,
+          handlers: {},
+          outboundCapacity: 8
+        })
+        yield* pair.rightToLeft.pause
+        const sent = yield* Ref.make(0)
+        const flood = yield* Effect.fork(
+          Effect.forEach(Array.from({ length: 100 }, (_, i) => i), (i) =>
+            Effect.zipRight(client.notify(Log, { text: String(i) }), Ref.update(sent, (n) => n + 1)))
+        )
+        for (let i = 0; i < 200; i++) yield* Effect.yieldNow()
+        const stuckAt = yield* Ref.get(sent)
+        assert.isBelow(stuckAt, 100)
+        assert.isTrue(Option.isNone(yield* Fiber.poll(flood)))
+        yield* pair.rightToLeft.resume
+        const raw = yield* makeRaw(pair.left)
+        yield* Fiber.join(flood)
+        for (let i = 0; i < 100; i++) assert.strictEqual((yield* raw.next).params.text, String(i))
+      }))
+  })
+
+  it.effect.prop(
+    "concurrent calls both ways with answers in random order: each completes once with its own result",
+    [fc.array(fc.nat({ max: 50 }), { minLength: 1, maxLength: 40 }), fc.array(fc.nat({ max: 50 }), { maxLength: 40 })],
+    ([fromClient, fromServer]) =>
+      Effect.gen(function*() {
+        const { client, server } = yield* setup()
+        const both = yield* Effect.fork(Effect.all([
+          Effect.all(fromClient.map((ms) => client.call(Sleep, { ms })), { concurrency: "unbounded" }),
+          Effect.all(fromServer.map((n) => server.call(Ask, { question: String(n) })), { concurrency: "unbounded" })
+        ], { concurrency: 2 }))
+        yield* eventually(Effect.map(client.stats, (s) => s.requestsSent === fromClient.length))
+        yield* TestClock.adjust("50 millis")
+        const [a, b] = yield* Fiber.join(both)
+        assert.deepStrictEqual(a, fromClient)
+        assert.deepStrictEqual(b, fromServer.map((n) => `answer to ${n}`))
+        const stats = yield* client.stats
+        assert.strictEqual(stats.responsesReceived, fromClient.length)
+        assert.strictEqual(stats.pendingOutbound, 0)
+        assert.strictEqual(stats.unknownResponses + stats.lateResponses, 0)
+      }).pipe(Effect.scoped),
+    { fastCheck: { numRuns: 30 } }
+  )
+})
+
+const parseErrorMessage = (text: string): string => {
+  try {
+    JSON.parse(text)
+    return ""
+  } catch (e) {
+    return (e as Error).message
+  }
+}
