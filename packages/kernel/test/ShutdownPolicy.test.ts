@@ -1,0 +1,184 @@
+import { assert, describe, it } from "@effect/vitest"
+import { ShutdownPolicy } from "@lifeline/kernel"
+import type { ConfigError } from "effect"
+import { ConfigProvider, Duration, Effect, Layer } from "effect"
+
+const withEnv = (entries: ReadonlyArray<readonly [string, string]>) =>
+  Effect.withConfigProvider(ConfigProvider.fromMap(new Map(entries)))
+
+const read = (entries: ReadonlyArray<readonly [string, string]>) => ShutdownPolicy.config.pipe(withEnv(entries))
+
+const invalidData = (error: ConfigError.ConfigError): Array<{ path: string; message: string }> => {
+  switch (error._op) {
+    case "InvalidData":
+      return [{ path: error.path.join("."), message: error.message }]
+    case "And":
+    case "Or":
+      return [...invalidData(error.left), ...invalidData(error.right)]
+    default:
+      return []
+  }
+}
+
+describe("ShutdownPolicy", () => {
+  describe("constructors", () => {
+    it("FailFast and Drain are tagged data with structural equality", () => {
+      assert.strictEqual(ShutdownPolicy.FailFast()._tag, "FailFast")
+      const policy = ShutdownPolicy.Drain({ timeout: Duration.seconds(3) })
+      assert.isTrue(ShutdownPolicy.isDrain(policy))
+      assert.isFalse(ShutdownPolicy.isFailFast(policy))
+      assert.deepStrictEqual(policy, ShutdownPolicy.Drain({ timeout: Duration.millis(3000) }))
+    })
+
+    it("drain decodes any DurationInput once", () => {
+      const fromString = ShutdownPolicy.drain("3 seconds")
+      const fromMillis = ShutdownPolicy.drain(3000)
+      assert.isTrue(ShutdownPolicy.isDrain(fromString) && Duration.isDuration(fromString.timeout))
+      assert.deepStrictEqual(fromString, fromMillis)
+      assert.deepStrictEqual(fromString, ShutdownPolicy.Drain({ timeout: Duration.seconds(3) }))
+    })
+
+    it("$match covers both variants", () => {
+      const describePolicy = ShutdownPolicy.Policy.$match({
+        FailFast: () => "fail-fast",
+        Drain: ({ timeout }) => `drain ${Duration.toMillis(timeout)}`
+      })
+      assert.strictEqual(describePolicy(ShutdownPolicy.FailFast()), "fail-fast")
+      assert.strictEqual(describePolicy(ShutdownPolicy.drain("2 seconds")), "drain 2000")
+    })
+  })
+
+  describe("layers", () => {
+    it.effect("layerFailFast provides FailFast", () =>
+      Effect.gen(function*() {
+        const policy = yield* ShutdownPolicy.ShutdownPolicy
+        assert.deepStrictEqual(policy, ShutdownPolicy.FailFast())
+      }).pipe(Effect.provide(ShutdownPolicy.layerFailFast)))
+
+    it.effect("layerDrain provides Drain with the decoded timeout", () =>
+      Effect.gen(function*() {
+        const policy = yield* ShutdownPolicy.ShutdownPolicy
+        assert.deepStrictEqual(policy, ShutdownPolicy.Drain({ timeout: Duration.millis(1500) }))
+      }).pipe(Effect.provide(ShutdownPolicy.layerDrain("1500 millis"))))
+
+    it.effect("layerConfig reads the environment", () =>
+      Effect.gen(function*() {
+        const policy = yield* ShutdownPolicy.ShutdownPolicy
+        assert.deepStrictEqual(policy, ShutdownPolicy.drain("3 seconds"))
+      }).pipe(
+        Effect.provide(
+          ShutdownPolicy.layerConfig.pipe(
+            Layer.provide(
+              Layer.setConfigProvider(
+                ConfigProvider.fromMap(
+                  new Map([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", "3 seconds"]])
+                )
+              )
+            )
+          )
+        )
+      ))
+
+    it.effect("layerConfig fails with the ConfigError", () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(Layer.build(ShutdownPolicy.layerConfig).pipe(Effect.scoped))
+        assert.deepStrictEqual(invalidData(error).map((_) => _.path), ["LIFELINE_SHUTDOWN_POLICY"])
+      }).pipe(withEnv([["LIFELINE_SHUTDOWN_POLICY", "graceful"]])))
+  })
+
+  describe("config", () => {
+    it.effect("defaults to fail-fast when nothing is set (seed 003)", () =>
+      Effect.gen(function*() {
+        assert.deepStrictEqual(yield* read([]), ShutdownPolicy.FailFast())
+      }))
+
+    it.effect("fail-fast", () =>
+      Effect.gen(function*() {
+        assert.deepStrictEqual(yield* read([["LIFELINE_SHUTDOWN_POLICY", "fail-fast"]]), ShutdownPolicy.FailFast())
+      }))
+
+    it.effect("fail-fast ignores a valid drain timeout", () =>
+      Effect.gen(function*() {
+        const policy = yield* read([["LIFELINE_SHUTDOWN_POLICY", "fail-fast"], ["LIFELINE_DRAIN_TIMEOUT", "9 seconds"]])
+        assert.deepStrictEqual(policy, ShutdownPolicy.FailFast())
+      }))
+
+    it.effect("drain without a timeout defaults to 5 seconds", () =>
+      Effect.gen(function*() {
+        const policy = yield* read([["LIFELINE_SHUTDOWN_POLICY", "drain"]])
+        assert.deepStrictEqual(policy, ShutdownPolicy.Drain({ timeout: Duration.seconds(5) }))
+        assert.deepStrictEqual(policy, ShutdownPolicy.Drain({ timeout: ShutdownPolicy.defaultDrainTimeout }))
+      }))
+
+    it.effect("drain with an Effect duration string", () =>
+      Effect.gen(function*() {
+        for (
+          const [text, millis] of [
+            ["3 seconds", 3000],
+            ["500 millis", 500],
+            ["1 minute", 60_000],
+            ["1.5 seconds", 1500],
+            ["0 millis", 0],
+            ["  2 seconds  ", 2000]
+          ] as const
+        ) {
+          const policy = yield* read([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", text]])
+          assert.isTrue(ShutdownPolicy.isDrain(policy), text)
+          if (ShutdownPolicy.isDrain(policy)) assert.strictEqual(Duration.toMillis(policy.timeout), millis, text)
+        }
+      }))
+
+    it.effect("an unknown policy name is an InvalidData error naming the variable and the choices", () =>
+      Effect.gen(function*() {
+        for (const name of ["graceful", "Drain", "FAIL-FAST", "failfast", ""]) {
+          const error = yield* Effect.flip(read([["LIFELINE_SHUTDOWN_POLICY", name]]))
+          const [issue, ...rest] = invalidData(error)
+          assert.strictEqual(rest.length, 0, name)
+          assert.strictEqual(issue?.path, "LIFELINE_SHUTDOWN_POLICY", name)
+          assert.include(issue?.message, "fail-fast, drain", name)
+          assert.include(String(error), "LIFELINE_SHUTDOWN_POLICY", name)
+        }
+      }))
+
+    it.effect("a malformed drain timeout is an InvalidData error that shows the format", () =>
+      Effect.gen(function*() {
+        for (const text of ["3s", "three seconds", "3", "seconds", "3 fortnights", ""]) {
+          const error = yield* Effect.flip(
+            read([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", text]])
+          )
+          const [issue, ...rest] = invalidData(error)
+          assert.strictEqual(rest.length, 0, text)
+          assert.strictEqual(issue?.path, "LIFELINE_DRAIN_TIMEOUT", text)
+          assert.include(issue?.message, "\"3 seconds\"", text)
+          assert.include(issue?.message, `received "${text}"`, text)
+        }
+      }))
+
+    it.effect("a negative drain timeout is rejected instead of being clamped to zero", () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(
+          read([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", "-3 seconds"]])
+        )
+        const [issue] = invalidData(error)
+        assert.strictEqual(issue?.path, "LIFELINE_DRAIN_TIMEOUT")
+        assert.include(issue?.message, "not negative")
+      }))
+
+    it.effect("a malformed drain timeout is reported with fail-fast too", () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(
+          read([["LIFELINE_SHUTDOWN_POLICY", "fail-fast"], ["LIFELINE_DRAIN_TIMEOUT", "3s"]])
+        )
+        assert.deepStrictEqual(invalidData(error).map((_) => _.path), ["LIFELINE_DRAIN_TIMEOUT"])
+      }))
+
+    it.effect("two bad values are reported together", () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(read([["LIFELINE_SHUTDOWN_POLICY", "nope"], ["LIFELINE_DRAIN_TIMEOUT", "3s"]]))
+        assert.sameMembers(invalidData(error).map((_) => _.path), [
+          "LIFELINE_SHUTDOWN_POLICY",
+          "LIFELINE_DRAIN_TIMEOUT"
+        ])
+      }))
+  })
+})
