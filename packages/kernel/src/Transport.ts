@@ -35,7 +35,7 @@ export class TransportError extends Schema.TaggedError<TransportError>("@lifelin
  *
  * const hello = Effect.gen(function*() {
  *   const transport = yield* Transport.Transport
- *   yield* transport.send(new TextEncoder().encode("Content-Length: 2\r\n\r\n{}"))
+ *   yield* transport.send([new TextEncoder().encode("Content-Length: 2\r\n\r\n{}")])
  * })
  * ```
  *

@@ -1,0 +1,413 @@
+/**
+ * An in-memory pair of linked transports for tests: what one side sends, the other side's `incoming` receives. Each
+ * direction is a `Link` that the test controls to inject faults: latency, lost or re-split chunks, garbage, a closed
+ * or failed connection, and a reader that stalls.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as Transport from "./Transport.js"
+
+/**
+ * Two transports wired to each other, and the two links between them. `leftToRight` carries what `left` sends to
+ * `right.incoming`; `rightToLeft` the other way.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Stream } from "effect"
+ * import { TestTransport } from "@lifeline/kernel"
+ *
+ * const program = Effect.gen(function*() {
+ *   const { left, right } = yield* TestTransport.makePair()
+ *   yield* left.send([new TextEncoder().encode("hello")])
+ *   yield* left.end
+ *   return yield* Stream.runCollect(right.incoming) // one chunk: "hello"
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Pair {
+  readonly left: Transport.Transport.Service
+  readonly right: Transport.Transport.Service
+  readonly leftToRight: Link
+  readonly rightToLeft: Link
+}
+
+/**
+ * One direction of a pair, driven by the test. A chunk is one buffer of a `send` call; the receiver gets each chunk as
+ * it was sent (unless `rechunk` says otherwise), in order.
+ *
+ * The link holds at most `capacity` chunks that were sent but not yet handed to the receiver's `incoming`; while it is
+ * full, `send` suspends. `delay` and `drop` apply to the chunks sent after they are set; `rechunk` and `pause` to what
+ * is delivered after they are set.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Stream } from "effect"
+ * import { TestTransport } from "@lifeline/kernel"
+ *
+ * const program = Effect.gen(function*() {
+ *   const { left, leftToRight, right } = yield* TestTransport.makePair()
+ *   yield* leftToRight.rechunk([1]) // the decoder must cope with one byte at a time
+ *   yield* leftToRight.drop(1) // the first message is lost
+ *   yield* left.send([new TextEncoder().encode("lost")])
+ *   yield* left.send([new TextEncoder().encode("ok")])
+ *   yield* leftToRight.close // as if the sender crashed
+ *   return yield* Stream.runCollect(right.incoming) // "o", "k", then the end
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Link {
+  /**
+   * Every chunk sent from now on is delivered `duration` after it was sent, on the `Clock` (so `TestClock.adjust`
+   * releases it). Order is kept: a chunk never overtakes one sent before it, even if the delay was lowered in between.
+   * `send` does not wait for the delay; the link's capacity still applies.
+   */
+  readonly delay: (duration: Duration.DurationInput) => Effect.Effect<void>
+  /**
+   * The next `count` chunks sent are lost: `send` succeeds and they appear in `sent`, but never arrive. Replaces an
+   * earlier count that is not used up; `drop(0)` cancels it. A count that is not a non-negative integer is a defect.
+   */
+  readonly drop: (count: number) => Effect.Effect<void>
+  /**
+   * Delivers the bytes in chunks of these sizes, cycled: `[1]` is one byte at a time, `[3, 7, 1]` repeats 3, 7, 1.
+   * Bytes that have already arrived are merged across the boundaries of sent chunks, so a frame can end in the middle
+   * of a chunk; bytes are never held back waiting for more, so a chunk can be shorter than its size. `[]` restores the
+   * default (each sent chunk as it is). A size that is not a positive integer is a defect.
+   */
+  readonly rechunk: (sizes: ReadonlyArray<number>) => Effect.Effect<void>
+  /**
+   * Puts raw bytes on the link, as if the sender had written them: after what was already sent, without the link's
+   * delay, not dropped, not counted against the capacity and not recorded in `sent`. Ignored once the link is closed.
+   */
+  readonly injectGarbage: (bytes: Uint8Array | string) => Effect.Effect<void>
+  /**
+   * The sender's side goes away, as `end` or a crash would: the receiver's `incoming` ends after what was already
+   * sent, and every later `send` (and one suspended on a full link) fails with `TransportError` reason `"Closed"`.
+   * Idempotent, and the same as the sender calling `end`.
+   */
+  readonly close: Effect.Effect<void>
+  /**
+   * Like `close`, but the receiver's `incoming` fails with `TransportError` reason `"Read"` and this message, after
+   * what was already sent. No-op if the link is already closed.
+   */
+  readonly fail: (message: string) => Effect.Effect<void>
+  /** Stops delivering: the receiver's `incoming` waits, the link fills up, then `send` suspends. */
+  readonly pause: Effect.Effect<void>
+  /** Delivers again, what is buffered first. */
+  readonly resume: Effect.Effect<void>
+  /** Every chunk the sender sent (dropped ones too, injected garbage not), in order. The log is never cleared. */
+  readonly sent: Effect.Effect<ReadonlyArray<Uint8Array>>
+  /** How many sent chunks wait to be delivered (at most the capacity). */
+  readonly buffered: Effect.Effect<number>
+}
+
+/**
+ * Options for `makePair`.
+ *
+ * @example
+ * ```ts
+ * import { TestTransport } from "@lifeline/kernel"
+ *
+ * // A tiny buffer, so a test reaches backpressure after two unread chunks.
+ * const pair = TestTransport.makePair({ capacity: 2 })
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PairOptions {
+  /** How many sent chunks a link holds before `send` suspends. A positive integer or `Infinity`; default 1024. */
+  readonly capacity?: number | undefined
+}
+
+/**
+ * Makes a linked pair of transports. Closing the Scope ends both directions at once: both `incoming` streams end
+ * without delivering what is still buffered, pending and later sends fail with `TransportError` reason `"Closed"`,
+ * and no fiber is left behind (the pair runs none of its own).
+ *
+ * `incoming` should be run once, like a real transport's. Runs share one reader: a run that starts after an earlier
+ * one stopped continues where that one stopped (nothing is lost, so a test can read a few chunks, assert, and read
+ * on), and concurrent runs split the chunks between them. Once `incoming` has ended or failed, every run ends or fails
+ * the same way.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Fiber, Stream, TestClock } from "effect"
+ * import { TestTransport } from "@lifeline/kernel"
+ *
+ * const program = Effect.gen(function*() {
+ *   const { left, leftToRight, right } = yield* TestTransport.makePair({ capacity: 16 })
+ *   yield* leftToRight.delay("1 second")
+ *   const first = yield* right.incoming.pipe(Stream.take(1), Stream.runCollect, Effect.fork)
+ *   yield* left.send([new TextEncoder().encode("late")])
+ *   yield* TestClock.adjust("1 second")
+ *   return yield* Fiber.join(first)
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makePair = (options?: PairOptions): Effect.Effect<Pair, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const capacity = options?.capacity ?? 1024
+    if (!(Number.isInteger(capacity) || capacity === Number.POSITIVE_INFINITY) || capacity < 1) {
+      return yield* Effect.dieMessage(
+        `BUG: TestTransport capacity must be a positive integer or Infinity, got ${capacity}`
+      )
+    }
+    const leftToRight = yield* makeLink(capacity, "left to right")
+    const rightToLeft = yield* makeLink(capacity, "right to left")
+    yield* Effect.addFinalizer(() => Effect.zipRight(leftToRight.terminate, rightToLeft.terminate))
+    return {
+      left: { incoming: rightToLeft.incoming, send: leftToRight.send, end: leftToRight.link.close },
+      right: { incoming: leftToRight.incoming, send: rightToLeft.send, end: rightToLeft.link.close },
+      leftToRight: leftToRight.link,
+      rightToLeft: rightToLeft.link
+    }
+  })
+
+type Item =
+  | Data
+  | { readonly _tag: "End" }
+  | { readonly _tag: "Fail"; readonly error: Transport.TransportError }
+
+interface Data {
+  readonly _tag: "Data"
+  readonly bytes: Uint8Array
+  /** Clock time in milliseconds from which it may be delivered. */
+  readonly at: number
+  /** Holds a capacity permit until delivered (sent chunks do, injected garbage does not). */
+  readonly counted: boolean
+}
+
+interface LinkInternal {
+  readonly link: Link
+  readonly send: (chunks: ReadonlyArray<Uint8Array>) => Effect.Effect<void, Transport.TransportError>
+  readonly incoming: Stream.Stream<Uint8Array, Transport.TransportError>
+  readonly terminate: Effect.Effect<void>
+}
+
+const encoder = new TextEncoder()
+
+const concat = (parts: ReadonlyArray<Uint8Array>, length: number): Uint8Array => {
+  if (parts.length === 1) return parts[0]
+  const out = new Uint8Array(length)
+  let at = 0
+  for (const part of parts) {
+    out.set(part, at)
+    at += part.length
+  }
+  return out
+}
+
+const makeLink = (capacity: number, direction: string): Effect.Effect<LinkInternal> =>
+  Effect.gen(function*() {
+    // Chunks and the end marker travel in one FIFO, so an end or failure never overtakes data sent before it.
+    const items = yield* Queue.unbounded<Item>()
+    // One permit per chunk from `send` until the reader hands it over: the receiver's bounded buffer. Counting up to
+    // the hand-over (not the take) keeps the bound exact while the reader holds a chunk it may not deliver yet.
+    const permits = yield* Effect.makeSemaphore(capacity)
+    // The buffers of one `send` stay contiguous when several fibers send at once.
+    const sendLock = yield* Effect.makeSemaphore(1)
+    const readLock = yield* Effect.makeSemaphore(1)
+    const resumed = yield* Effect.makeLatch(true)
+    const terminatedSignal = yield* Deferred.make<void>()
+
+    let closed = false
+    let terminated = false
+    let paused = false
+    let dropNext = 0
+    let delayMillis = 0
+    let sizes: ReadonlyArray<number> = []
+    let nextSize = 0
+    let buffered = 0
+    const sent: Array<Uint8Array> = []
+    // The reader's position lives here, not in a run, so a run interrupted in the middle of a chunk loses nothing.
+    let head: Item | undefined
+    let offset = 0
+    let ended: Option.Option<Transport.TransportError> | undefined
+
+    const closedError = () =>
+      new Transport.TransportError({ reason: "Closed", message: `TestTransport: the ${direction} link is closed` })
+
+    const closeWith = (last: Item): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (closed) return Effect.void
+        closed = true
+        items.unsafeOffer(last)
+        // Wakes a send suspended on a full link; it sees `closed` and fails. Permits no longer matter after this.
+        return permits.resize(Number.POSITIVE_INFINITY)
+      })
+
+    const sendOne = (chunk: Uint8Array): Effect.Effect<void, Transport.TransportError> =>
+      Effect.suspend(() => {
+        if (closed) return Effect.fail(closedError())
+        if (dropNext > 0) {
+          dropNext--
+          sent.push(chunk.slice())
+          return Effect.void
+        }
+        return Effect.uninterruptibleMask((restore) =>
+          Effect.zipRight(
+            restore(permits.take(1)),
+            Effect.clockWith((clock) => {
+              // Synchronous from the check to the offer, so nothing lands behind the end marker.
+              if (closed) return Effect.zipRight(permits.release(1), Effect.fail(closedError()))
+              // A copy: the sender may reuse its buffer once `send` returns, as it may with a real pipe.
+              const bytes = chunk.slice()
+              sent.push(bytes)
+              if (bytes.length === 0) return Effect.asVoid(permits.release(1)) // a pipe never reads zero bytes
+              buffered++
+              items.unsafeOffer({
+                _tag: "Data",
+                bytes,
+                at: clock.unsafeCurrentTimeMillis() + delayMillis,
+                counted: true
+              })
+              return Effect.void
+            })
+          )
+        )
+      })
+
+    const send = (chunks: ReadonlyArray<Uint8Array>): Effect.Effect<void, Transport.TransportError> =>
+      Effect.suspend(() =>
+        closed
+          ? Effect.fail(closedError())
+          : sendLock.withPermits(1)(Effect.forEach(chunks, sendOne, { discard: true }))
+      )
+
+    const untilTerminated = (self: Effect.Effect<void>): Effect.Effect<void> =>
+      Effect.raceFirst(self, Deferred.await(terminatedSignal))
+
+    // Hands over what the head allows. Runs uninterruptibly: a chunk taken off the link is either delivered or kept.
+    const deliver: Effect.Effect<Uint8Array> = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const parts: Array<Uint8Array> = []
+      let length = 0
+      let released = 0
+      const want = sizes.length === 0 ? Number.POSITIVE_INFINITY : sizes[nextSize]
+      if (sizes.length > 0) nextSize = (nextSize + 1) % sizes.length
+      while (length < want && head !== undefined && head._tag === "Data" && head.at <= now) {
+        const n = Math.min(want - length, head.bytes.length - offset)
+        parts.push(offset === 0 && n === head.bytes.length ? head.bytes : head.bytes.subarray(offset, offset + n))
+        offset += n
+        length += n
+        if (offset === head.bytes.length) {
+          if (head.counted) released++
+          head = undefined
+          offset = 0
+          // Without rechunking each sent chunk is delivered alone; with it, what has arrived is merged.
+          if (length < want && sizes.length > 0 && !paused) {
+            head = Option.getOrUndefined(yield* Queue.poll(items))
+          }
+        }
+      }
+      if (released > 0) {
+        buffered -= released
+        yield* permits.release(released)
+      }
+      return concat(parts, length)
+    })
+
+    const pull: Effect.Effect<Uint8Array, Option.Option<Transport.TransportError>> = Effect.gen(function*() {
+      for (;;) {
+        if (terminated) return yield* Effect.fail(Option.none())
+        if (ended !== undefined) return yield* Effect.fail(ended)
+        if (head === undefined) {
+          yield* Effect.uninterruptibleMask((restore) =>
+            Effect.flatMap(restore(Queue.take(items)), (item) =>
+              Effect.sync(() => {
+                head = item
+                offset = 0
+              }))
+          )
+          continue
+        }
+        if (head._tag !== "Data") {
+          ended = head._tag === "End" ? Option.none() : Option.some(head.error)
+          head = undefined
+          continue
+        }
+        const wait = head.at - (yield* Clock.currentTimeMillis)
+        if (wait > 0) {
+          yield* untilTerminated(Number.isFinite(wait) ? Effect.sleep(Duration.millis(wait)) : Effect.never)
+          continue
+        }
+        if (paused) {
+          yield* resumed.await
+          continue
+        }
+        return yield* Effect.uninterruptible(deliver)
+      }
+    })
+
+    const link: Link = {
+      delay: (duration) =>
+        Effect.sync(() => {
+          delayMillis = Duration.toMillis(Duration.decode(duration))
+        }),
+      drop: (count) =>
+        Number.isInteger(count) && count >= 0
+          ? Effect.sync(() => {
+            dropNext = count
+          })
+          : Effect.dieMessage(`BUG: TestTransport drop count must be a non-negative integer, got ${count}`),
+      rechunk: (next) =>
+        next.every((size) => Number.isInteger(size) && size > 0)
+          ? Effect.sync(() => {
+            sizes = [...next]
+            nextSize = 0
+          })
+          : Effect.dieMessage(`BUG: TestTransport rechunk sizes must be positive integers, got [${next.join(", ")}]`),
+      injectGarbage: (garbage) =>
+        Effect.clockWith((clock) =>
+          Effect.sync(() => {
+            const bytes = typeof garbage === "string" ? encoder.encode(garbage) : garbage.slice()
+            if (closed || bytes.length === 0) return
+            items.unsafeOffer({ _tag: "Data", bytes, at: clock.unsafeCurrentTimeMillis(), counted: false })
+          })
+        ),
+      close: closeWith({ _tag: "End" }),
+      fail: (message) => closeWith({ _tag: "Fail", error: new Transport.TransportError({ reason: "Read", message }) }),
+      pause: Effect.suspend(() => {
+        paused = true
+        return resumed.close
+      }),
+      resume: Effect.suspend(() => {
+        paused = false
+        return resumed.open
+      }),
+      sent: Effect.sync(() => sent.slice()),
+      buffered: Effect.sync(() => buffered)
+    }
+
+    const terminate = Effect.suspend(() => {
+      terminated = true
+      return closeWith({ _tag: "End" }).pipe(
+        Effect.zipRight(resumed.open),
+        Effect.zipRight(Deferred.succeed(terminatedSignal, void 0))
+      )
+    })
+
+    return {
+      link,
+      send,
+      incoming: Stream.repeatEffectOption(readLock.withPermits(1)(pull)),
+      terminate
+    }
+  })
