@@ -205,7 +205,9 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
 
   // -- outbound ------------------------------------------------------------------------------------------------
 
-  const refusal = (): PeerError.Disconnect | undefined => disconnect ?? gate?.outbound()
+  // A lost connection says how it was lost; a shutdown is best described by the lifecycle's current phase.
+  const refusal = (): PeerError.Disconnect | undefined =>
+    disconnect !== undefined && disconnect._tag !== "ShutdownError" ? disconnect : gate?.outbound() ?? disconnect
 
   const settle = (id: RequestId, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
     Effect.sync(() => {

@@ -1,0 +1,352 @@
+/**
+ * A peer with a lifecycle: the handshake that makes it `Ready`, the gates that refuse traffic in the wrong state, and
+ * a synchronous, idempotent `stop` that shuts it down under a `ShutdownPolicy` (fail-fast or timeout-bounded drain).
+ * Its lifetime is the Scope it is made in; closing that Scope stops it under the same policy.
+ *
+ * @since 0.1.0
+ */
+import * as RpcError from "@lifeline/jsonrpc/RpcError"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import * as Lifecycle from "./Lifecycle.js"
+import type * as Method from "./Method.js"
+import * as Peer from "./Peer.js"
+import * as PeerError from "./PeerError.js"
+import * as ShutdownPolicy from "./ShutdownPolicy.js"
+
+/**
+ * How the connection becomes `Ready`.
+ *
+ * - `Initiate`: this side starts it (a host, an LSP client): `run` is called with the peer once it is up, within
+ *   `timeout`; `make` returns when it succeeded and fails with the error (a `HandshakeTimeout` included) otherwise.
+ *   Inbound requests are served before `Ready`, since servers ask their client things while initializing.
+ * - `Accept`: the other side starts it (an extension, a language server): the handler of `request` runs the
+ *   handshake. Until it has answered, every other inbound request gets -32002; a second one gets -32600. If it has
+ *   not completed within `timeout`, the lifecycle moves to `Failed` with a `HandshakeTimeout` and the connection
+ *   closes. `notifications` (such as `initialized`) are admitted before `Ready` too.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Handshake<Serves extends Method.Any, Calls extends Method.Any> =
+  | {
+    readonly _tag: "Initiate"
+    readonly run: (peer: Peer.Peer<Serves, Calls>) => Effect.Effect<unknown, Lifecycle.Failure>
+    readonly timeout: Duration.Duration
+  }
+  | {
+    readonly _tag: "Accept"
+    readonly request: string
+    readonly notifications: ReadonlyArray<string>
+    readonly timeout: Duration.Duration | undefined
+  }
+
+/**
+ * This side starts the handshake. Default timeout 10 seconds (Hermes' `initialize`).
+ *
+ * @example
+ * ```ts
+ * import { Connection } from "@lifeline/kernel"
+ *
+ * const handshake = Connection.initiate((peer) => peer.callUntyped("initialize", { capabilities: {} }))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const initiate = <Serves extends Method.Any, Calls extends Method.Any>(
+  run: (peer: Peer.Peer<Serves, Calls>) => Effect.Effect<unknown, Lifecycle.Failure>,
+  options?: { readonly timeout?: Duration.DurationInput | undefined }
+): Handshake<Serves, Calls> => ({
+  _tag: "Initiate",
+  run,
+  timeout: Duration.decode(options?.timeout ?? Duration.seconds(10))
+})
+
+/**
+ * The other side starts the handshake with `request`; its handler (in `handlers`) does the work.
+ *
+ * @example
+ * ```ts
+ * import { Connection } from "@lifeline/kernel"
+ *
+ * const handshake = Connection.accept("initialize", { notifications: ["initialized"], timeout: "10 seconds" })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const accept = (
+  request: string,
+  options?: {
+    readonly notifications?: ReadonlyArray<string> | undefined
+    readonly timeout?: Duration.DurationInput | undefined
+  }
+): Handshake<any, any> => ({
+  _tag: "Accept",
+  request,
+  notifications: options?.notifications ?? [],
+  timeout: options?.timeout === undefined ? undefined : Duration.decode(options.timeout)
+})
+
+/**
+ * What a shutdown did: under which policy and why, whether everything in flight finished (`drained`), and what was
+ * cut off. The recovery journal persists `cutOff`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ShutdownReport {
+  readonly policy: ShutdownPolicy.Policy
+  readonly reason: Lifecycle.CloseReason | "Failed"
+  readonly drained: boolean
+  readonly cutOff: ReadonlyArray<Peer.CutOff>
+  readonly startedAt: number
+  readonly finishedAt: number
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<Serves extends Method.Any, Calls extends Method.Any, R> extends Peer.Options<Serves, Calls, R> {
+  readonly handshake?: Handshake<Serves, Calls> | undefined
+  /** Default: the `ShutdownPolicy` service when one is provided, else fail-fast (seed 003). */
+  readonly policy?: ShutdownPolicy.Policy | undefined
+  /** Runs once, after every shutdown, with what it cut off. */
+  readonly onShutdown?: ((report: ShutdownReport) => Effect.Effect<void>) | undefined
+}
+
+/**
+ * A running connection.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Connection<Serves extends Method.Any, Calls extends Method.Any> {
+  readonly peer: Peer.Peer<Serves, Calls>
+  readonly lifecycle: Lifecycle.Lifecycle
+  readonly policy: ShutdownPolicy.Policy
+  /**
+   * Stops under the policy. The first caller gets `Stopped` once the shutdown is over (milliseconds under fail-fast,
+   * at most the drain timeout plus the flush bound under drain); every later or concurrent caller gets
+   * `AlreadyClosing` at once, from any state.
+   */
+  readonly stop: (reason?: Lifecycle.CloseReason) => Effect.Effect<Lifecycle.StopResult>
+  /**
+   * Stops fail-fast whatever the policy: cuts a drain in progress short at once (a second SIGTERM). Answers like
+   * `stop`.
+   */
+  readonly stopNow: (reason?: Lifecycle.CloseReason) => Effect.Effect<Lifecycle.StopResult>
+  /** Waits for the end of the shutdown, however it started, and tells what it did. */
+  readonly awaitShutdown: Effect.Effect<ShutdownReport>
+}
+
+const asFailure = (error: unknown): Lifecycle.Failure =>
+  error instanceof RpcError.RpcError
+    ? error
+    : RpcError.make(-32000, error instanceof Error ? error.message : "The handshake failed", error)
+
+/**
+ * Starts a connection in the current Scope.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Connection, Method, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+ *
+ * const Work = Method.request("work", { params: Schema.Struct({}), result: Schema.Null })
+ *
+ * const program = Effect.gen(function*() {
+ *   const { left } = yield* TestTransport.makePair()
+ *   const connection = yield* Connection.make({
+ *     protocol: Protocol.make({ serves: [Work] }),
+ *     transport: left,
+ *     handlers: { work: () => Effect.succeed(null) },
+ *     policy: ShutdownPolicy.drain("3 seconds")
+ *   })
+ *   return yield* connection.stop() // "Stopped"
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <Serves extends Method.Any, Calls extends Method.Any, R = never>(
+  options: Options<Serves, Calls, R>
+): Effect.Effect<Connection<Serves, Calls>, Lifecycle.Failure | Lifecycle.IllegalTransition, Scope.Scope | R> =>
+  Effect.gen(function*() {
+    const policy = options.policy ??
+      Option.getOrElse(yield* Effect.serviceOption(ShutdownPolicy.ShutdownPolicy), () => ShutdownPolicy.FailFast())
+    const lifecycle = yield* Lifecycle.make
+    const handshake = options.handshake
+    const handshakeMessages = new Set(
+      handshake?._tag === "Accept" ? [handshake.request, ...handshake.notifications] : []
+    )
+    const accepting = handshake?._tag === "Accept"
+
+    const handlers = { ...options.handlers } as Record<string, Peer.RequestHandler<any, R>>
+    if (handshake?._tag === "Accept") {
+      const serve = handlers[handshake.request]
+      if (serve !== undefined) {
+        handlers[handshake.request] = (params, context) =>
+          lifecycle.transition(Lifecycle.Initializing(), { from: "Starting" }).pipe(
+            // The gate admits handshake requests until Ready: only the one that moves Starting on may run.
+            Effect.mapError(() => RpcError.RpcError.invalidRequest(`${handshake.request}: the handshake is already running`)),
+            Effect.zipRight(serve(params, context)),
+            Effect.tap(() => Effect.ignore(lifecycle.transition(Lifecycle.Ready(), { from: "Initializing" }))),
+            Effect.tapError((error) =>
+              Effect.ignore(lifecycle.transition(Lifecycle.Failed({ error: asFailure(error) }), { from: "Initializing" }))
+            )
+          )
+      }
+    }
+
+    const peer = yield* Peer.make<Serves, Calls, R>({
+      ...options,
+      handlers: handlers as Peer.Handlers<Serves, R>,
+      gate: {
+        inbound: (method) => {
+          const isHandshake = handshakeMessages.has(method)
+          const state = lifecycle.unsafeState()
+          // The side that initiates serves what the other side asks while the handshake runs.
+          if (!accepting && !Lifecycle.isShuttingDown(state) && !Lifecycle.isTerminal(state)) return undefined
+          return Lifecycle.inboundGate(state, method, isHandshake)
+        },
+        inboundNotification: (method) => {
+          const state = lifecycle.unsafeState()
+          if (Lifecycle.isShuttingDown(state) || Lifecycle.isTerminal(state)) return false
+          return !accepting || state._tag === "Ready" || handshakeMessages.has(method)
+        },
+        outbound: () => lifecycle.outboundGate()
+      }
+    })
+
+    const done = yield* Deferred.make<ShutdownReport>()
+    const force = yield* Deferred.make<void>()
+    let started = false
+
+    /** The one teardown. Whoever calls it first runs it; everybody else waits for its report. */
+    const teardown = (reason: Lifecycle.CloseReason | "Failed", how: ShutdownPolicy.Policy): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (started) return Effect.asVoid(Deferred.await(done))
+        started = true
+        return Effect.gen(function*() {
+          const startedAt = yield* Clock.currentTimeMillis
+          let drained = true
+          if (how._tag === "Drain") {
+            // Interruptible inside the uninterruptible teardown, so the race can stop its losers; an interrupted
+            // wait counts as not drained and the teardown goes on.
+            const waited = yield* peer.awaitIdle.pipe(
+              Effect.as(true),
+              Effect.raceFirst(Effect.as(Deferred.await(force), false)),
+              Effect.timeoutTo({ duration: how.timeout, onTimeout: () => false, onSuccess: (idle) => idle }),
+              Effect.interruptible,
+              Effect.exit
+            )
+            drained = Exit.isSuccess(waited) && waited.value
+          }
+          const phase = lifecycle.unsafeState()._tag
+          const error = new PeerError.ShutdownError({
+            reason: reason === "Failed"
+              ? "Failed"
+              : !drained
+              ? "DrainTimeout"
+              : reason === "Interrupted"
+              ? "Interrupted"
+              : "Stop",
+            phase
+          })
+          const cutOut = yield* peer.failPending(error)
+          const cutIn = yield* peer.interruptHandlers
+          yield* peer.close(error)
+          yield* Effect.ignore(lifecycle.transition(Lifecycle.Closed(), { from: "Closing" }))
+          const report: ShutdownReport = {
+            policy: how,
+            reason,
+            drained: drained && cutOut.length + cutIn.length === 0,
+            cutOff: [...cutOut, ...cutIn],
+            startedAt,
+            finishedAt: yield* Clock.currentTimeMillis
+          }
+          if (report.cutOff.length > 0) {
+            yield* Effect.logWarning(`shutdown cut off ${report.cutOff.length} operation(s)`).pipe(
+              Effect.annotateLogs({ policy: how._tag, reason })
+            )
+          }
+          if (options.onShutdown !== undefined) yield* options.onShutdown(report)
+          yield* Deferred.succeed(done, report)
+        }).pipe(Effect.uninterruptible)
+      })
+
+    const stopWith = (reason: Lifecycle.CloseReason, how: ShutdownPolicy.Policy) =>
+      Effect.flatMap(lifecycle.beginStop(reason), (result) =>
+        result === "Stopped" ? Effect.as(teardown(reason, how), result) : Effect.succeed(result))
+
+    const fail = (error: Lifecycle.Failure): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const state = lifecycle.unsafeState()
+        if (Lifecycle.isTerminal(state)) return Effect.void
+        return Effect.zipRight(
+          Effect.ignore(lifecycle.transition(Lifecycle.Failed({ error }))),
+          teardown("Failed", ShutdownPolicy.FailFast())
+        )
+      })
+
+    // Registered after the peer, so it runs before the peer's own finalizer and decides what in-flight work sees.
+    yield* Effect.addFinalizer((exit) =>
+      Effect.zipRight(
+        lifecycle.beginStop(Exit.isInterrupted(exit) ? "Interrupted" : "Stop"),
+        teardown(Exit.isInterrupted(exit) ? "Interrupted" : "Stop", policy)
+      )
+    )
+
+    // The other side went away or the transport broke: stop under the policy, or fail.
+    yield* peer.closed.pipe(
+      Effect.flatMap((reason) =>
+        reason._tag === "PeerClosed" && reason.reason === "TransportClosed"
+          ? stopWith("TransportClosed", policy)
+          : reason._tag === "ShutdownError"
+          ? Effect.void
+          : fail(reason)
+      ),
+      Effect.forkScoped
+    )
+
+    if (handshake === undefined) {
+      yield* lifecycle.transition(Lifecycle.Ready())
+    } else if (handshake._tag === "Initiate") {
+      yield* Lifecycle.runHandshake(lifecycle, handshake.run(peer), handshake.timeout).pipe(
+        Effect.tapError((error) => error._tag === "IllegalTransition" ? Effect.void : fail(error))
+      )
+    } else if (handshake.timeout !== undefined) {
+      const timeout = handshake.timeout
+      yield* Effect.sleep(timeout).pipe(
+        Effect.zipRight(Effect.suspend(() => {
+          const state = lifecycle.unsafeState()._tag
+          return state === "Starting" || state === "Initializing"
+            ? fail(new Lifecycle.HandshakeTimeout({ timeoutMillis: Duration.toMillis(timeout) }))
+            : Effect.void
+        })),
+        Effect.forkScoped
+      )
+    }
+
+    return {
+      peer,
+      lifecycle,
+      policy,
+      stop: (reason = "Stop") => stopWith(reason, policy),
+      stopNow: (reason = "Stop") =>
+        Effect.zipRight(
+          Deferred.succeed(force, void 0),
+          stopWith(reason, ShutdownPolicy.FailFast())
+        ),
+      awaitShutdown: Deferred.await(done)
+    }
+  })

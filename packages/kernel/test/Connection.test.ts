@@ -1,0 +1,353 @@
+import { assert, describe, it } from "@effect/vitest"
+import { ErrorCode } from "@lifeline/jsonrpc"
+import { Connection, Lifecycle, Method, Peer, PeerError, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+import {
+  ConfigProvider,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Option,
+  Ref,
+  Schema,
+  Scope,
+  Stream,
+  TestClock
+} from "effect"
+import { makeRaw } from "./utils.js"
+
+const Work = Method.request("work", { params: Schema.Struct({ ms: Schema.Number }), result: Schema.Number })
+const Initialize = Method.request("initialize", { params: Schema.Struct({}), result: Schema.Struct({ ok: Schema.Boolean }) })
+const Initialized = Method.notification("initialized", { params: Schema.Struct({}) })
+const Ping = Method.notification("ping", { params: Schema.Struct({}) })
+
+const Server = Protocol.make({ serves: [Work, Initialize, Initialized, Ping], calls: [Work] })
+const Client = Protocol.flip(Server)
+
+const eventually = (condition: Effect.Effect<boolean>, what = "condition") =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 10_000; i++) {
+      if (yield* condition) return
+      yield* Effect.yieldNow()
+    }
+    return yield* Effect.dieMessage(`never reached: ${what}`)
+  })
+
+/** Counts what handlers acquire and release, to prove every path runs the finalizers. */
+const makeCounter = Effect.map(Ref.make({ acquired: 0, released: 0 }), (ref) => ({
+  ref,
+  resource: Effect.acquireRelease(
+    Ref.update(ref, (c) => ({ ...c, acquired: c.acquired + 1 })),
+    () => Ref.update(ref, (c) => ({ ...c, released: c.released + 1 }))
+  )
+}))
+
+interface Setup {
+  readonly policy?: ShutdownPolicy.Policy
+  readonly handshake?: Connection.Handshake<any, any>
+}
+
+/**
+ * A connection under test (`server`, in a Scope the test owns) and a plain peer on the other end (`client`, in the
+ * test's scope). The server's `work` handler sleeps on the Clock while holding a counted resource.
+ */
+const setup = (options: Setup = {}) =>
+  Effect.gen(function*() {
+    const pair = yield* TestTransport.makePair()
+    const counter = yield* makeCounter
+    const scope = yield* Scope.make()
+    const server = yield* Connection.make({
+      protocol: Server,
+      transport: pair.left,
+      handlers: {
+        work: ({ ms }) => Effect.scoped(Effect.zipRight(counter.resource, Effect.as(Effect.sleep(Duration.millis(ms)), ms))),
+        initialize: () => Effect.succeed({ ok: true }),
+        initialized: () => Effect.void,
+        ping: () => Effect.void
+      },
+      ...(options.policy === undefined ? {} : { policy: options.policy }),
+      ...(options.handshake === undefined ? {} : { handshake: options.handshake })
+    }).pipe(Scope.extend(scope))
+    const client = yield* Peer.make({
+      protocol: Client,
+      transport: pair.right,
+      handlers: { work: ({ ms }) => Effect.as(Effect.sleep(Duration.millis(ms)), ms) },
+      requestTimeout: "1 hour"
+    })
+    return { pair, counter, scope, server, client }
+  })
+
+const tags = (events: Iterable<Lifecycle.Event>) => Array.from(events, (e) => e.to._tag)
+
+describe("Connection", () => {
+  describe("fail-fast", () => {
+    it.scoped("stop fails every pending call at once, interrupts handlers and closes the transport", () =>
+      Effect.gen(function*() {
+        const { client, counter, server } = yield* setup({ policy: ShutdownPolicy.FailFast() })
+        const outbound = yield* Effect.fork(server.peer.call(Work, { ms: 1000 }))
+        const inbound = yield* Effect.fork(client.call(Work, { ms: 1000 }))
+        yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 1 && s.pendingOutbound === 1))
+        // No clock moves: fail-fast waits for nothing.
+        assert.strictEqual(yield* server.stop(), "Stopped")
+        const error = yield* Effect.flip(Fiber.join(outbound))
+        assert.instanceOf(error, PeerError.ShutdownError)
+        assert.strictEqual((error as PeerError.ShutdownError).reason, "Stop")
+        assert.deepStrictEqual(yield* Ref.get(counter.ref), { acquired: 1, released: 1 })
+        // The transport was ended: the client sees the connection close and its call fail.
+        assert.strictEqual((yield* Effect.flip(Fiber.join(inbound)))._tag, "PeerClosed")
+        const report = yield* server.awaitShutdown
+        assert.deepStrictEqual(report.cutOff.map((c) => c.direction).sort(), ["inbound", "outbound"])
+        assert.isFalse(report.drained)
+        assert.strictEqual(report.finishedAt - report.startedAt, 0)
+        assert.deepStrictEqual(tags(yield* Stream.runCollect(server.lifecycle.events)), ["Ready", "Closing", "Closed"])
+      }))
+
+    it.scoped("calls after stop fail at once with ShutdownError; late answers are dropped and counted", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        const connection = yield* Connection.make({ protocol: Protocol.make({ calls: [Work] }), transport: pair.left, handlers: {} })
+        const raw = yield* makeRaw(pair.right)
+        const call = yield* Effect.fork(connection.peer.call(Work, { ms: 1 }))
+        const request = yield* raw.next
+        yield* connection.stop()
+        assert.strictEqual((yield* Effect.flip(Fiber.join(call)))._tag, "ShutdownError")
+        const after = yield* Effect.flip(connection.peer.call(Work, { ms: 1 }))
+        assert.strictEqual(after._tag, "ShutdownError")
+        assert.strictEqual((after as PeerError.ShutdownError).phase, "Closed")
+        yield* raw.send({ jsonrpc: "2.0", id: request.id, result: 1 })
+        yield* eventually(Effect.map(connection.peer.stats, (s) => s.lateResponses === 1), "late answer counted")
+      }))
+  })
+
+  describe("drain", () => {
+    it.scoped("finishes early when the work ends early", () =>
+      Effect.gen(function*() {
+        const { client, counter, server } = yield* setup({ policy: ShutdownPolicy.drain("5 seconds") })
+        const inbound = yield* Effect.fork(client.call(Work, { ms: 1000 }))
+        yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 1))
+        const stopping = yield* Effect.fork(server.stop())
+        yield* eventually(Effect.map(server.lifecycle.state, (s) => s._tag === "Closing"))
+        yield* TestClock.adjust("1 second")
+        assert.strictEqual(yield* Fiber.join(stopping), "Stopped")
+        assert.strictEqual(yield* Fiber.join(inbound), 1000)
+        const report = yield* server.awaitShutdown
+        assert.isTrue(report.drained)
+        assert.strictEqual(report.finishedAt - report.startedAt, 1000)
+        assert.deepStrictEqual(yield* Ref.get(counter.ref), { acquired: 1, released: 1 })
+      }))
+
+    it.scoped("cuts off exactly at the deadline, not a millisecond before", () =>
+      Effect.gen(function*() {
+        const { client, counter, server } = yield* setup({ policy: ShutdownPolicy.drain("5 seconds") })
+        const inbound = yield* Effect.fork(client.call(Work, { ms: 60_000 }))
+        const outbound = yield* Effect.fork(server.peer.call(Work, { ms: 60_000 }, { timeout: "1 hour" }))
+        yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 1 && s.pendingOutbound === 1))
+        const stopping = yield* Effect.fork(server.stop())
+        yield* eventually(Effect.map(server.lifecycle.state, (s) => s._tag === "Closing"))
+        yield* TestClock.adjust(Duration.millis(4999))
+        assert.isTrue(Option.isNone(yield* Fiber.poll(stopping)))
+        assert.isTrue(Option.isNone(yield* Fiber.poll(outbound)))
+        yield* TestClock.adjust(Duration.millis(1))
+        assert.strictEqual(yield* Fiber.join(stopping), "Stopped")
+        const error = (yield* Effect.flip(Fiber.join(outbound))) as PeerError.ShutdownError
+        assert.strictEqual(error.reason, "DrainTimeout")
+        assert.strictEqual(error.phase, "Closing")
+        const report = yield* server.awaitShutdown
+        assert.isFalse(report.drained)
+        assert.deepStrictEqual(report.cutOff.map((c) => `${c.direction} ${c.method}`).sort(), ["inbound work", "outbound work"])
+        assert.deepStrictEqual(yield* Ref.get(counter.ref), { acquired: 1, released: 1 })
+        yield* Fiber.interrupt(inbound)
+      }))
+
+    it.scoped("new work is refused while draining: -32003 inbound, ShutdownError outbound", () =>
+      Effect.gen(function*() {
+        const { client, server } = yield* setup({ policy: ShutdownPolicy.drain("5 seconds") })
+        yield* Effect.fork(client.call(Work, { ms: 1000 }))
+        yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 1))
+        yield* Effect.fork(server.stop())
+        yield* eventually(Effect.map(server.lifecycle.state, (s) => s._tag === "Closing"))
+        const refused = yield* Effect.flip(client.call(Work, { ms: 1 }))
+        assert.strictEqual(refused._tag, "RpcError")
+        assert.strictEqual((refused as any).code, ErrorCode.ShuttingDown)
+        const outbound = (yield* Effect.flip(server.peer.call(Work, { ms: 1 }))) as PeerError.ShutdownError
+        assert.strictEqual(outbound._tag, "ShutdownError")
+        assert.strictEqual(outbound.phase, "Closing")
+        yield* TestClock.adjust("1 second")
+        yield* server.awaitShutdown
+      }))
+
+    it.scoped("stopNow cuts a drain short at once", () =>
+      Effect.gen(function*() {
+        const { client, server } = yield* setup({ policy: ShutdownPolicy.drain("1 minute") })
+        yield* Effect.fork(Effect.ignore(client.call(Work, { ms: 60_000 })))
+        yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 1))
+        const stopping = yield* Effect.fork(server.stop())
+        yield* eventually(Effect.map(server.lifecycle.state, (s) => s._tag === "Closing"))
+        assert.strictEqual(yield* server.stopNow(), "AlreadyClosing")
+        assert.strictEqual(yield* Fiber.join(stopping), "Stopped")
+        assert.strictEqual((yield* server.awaitShutdown).cutOff.length, 1)
+      }))
+  })
+
+  describe("stop is idempotent", () => {
+    it.scoped("from Ready: first Stopped, then AlreadyClosing, concurrently too", () =>
+      Effect.gen(function*() {
+        const { server } = yield* setup()
+        const results = yield* Effect.all(Array.from({ length: 8 }, () => server.stop()), { concurrency: "unbounded" })
+        assert.strictEqual(results.filter((r) => r === "Stopped").length, 1)
+        assert.strictEqual(results.filter((r) => r === "AlreadyClosing").length, 7)
+        assert.strictEqual(yield* server.stop(), "AlreadyClosing")
+        assert.strictEqual((yield* server.lifecycle.state)._tag, "Closed")
+      }))
+
+    it.scoped("from Starting and Initializing (handshake pending), from Closing (drain running) and from Closed", () =>
+      Effect.gen(function*() {
+        // Starting: no handshake has arrived yet.
+        const starting = yield* setup({ handshake: Connection.accept("initialize") })
+        assert.strictEqual((yield* starting.server.lifecycle.state)._tag, "Starting")
+        assert.strictEqual(yield* starting.server.stop(), "Stopped")
+        assert.strictEqual(yield* starting.server.stop(), "AlreadyClosing")
+
+        // Initializing: an initiating handshake that never gets its answer.
+        const pair = yield* TestTransport.makePair()
+        yield* makeRaw(pair.right)
+        const scope = yield* Scope.make()
+        const made = yield* Effect.fork(
+          Connection.make({
+            protocol: Protocol.make({ calls: [Initialize] }),
+            transport: pair.left,
+            handlers: {},
+            handshake: Connection.initiate((peer) => peer.call(Initialize, {}), { timeout: "10 seconds" })
+          }).pipe(Scope.extend(scope))
+        )
+        yield* Effect.yieldNow()
+        yield* Scope.close(scope, Exit.void)
+        assert.isTrue(Exit.isFailure(yield* Fiber.await(made)))
+
+        // Closing and Closed.
+        const draining = yield* setup({ policy: ShutdownPolicy.drain("5 seconds") })
+        yield* Effect.fork(Effect.ignore(draining.client.call(Work, { ms: 10_000 })))
+        yield* eventually(Effect.map(draining.server.peer.stats, (s) => s.activeInbound === 1))
+        const first = yield* Effect.fork(draining.server.stop())
+        yield* eventually(Effect.map(draining.server.lifecycle.state, (s) => s._tag === "Closing"))
+        assert.strictEqual(yield* draining.server.stop(), "AlreadyClosing") // at once, while the drain runs
+        yield* TestClock.adjust("5 seconds")
+        assert.strictEqual(yield* Fiber.join(first), "Stopped")
+        assert.strictEqual(yield* draining.server.stop(), "AlreadyClosing")
+      }))
+  })
+
+  describe("handshake", () => {
+    it.scoped("before Ready other requests get -32002; a second handshake gets -32600", () =>
+      Effect.gen(function*() {
+        const { client, server } = yield* setup({
+          handshake: Connection.accept("initialize", { notifications: ["initialized"] })
+        })
+        const early = yield* Effect.flip(client.call(Work, { ms: 1 }))
+        assert.strictEqual((early as any).code, ErrorCode.ServerNotInitialized)
+        assert.deepStrictEqual(yield* client.call(Initialize, {}), { ok: true })
+        assert.strictEqual((yield* server.lifecycle.state)._tag, "Ready")
+        const again = yield* Effect.flip(client.call(Initialize, {}))
+        assert.strictEqual((again as any).code, ErrorCode.InvalidRequest)
+        assert.strictEqual(yield* client.call(Work, { ms: 0 }), 0)
+        assert.deepStrictEqual(
+          tags(yield* Stream.runCollect(Stream.take(server.lifecycle.events, 2))),
+          ["Initializing", "Ready"]
+        )
+      }))
+
+    it.scoped("an accepted handshake that does not come in time moves to Failed exactly at the timeout", () =>
+      Effect.gen(function*() {
+        const { server } = yield* setup({ handshake: Connection.accept("initialize", { timeout: "10 seconds" }) })
+        yield* TestClock.adjust(Duration.millis(9999))
+        assert.strictEqual((yield* server.lifecycle.state)._tag, "Starting")
+        yield* TestClock.adjust(Duration.millis(1))
+        const state = yield* server.lifecycle.state
+        assert.strictEqual(state._tag, "Failed")
+        assert.strictEqual(state._tag === "Failed" ? state.error._tag : "", "HandshakeTimeout")
+        assert.strictEqual((yield* server.awaitShutdown).reason, "Failed")
+      }))
+
+    it.scoped("an initiated handshake that times out fails make with HandshakeTimeout", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        yield* makeRaw(pair.right)
+        const lifecycle = yield* Deferred.make<Lifecycle.Lifecycle>()
+        const made = yield* Effect.fork(
+          Connection.make({
+            protocol: Protocol.make({ calls: [Initialize] }),
+            transport: pair.left,
+            handlers: {},
+            handshake: Connection.initiate((peer) => peer.call(Initialize, {}, { timeout: "1 hour" }), {
+              timeout: "10 seconds"
+            }),
+            onShutdown: () => Effect.void
+          }).pipe(Effect.tap((c) => Deferred.succeed(lifecycle, c.lifecycle)))
+        )
+        yield* TestClock.adjust("10 seconds")
+        const error = yield* Effect.flip(Fiber.join(made))
+        assert.strictEqual(error._tag, "HandshakeTimeout")
+      }))
+  })
+
+  describe("policy from Config", () => {
+    it.scoped("LIFELINE_SHUTDOWN_POLICY=drain picks a drain through the ShutdownPolicy layer", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        const connection = yield* Connection.make({ protocol: Protocol.make({}), transport: pair.left, handlers: {} })
+        assert.deepStrictEqual(connection.policy, ShutdownPolicy.drain("3 seconds"))
+      }).pipe(
+        Effect.provide(ShutdownPolicy.layerConfig.pipe(
+          Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(
+            new Map([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", "3 seconds"]])
+          )))
+        ))
+      ))
+  })
+
+  describe("finalizers run on every path", () => {
+    const paths = ["stop (fail-fast)", "stop (drain, clean)", "drain timeout", "interruption", "transport failure"] as const
+    for (const path of paths) {
+      it.scoped(path, () =>
+        Effect.gen(function*() {
+          const policy = path === "stop (drain, clean)" || path === "drain timeout"
+            ? ShutdownPolicy.drain("5 seconds")
+            : ShutdownPolicy.FailFast()
+          const { client, counter, pair, scope, server } = yield* setup({ policy })
+          const ms = path === "stop (drain, clean)" ? 100 : 60_000
+          yield* Effect.fork(Effect.ignore(client.call(Work, { ms })))
+          yield* Effect.fork(Effect.ignore(client.call(Work, { ms })))
+          yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 2))
+          switch (path) {
+            case "stop (fail-fast)":
+              yield* server.stop()
+              break
+            case "stop (drain, clean)":
+            case "drain timeout": {
+              const stopping = yield* Effect.fork(server.stop())
+              yield* eventually(Effect.map(server.lifecycle.state, (s) => s._tag === "Closing"))
+              yield* TestClock.adjust("5 seconds")
+              yield* Fiber.join(stopping)
+              break
+            }
+            case "interruption":
+              yield* Scope.close(scope, Exit.interrupt(server.peer as any))
+              break
+            case "transport failure":
+              yield* pair.rightToLeft.fail("pipe broke")
+              break
+          }
+          const report = yield* server.awaitShutdown
+          yield* Scope.close(scope, Exit.void)
+          assert.deepStrictEqual(yield* Ref.get(counter.ref), { acquired: 2, released: 2 })
+          assert.strictEqual(report.drained, path === "stop (drain, clean)")
+          const final = (yield* server.lifecycle.state)._tag
+          assert.strictEqual(final, path === "transport failure" ? "Failed" : "Closed")
+          // Our side of the transport is ended on every path.
+          assert.isTrue(yield* server.peer.isClosed)
+        }))
+    }
+  })
+})
