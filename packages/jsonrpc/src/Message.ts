@@ -5,7 +5,9 @@
  * @since 0.1.0
  */
 import * as Either from "effect/Either"
+import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import type { ParseOptions } from "effect/SchemaAST"
 import * as RpcError from "./RpcError.js"
 
 /**
@@ -46,13 +48,22 @@ const envelope = { jsonrpc: Schema.Literal("2.0") }
  * @since 0.1.0
  * @category schemas
  */
-export const ErrorObject = Schema.Struct({ code: Schema.Int, message: Schema.String, data: Schema.optional(Schema.Unknown) })
+export const ErrorObject = Schema.Struct({
+  code: Schema.Int,
+  message: Schema.String,
+  data: Schema.optional(Schema.Unknown)
+})
 
 /**
  * @since 0.1.0
  * @category schemas
  */
-export const Request = Schema.Struct({ ...envelope, id: RequestId, method: Schema.String, params: Schema.optional(Params) })
+export const Request = Schema.Struct({
+  ...envelope,
+  id: RequestId,
+  method: Schema.String,
+  params: Schema.optional(Params)
+})
 
 /**
  * @since 0.1.0
@@ -134,14 +145,25 @@ export type Message = Request | Notification | Response
  */
 export const Message = Schema.Union(Request, Notification, Success, Failure)
 
+const decodeEnvelope = Schema.decodeUnknownEither(Schema.Struct(envelope))
+const decodeUnion = Schema.decodeUnknownEither(Message, { exact: true, onExcessProperty: "error" })
+
 /**
  * Decodes one message with the Schemas, exactly: no excess properties, no missing `result`. The classifier below is
  * the fast path the peer uses; the two agree (property-tested).
  *
+ * The envelope is checked on its own first because the Union decoder of effect 3.22 picks candidates with
+ * `String(input.jsonrpc)`, which throws on valid JSON such as `{"jsonrpc":{"toString":null}}`; a Struct compares the
+ * literal with `===`.
+ *
  * @since 0.1.0
  * @category schemas
  */
-export const decodeMessage = Schema.decodeUnknownEither(Message, { exact: true, onExcessProperty: "error" })
+export const decodeMessage = (
+  u: unknown,
+  overrideOptions?: ParseOptions
+): Either.Either<Schema.Schema.Type<typeof Message>, ParseResult.ParseError> =>
+  Either.flatMap(decodeEnvelope(u), () => decodeUnion(u, overrideOptions))
 
 /**
  * What a single parsed JSON value turned out to be.

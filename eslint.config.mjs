@@ -1,0 +1,96 @@
+import * as effectEslint from "@effect/eslint-plugin"
+import { defineConfig, globalIgnores } from "eslint/config"
+import { builtinModules } from "node:module"
+import tseslint from "typescript-eslint"
+
+const nodeBuiltins = {
+  paths: builtinModules.filter((name) => !name.startsWith("_")).map((name) => ({
+    name,
+    message: "Pure packages do no IO: Node implementations belong in @lifeline/node."
+  })),
+  patterns: [{
+    regex: "^node:",
+    message: "Pure packages do no IO: Node implementations belong in @lifeline/node."
+  }]
+}
+
+const lifelineNode = {
+  regex: "^@lifeline/node(/|$)",
+  message: "jsonrpc and kernel must not depend on @lifeline/node: depend on kernel Tags instead."
+}
+
+export default defineConfig(
+  globalIgnores(["**/node_modules/", "**/build/", "**/dist/", "**/coverage/", "**/.vitest-cache/"]),
+  tseslint.configs.recommended,
+  effectEslint.configs.dprint,
+  {
+    files: ["**/*.{ts,mts,cts,js,mjs,cjs}"],
+    rules: {
+      "@effect/dprint": ["error", {
+        config: {
+          indentWidth: 2,
+          lineWidth: 120,
+          semiColons: "asi",
+          quoteStyle: "alwaysDouble",
+          trailingCommas: "never",
+          operatorPosition: "maintain",
+          "arrowFunction.useParentheses": "force"
+        }
+      }],
+      "@typescript-eslint/array-type": ["error", { default: "generic", readonly: "generic" }],
+      "@typescript-eslint/consistent-type-imports": "error",
+      "@typescript-eslint/no-empty-object-type": "off",
+      "@typescript-eslint/no-explicit-any": "off",
+      "@typescript-eslint/no-namespace": "off",
+      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
+      "object-shorthand": "error"
+    }
+  },
+  {
+    files: ["packages/*/src/**", "packages/*/test/**", "test/**"],
+    rules: {
+      "no-console": "error"
+    }
+  },
+  {
+    files: ["packages/*/src/**"],
+    rules: {
+      "@effect/no-import-from-barrel-package": ["error", {
+        packageNames: [
+          "effect",
+          "@effect/platform",
+          "@effect/platform-node",
+          "@effect/sql",
+          "@effect/rpc",
+          "@effect/cluster",
+          "@lifeline/jsonrpc",
+          "@lifeline/kernel",
+          "@lifeline/node",
+          "@lifeline/hermes"
+        ]
+      }]
+    }
+  },
+  // A later block replaces the options of an earlier one, so each block lists every restriction for its files.
+  {
+    files: ["packages/{jsonrpc,kernel}/**"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: [lifelineNode] }]
+    }
+  },
+  {
+    files: ["packages/{jsonrpc,kernel}/src/**"],
+    rules: {
+      "no-restricted-imports": ["error", {
+        paths: nodeBuiltins.paths,
+        patterns: [...nodeBuiltins.patterns, lifelineNode]
+      }]
+    }
+  },
+  {
+    files: ["packages/hermes/src/**"],
+    rules: {
+      "no-restricted-imports": ["error", nodeBuiltins]
+    }
+  }
+)
