@@ -112,6 +112,25 @@ describe("Peer", () => {
         assert.include(String(rpc.data), "text")
       }))
 
+    it.scoped("hostile params that make a Schema decoder throw are still -32602, not a defect", () =>
+      Effect.gen(function*() {
+        const Shape = Method.request("shape", {
+          params: Schema.Union(Schema.TaggedStruct("Circle", { r: Schema.Number }), Schema.TaggedStruct("Dot", {})),
+          result: Schema.String
+        })
+        const pair = yield* TestTransport.makePair()
+        const server = yield* Peer.make({
+          protocol: Protocol.make({ serves: [Shape] }),
+          transport: pair.left,
+          handlers: { shape: (shape) => Effect.succeed(shape._tag) }
+        })
+        const raw = yield* makeRaw(pair.right)
+        yield* raw.send({ jsonrpc: "2.0", id: 1, method: "shape", params: { _tag: { toString: null } } })
+        const answer = yield* raw.next
+        assert.strictEqual(answer.error.code, ErrorCode.InvalidParams)
+        assert.strictEqual((yield* server.stats).handlerDefects, 0)
+      }))
+
     it.scoped("a handler's typed failure reaches the caller typed", () =>
       Effect.gen(function*() {
         const { client } = yield* setup()

@@ -19,6 +19,7 @@ import * as FiberId from "effect/FiberId"
 import * as FiberMap from "effect/FiberMap"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
+import type * as ParseResult from "effect/ParseResult"
 import * as Queue from "effect/Queue"
 import * as Schema from "effect/Schema"
 import * as SchemaAST from "effect/SchemaAST"
@@ -55,6 +56,22 @@ const lspCancellation: Peer.Cancellation = {
 
 const messageOf = (u: unknown): string => u instanceof Error ? u.message : String(u)
 
+/**
+ * A Schema codec as a function that never throws. Method codecs are synchronous (no services, no async transforms),
+ * and some Schema decoders throw on hostile input before returning (a Union calls `String()` on a discriminator such
+ * as `{ toString: null }`): both come back as a parse failure, so a peer's bad input is -32602, not a defect.
+ */
+const safely = <A>(
+  codec: (u: unknown) => Either.Either<A, ParseResult.ParseError>
+) =>
+(u: unknown): Either.Either<A, string> => {
+  try {
+    return Either.mapLeft(codec(u), (issue) => issue.message)
+  } catch (cause) {
+    return Either.left(messageOf(cause))
+  }
+}
+
 const isNever = (schema: Schema.Schema.AnyNoContext): boolean => SchemaAST.isNeverKeyword(schema.ast)
 
 /**
@@ -70,30 +87,29 @@ const toRpcError = (method: Method.AnyRequest, error: unknown): RpcError.RpcErro
     : typeof fields._tag === "string"
     ? fields._tag
     : "Request failed"
-  const data = Schema.encodeUnknownEither(method.error)(error)
+  const data = safely(Schema.encodeUnknownEither(method.error))(error)
   return RpcError.make(code, message, Either.isRight(data) ? data.right : undefined)
 }
 
 const compileRequest = (method: Method.AnyRequest, handler: Peer.RequestHandler<any, any>): Serve => {
-  const decodeParams = Schema.decodeUnknown(method.params)
-  const encodeResult = Schema.encodeUnknown(method.result)
+  const decodeParams = safely(Schema.decodeUnknownEither(method.params))
+  const encodeResult = safely(Schema.encodeUnknownEither(method.result))
   return (params, context) =>
-    decodeParams(params).pipe(
-      Effect.mapError((issue) => RpcError.RpcError.invalidParams(issue.message)),
+    Effect.mapError(decodeParams(params), (issue) => RpcError.RpcError.invalidParams(issue)).pipe(
       Effect.flatMap((decoded) =>
         Effect.mapError(handler(decoded, context) as Effect.Effect<unknown, unknown, any>, (e) => toRpcError(method, e))
       ),
       Effect.flatMap((result) =>
         Effect.mapError(
           encodeResult(result),
-          (issue) => RpcError.RpcError.internalError(`${method.name} returned a result its Schema refuses: ${issue.message}`)
+          (issue) => RpcError.RpcError.internalError(`${method.name} returned a result its Schema refuses: ${issue}`)
         )
       )
     )
 }
 
 const compileNotification = (method: Method.AnyNotification, handler: Peer.NotificationHandler<any, any>): Notify => {
-  const decodeParams = Schema.decodeUnknown(method.params)
+  const decodeParams = safely(Schema.decodeUnknownEither(method.params))
   return (params) =>
     decodeParams(params).pipe(
       Effect.flatMap((decoded) => handler(decoded) as Effect.Effect<void, unknown, any>),
@@ -265,11 +281,10 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     })
 
   const call = (method: Method.AnyRequest, params: unknown, callOptions?: Peer.CallOptions) => {
-    const encodeParams = Schema.encodeUnknown(method.params)
-    const decodeResult = Schema.decodeUnknown(method.result)
-    const decodeError = isNever(method.error) ? undefined : Schema.decodeUnknownEither(method.error)
-    return encodeParams(params).pipe(
-      Effect.mapError((issue) => RpcError.RpcError.invalidParams(issue.message)),
+    const encodeParams = safely(Schema.encodeUnknownEither(method.params))
+    const decodeResult = safely(Schema.decodeUnknownEither(method.result))
+    const decodeError = isNever(method.error) ? undefined : safely(Schema.decodeUnknownEither(method.error))
+    return Effect.mapError(encodeParams(params), (issue) => RpcError.RpcError.invalidParams(issue)).pipe(
       Effect.flatMap((encoded) =>
         callUntyped(
           method.name,
@@ -287,15 +302,15 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
       Effect.flatMap((result) =>
         Effect.mapError(
           decodeResult(result),
-          (issue) => RpcError.RpcError.internalError(`${method.name}: the result does not match its Schema: ${issue.message}`)
+          (issue) => RpcError.RpcError.internalError(`${method.name}: the result does not match its Schema: ${issue}`)
         )
       )
     )
   }
 
   const notify = (method: Method.AnyNotification, params: unknown) =>
-    Schema.encodeUnknown(method.params)(params).pipe(
-      Effect.orDieWith((issue) => new Error(`${method.name}: params do not match their Schema: ${issue.message}`)),
+    safely(Schema.encodeUnknownEither(method.params))(params).pipe(
+      Effect.orDieWith((issue) => new Error(`${method.name}: params do not match their Schema: ${issue}`)),
       Effect.flatMap((encoded) => notifyUntyped(method.name, encoded as Message.Params | undefined))
     )
 
