@@ -114,7 +114,9 @@ export interface ShutdownReport {
  * @since 0.1.0
  * @category models
  */
-export interface Options<Serves extends Method.Any, Calls extends Method.Any, R> extends Peer.Options<Serves, Calls, R> {
+export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
+  extends Peer.Options<Serves, Calls, R>
+{
   readonly handshake?: Handshake<Serves, Calls> | undefined
   /** Default: the `ShutdownPolicy` service when one is provided, else fail-fast (seed 003). */
   readonly policy?: ShutdownPolicy.Policy | undefined
@@ -197,11 +199,15 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
         handlers[handshake.request] = (params, context) =>
           lifecycle.transition(Lifecycle.Initializing(), { from: "Starting" }).pipe(
             // The gate admits handshake requests until Ready: only the one that moves Starting on may run.
-            Effect.mapError(() => RpcError.RpcError.invalidRequest(`${handshake.request}: the handshake is already running`)),
+            Effect.mapError(() =>
+              RpcError.RpcError.invalidRequest(`${handshake.request}: the handshake is already running`)
+            ),
             Effect.zipRight(serve(params, context)),
             Effect.tap(() => Effect.ignore(lifecycle.transition(Lifecycle.Ready(), { from: "Initializing" }))),
             Effect.tapError((error) =>
-              Effect.ignore(lifecycle.transition(Lifecycle.Failed({ error: asFailure(error) }), { from: "Initializing" }))
+              Effect.ignore(
+                lifecycle.transition(Lifecycle.Failed({ error: asFailure(error) }), { from: "Initializing" })
+              )
             )
           )
       }
@@ -285,8 +291,10 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
       })
 
     const stopWith = (reason: Lifecycle.CloseReason, how: ShutdownPolicy.Policy) =>
-      Effect.flatMap(lifecycle.beginStop(reason), (result) =>
-        result === "Stopped" ? Effect.as(teardown(reason, how), result) : Effect.succeed(result))
+      Effect.flatMap(
+        lifecycle.beginStop(reason),
+        (result) => result === "Stopped" ? Effect.as(teardown(reason, how), result) : Effect.succeed(result)
+      )
 
     const fail = (error: Lifecycle.Failure): Effect.Effect<void> =>
       Effect.suspend(() => {

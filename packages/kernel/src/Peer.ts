@@ -214,7 +214,10 @@ export interface Peer<Serves extends Method.Any, Calls extends Method.Any> {
     params?: Message.Params | undefined,
     options?: CallOptions
   ) => Effect.Effect<unknown, CallError>
-  readonly notifyUntyped: (method: string, params?: Message.Params | undefined) => Effect.Effect<void, PeerError.Disconnect>
+  readonly notifyUntyped: (
+    method: string,
+    params?: Message.Params | undefined
+  ) => Effect.Effect<void, PeerError.Disconnect>
   readonly stats: Effect.Effect<Stats>
   readonly unsafeStats: () => Stats
   /** Completes when the connection is over, with the reason: the other side closed it, it failed, or we stopped. */

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ErrorCode } from "@lifeline/jsonrpc"
-import { Connection, Lifecycle, Method, Peer, PeerError, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+import type { Lifecycle } from "@lifeline/kernel"
+import { Connection, Method, Peer, PeerError, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
 import {
   ConfigProvider,
   Deferred,
@@ -19,7 +20,10 @@ import {
 import { makeRaw } from "./utils.js"
 
 const Work = Method.request("work", { params: Schema.Struct({ ms: Schema.Number }), result: Schema.Number })
-const Initialize = Method.request("initialize", { params: Schema.Struct({}), result: Schema.Struct({ ok: Schema.Boolean }) })
+const Initialize = Method.request("initialize", {
+  params: Schema.Struct({}),
+  result: Schema.Struct({ ok: Schema.Boolean })
+})
 const Initialized = Method.notification("initialized", { params: Schema.Struct({}) })
 const Ping = Method.notification("ping", { params: Schema.Struct({}) })
 
@@ -62,7 +66,8 @@ const setup = (options: Setup = {}) =>
       protocol: Server,
       transport: pair.left,
       handlers: {
-        work: ({ ms }) => Effect.scoped(Effect.zipRight(counter.resource, Effect.as(Effect.sleep(Duration.millis(ms)), ms))),
+        work: ({ ms }) =>
+          Effect.scoped(Effect.zipRight(counter.resource, Effect.as(Effect.sleep(Duration.millis(ms)), ms))),
         initialize: () => Effect.succeed({ ok: true }),
         initialized: () => Effect.void,
         ping: () => Effect.void
@@ -107,7 +112,11 @@ describe("Connection", () => {
     it.scoped("calls after stop fail at once with ShutdownError; late answers are dropped and counted", () =>
       Effect.gen(function*() {
         const pair = yield* TestTransport.makePair()
-        const connection = yield* Connection.make({ protocol: Protocol.make({ calls: [Work] }), transport: pair.left, handlers: {} })
+        const connection = yield* Connection.make({
+          protocol: Protocol.make({ calls: [Work] }),
+          transport: pair.left,
+          handlers: {}
+        })
         const raw = yield* makeRaw(pair.right)
         const call = yield* Effect.fork(connection.peer.call(Work, { ms: 1 }))
         const request = yield* raw.next
@@ -156,7 +165,10 @@ describe("Connection", () => {
         assert.strictEqual(error.phase, "Closing")
         const report = yield* server.awaitShutdown
         assert.isFalse(report.drained)
-        assert.deepStrictEqual(report.cutOff.map((c) => `${c.direction} ${c.method}`).sort(), ["inbound work", "outbound work"])
+        assert.deepStrictEqual(report.cutOff.map((c) => `${c.direction} ${c.method}`).sort(), [
+          "inbound work",
+          "outbound work"
+        ])
         assert.deepStrictEqual(yield* Ref.get(counter.ref), { acquired: 1, released: 1 })
         yield* Fiber.interrupt(inbound)
       }))
@@ -308,7 +320,13 @@ describe("Connection", () => {
   })
 
   describe("finalizers run on every path", () => {
-    const paths = ["stop (fail-fast)", "stop (drain, clean)", "drain timeout", "interruption", "transport failure"] as const
+    const paths = [
+      "stop (fail-fast)",
+      "stop (drain, clean)",
+      "drain timeout",
+      "interruption",
+      "transport failure"
+    ] as const
     for (const path of paths) {
       it.scoped(path, () =>
         Effect.gen(function*() {

@@ -4,7 +4,9 @@ import { Method, Peer, PeerError, Protocol, TestTransport } from "@lifeline/kern
 import { Deferred, Duration, Effect, Exit, FastCheck as fc, Fiber, Option, Ref, Schema, Scope, TestClock } from "effect"
 import { makeRaw } from "./utils.js"
 
-class Nope extends Schema.TaggedError<Nope>()("Nope", { code: Schema.Number, message: Schema.String, why: Schema.String }) {}
+class Nope
+  extends Schema.TaggedError<Nope>()("Nope", { code: Schema.Number, message: Schema.String, why: Schema.String })
+{}
 
 const Echo = Method.request("echo", { params: Schema.Struct({ text: Schema.String }), result: Schema.String })
 const Sleep = Method.request("sleep", { params: Schema.Struct({ ms: Schema.Number }), result: Schema.Number })
@@ -147,7 +149,11 @@ describe("Peer", () => {
         const { client } = yield* setup()
         const error = yield* Effect.flip(client.call(Refuses, {}))
         assert.strictEqual(error._tag, "RpcError")
-        assert.deepStrictEqual((error as RpcError.RpcError).toWire(), { code: -32001, message: "refused", data: { hint: 1 } })
+        assert.deepStrictEqual((error as RpcError.RpcError).toWire(), {
+          code: -32001,
+          message: "refused",
+          data: { hint: 1 }
+        })
       }))
 
     it.scoped("a defect answers -32603 without the stack and the peer keeps serving", () =>
@@ -234,7 +240,11 @@ describe("Peer", () => {
     it.scoped("a call fails with RequestTimeout exactly at its timeout, then a late answer is dropped", () =>
       Effect.gen(function*() {
         const pair = yield* TestTransport.makePair()
-        const client = yield* Peer.make({ protocol: Client, transport: pair.right, handlers: { ask: () => Effect.succeed("") } })
+        const client = yield* Peer.make({
+          protocol: Client,
+          transport: pair.right,
+          handlers: { ask: () => Effect.succeed("") }
+        })
         const raw = yield* makeRaw(pair.left)
         const call = yield* Effect.fork(client.call(Echo, { text: "hello?" }))
         const request = yield* raw.next
@@ -244,7 +254,11 @@ describe("Peer", () => {
         const error = yield* Effect.flip(Fiber.join(call))
         assert.instanceOf(error, PeerError.RequestTimeout)
         // The other side is told to stop working on it.
-        assert.deepStrictEqual(yield* raw.next, { jsonrpc: "2.0", method: "$/cancelRequest", params: { id: request.id } })
+        assert.deepStrictEqual(yield* raw.next, {
+          jsonrpc: "2.0",
+          method: "$/cancelRequest",
+          params: { id: request.id }
+        })
         yield* raw.send({ jsonrpc: "2.0", id: request.id, result: "too late" })
         yield* raw.send({ jsonrpc: "2.0", id: 999, result: "never asked" })
         yield* eventually(Effect.map(client.stats, (s) => s.lateResponses === 1 && s.unknownResponses === 1))
@@ -329,7 +343,11 @@ describe("Peer", () => {
           transport: pair.left,
           handlers: { sleep: () => Effect.never.pipe(Effect.onInterrupt(() => Deferred.succeed(interrupted, void 0))) }
         }).pipe(Scope.extend(scope))
-        const client = yield* Peer.make({ protocol: Protocol.make({ calls: [Sleep] }), transport: pair.right, handlers: {} })
+        const client = yield* Peer.make({
+          protocol: Protocol.make({ calls: [Sleep] }),
+          transport: pair.right,
+          handlers: {}
+        })
           .pipe(Scope.extend(scope))
         const call = yield* Effect.fork(client.call(Sleep, { ms: 1 }))
         yield* eventually(Effect.map(server.stats, (s) => s.activeInbound === 1))
@@ -345,7 +363,11 @@ describe("Peer", () => {
     it.scoped("when the other side closes, pending calls fail with PeerClosed at once", () =>
       Effect.gen(function*() {
         const pair = yield* TestTransport.makePair()
-        const client = yield* Peer.make({ protocol: Client, transport: pair.right, handlers: { ask: () => Effect.succeed("") } })
+        const client = yield* Peer.make({
+          protocol: Client,
+          transport: pair.right,
+          handlers: { ask: () => Effect.succeed("") }
+        })
         const raw = yield* makeRaw(pair.left)
         const call = yield* Effect.fork(client.call(Echo, { text: "?" }))
         yield* raw.next
@@ -401,8 +423,10 @@ describe("Peer", () => {
         yield* pair.rightToLeft.pause
         const sent = yield* Ref.make(0)
         const flood = yield* Effect.fork(
-          Effect.forEach(Array.from({ length: 100 }, (_, i) => i), (i) =>
-            Effect.zipRight(client.notify(Log, { text: String(i) }), Ref.update(sent, (n) => n + 1)))
+          Effect.forEach(
+            Array.from({ length: 100 }, (_, i) => i),
+            (i) => Effect.zipRight(client.notify(Log, { text: String(i) }), Ref.update(sent, (n) => n + 1))
+          )
         )
         for (let i = 0; i < 200; i++) yield* Effect.yieldNow()
         const stuckAt = yield* Ref.get(sent)

@@ -272,7 +272,10 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
       )
     })
 
-  const notifyUntyped = (method: string, params?: Message.Params | undefined): Effect.Effect<void, PeerError.Disconnect> =>
+  const notifyUntyped = (
+    method: string,
+    params?: Message.Params | undefined
+  ): Effect.Effect<void, PeerError.Disconnect> =>
     Effect.suspend(() => {
       const refused = refusal()
       if (refused !== undefined) return Effect.fail(refused)
@@ -417,7 +420,10 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     }
     stats.unknownResponses++
     return id === null
-      ? Effect.logWarning("the peer reported an error it could not tie to a request", (response as Message.Failure).error)
+      ? Effect.logWarning(
+        "the peer reported an error it could not tie to a request",
+        (response as Message.Failure).error
+      )
       : Effect.logWarning(`response to an id never sent: ${JSON.stringify(id)}`)
   }
 
