@@ -10,6 +10,7 @@ import * as Message from "@lifeline/jsonrpc/Message"
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
+import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -29,15 +30,30 @@ import type * as Method from "../Method.js"
 import type * as Peer from "../Peer.js"
 import * as PeerError from "../PeerError.js"
 import type * as Transport from "../Transport.js"
+import { type Deadline, Deadlines } from "./deadlines.js"
 import { Tombstones } from "./tombstones.js"
 
 type RequestId = Message.RequestId
 
-interface PendingCall {
+type CallExit = Exit.Exit<unknown, RpcError.RpcError | PeerError.RequestTimeout | PeerError.Disconnect>
+
+interface PendingCall extends Deadline {
+  readonly id: RequestId
   readonly method: string
-  readonly deferred: Deferred.Deferred<unknown, RpcError.RpcError | PeerError.Disconnect>
+  readonly timeoutMillis: number
   /** Set once the frame is in the outbound queue: a call abandoned before that needs no `$/cancelRequest`. */
   enqueued: boolean
+  /** The caller's resume callback, once it waits; an outcome that comes before that is kept in `exit`. */
+  resume: ((exit: CallExit) => void) | undefined
+  exit: CallExit | undefined
+}
+
+/** Ends a call once: wakes its caller, or keeps the outcome for when it starts waiting. */
+const complete = (call: PendingCall, exit: CallExit): void => {
+  if (!call.live) return
+  call.live = false
+  if (call.resume === undefined) call.exit = exit
+  else call.resume(exit)
 }
 
 /** How an inbound request is served: params in, encoded result out, every failure already an `RpcError`. */
@@ -127,7 +143,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
 ): Effect.fn.Return<Peer.Peer<Serves, Calls>, never, Scope.Scope | R> {
   const transport: Transport.Transport.Service = options.transport
   const framing = options.framing ?? Framing.contentLength
-  const defaultTimeout = Duration.decode(options.requestTimeout ?? Duration.seconds(5))
+  const defaultTimeoutMillis = Duration.toMillis(Duration.decode(options.requestTimeout ?? Duration.seconds(5)))
   const flushTimeout = Duration.decode(options.flushTimeout ?? Duration.seconds(1))
   const cancellation = options.cancellation ?? lspCancellation
   const exposeDefects = options.exposeDefects ?? false
@@ -225,23 +241,73 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
   const refusal = (): PeerError.Disconnect | undefined =>
     disconnect !== undefined && disconnect._tag !== "ShutdownError" ? disconnect : gate?.outbound() ?? disconnect
 
-  const settle = (id: RequestId, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
-    Effect.sync(() => {
-      const call = pending.get(id)
-      if (call === undefined) return // answered, or failed by a disconnect
-      pending.delete(id)
-      const timedOut = Exit.isFailure(exit) && Option.exists(
-        Cause.failureOption(exit.cause),
-        (e) => e instanceof PeerError.RequestTimeout
+  /** The call ended without an answer (timed out, or its caller was interrupted): forget it, and say so. */
+  const abandon = (call: PendingCall): void => {
+    if (pending.get(call.id) !== call) return // answered, or failed by a disconnect
+    pending.delete(call.id)
+    tombstones.add(call.id)
+    // The answer may already be on its way: if it arrives it meets the tombstone and is dropped and counted.
+    if (call.enqueued && disconnect === undefined) {
+      unsafeWrite(Message.notification(cancellation.method, cancellation.encode(call.id)))
+    }
+    wakeIdle()
+  }
+
+  // One timer for every call's timeout: it sleeps (on the Clock, so TestClock drives it) until the earliest live
+  // deadline, expires what is due, and is woken when a call with an earlier deadline arrives.
+  const deadlines = new Deadlines<PendingCall>()
+  let timerTarget = Infinity
+  let timerWake: Deferred.Deferred<void> | undefined
+  const schedule = (call: PendingCall): void => {
+    deadlines.push(call)
+    if (call.deadline < timerTarget && timerWake !== undefined) Deferred.unsafeDone(timerWake, Exit.void)
+  }
+  const expire = (now: number): void => {
+    while (true) {
+      deadlines.prune()
+      const next = deadlines.peek()
+      if (next === undefined || next.deadline > now) return
+      deadlines.pop()
+      stats.timedOut++
+      abandon(next)
+      complete(
+        next,
+        Exit.fail(new PeerError.RequestTimeout({ method: next.method, id: next.id, timeoutMillis: next.timeoutMillis }))
       )
-      if (timedOut) stats.timedOut++
-      else stats.cancelledByUs++
-      tombstones.add(id)
-      // The answer may already be on its way: if it arrives it meets the tombstone and is dropped and counted.
-      if (call.enqueued && disconnect === undefined) {
-        unsafeWrite(Message.notification(cancellation.method, cancellation.encode(id)))
+    }
+  }
+  const timer = Effect.gen(function*() {
+    while (true) {
+      const wake = Deferred.unsafeMake<void>(FiberId.none)
+      timerWake = wake
+      deadlines.prune()
+      const next = deadlines.peek()
+      timerTarget = next === undefined ? Infinity : next.deadline
+      if (next === undefined) {
+        yield* Deferred.await(wake)
+      } else {
+        const now = yield* Clock.currentTimeMillis
+        if (next.deadline > now) {
+          yield* Effect.raceFirst(Deferred.await(wake), Effect.sleep(Duration.millis(next.deadline - now)))
+        }
       }
-      wakeIdle()
+      expire(yield* Clock.currentTimeMillis)
+    }
+  })
+
+  const awaitCall = (
+    call: PendingCall
+  ): Effect.Effect<unknown, RpcError.RpcError | PeerError.RequestTimeout | PeerError.Disconnect> =>
+    Effect.async((resume) => {
+      if (call.exit !== undefined) return resume(call.exit)
+      call.resume = resume
+      return Effect.sync(() => {
+        // The caller was interrupted while waiting.
+        if (!call.live) return
+        call.live = false
+        stats.cancelledByUs++
+        abandon(call)
+      })
     })
 
   const callUntyped = (
@@ -249,26 +315,49 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     params?: Message.Params | undefined,
     callOptions?: Peer.CallOptions | undefined
   ): Effect.Effect<unknown, RpcError.RpcError | PeerError.RequestTimeout | PeerError.Disconnect> =>
-    Effect.suspend(() => {
+    Effect.flatMap(Clock.currentTimeMillis, (now) => {
       const refused = refusal()
       if (refused !== undefined) return Effect.fail(refused)
       const id = nextId++
       const frame = frameOf(Message.request(id, method, params))
       if (Either.isLeft(frame)) return Effect.fail(frame.left)
-      const call: PendingCall = { method, deferred: Deferred.unsafeMake(FiberId.none), enqueued: false }
+      const timeoutMillis = callOptions?.timeout === undefined
+        ? defaultTimeoutMillis
+        : Duration.toMillis(Duration.decode(callOptions.timeout))
+      const call: PendingCall = {
+        id,
+        method,
+        timeoutMillis,
+        deadline: now + timeoutMillis,
+        live: true,
+        enqueued: false,
+        resume: undefined,
+        exit: undefined
+      }
+      // Registered before the frame can leave, so even an instant answer finds its call.
       pending.set(id, call)
       stats.requestsSent++
-      const timeout = callOptions?.timeout === undefined ? defaultTimeout : Duration.decode(callOptions.timeout)
+      schedule(call)
+      if (outbound.unsafeOffer(frame.right)) {
+        call.enqueued = true
+        return awaitCall(call)
+      }
+      // The queue is full: wait for room (this is the backpressure), but not past the call's deadline, when the
+      // timer ends the call and the frame is never sent.
       return Queue.offer(outbound, frame.right).pipe(
-        Effect.zipRight(Effect.suspend(() => {
-          call.enqueued = true
-          return Deferred.await(call.deferred)
-        })),
-        Effect.timeoutFail({
-          duration: timeout,
-          onTimeout: () => new PeerError.RequestTimeout({ method, id, timeoutMillis: Duration.toMillis(timeout) })
+        Effect.timeoutOption(Duration.millis(timeoutMillis)),
+        Effect.flatMap((offered) => {
+          if (Option.isSome(offered)) call.enqueued = true
+          return awaitCall(call)
         }),
-        Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : settle(id, exit))
+        Effect.onInterrupt(() =>
+          Effect.sync(() => {
+            if (!call.live) return
+            call.live = false
+            stats.cancelledByUs++
+            abandon(call)
+          })
+        )
       )
     })
 
@@ -407,8 +496,8 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     const call = id === null ? undefined : pending.get(id)
     if (call !== undefined) {
       pending.delete(id!)
-      Deferred.unsafeDone(
-        call.deferred,
+      complete(
+        call,
         "result" in response ? Exit.succeed(response.result) : Exit.fail(RpcError.fromWire(response.error))
       )
       wakeIdle()
@@ -499,7 +588,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
       cut.push({ direction: "outbound", id, method: call.method })
       tombstones.add(id)
       stats.failedByDisconnect++
-      Deferred.unsafeDone(call.deferred, Exit.fail(error))
+      complete(call, Exit.fail(error))
     }
     pending.clear()
     wakeIdle()
@@ -552,6 +641,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
   )
 
   yield* Effect.forkScoped(writer)
+  yield* Effect.forkScoped(timer)
   yield* Effect.forkScoped(reader)
 
   const interruptHandlers: Effect.Effect<ReadonlyArray<Peer.CutOff>> = Effect.suspend(() => {

@@ -1,0 +1,144 @@
+/**
+ * How long a shutdown takes with 10,000 calls in flight to a peer that never answers: from `stop` until every pending
+ * call has failed and the transport is closed. Ours under fail-fast and under drain(0), against vscode-jsonrpc's
+ * `dispose()` in the same run. Run with `pnpm tsx bench/shutdown.ts`; `run()` returns the rows for `bench/index.ts`.
+ *
+ * Both sides talk to a silent peer over in-memory streams: ours over a `Mailbox` pair (no fault injection in the way),
+ * vscode-jsonrpc over two `PassThrough`s. Each measurement is repeated and the median reported.
+ */
+import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
+import type { Transport } from "@lifeline/kernel"
+import { Deferred, Effect, Exit, Mailbox, Schema, Scope } from "effect"
+import { PassThrough } from "node:stream"
+import { createMessageConnection, StreamMessageReader, StreamMessageWriter } from "vscode-jsonrpc/node.js"
+
+export interface Row {
+  readonly measure: string
+  readonly ours: number
+  readonly vscode: number
+  readonly ratio: number
+}
+
+const Hang = Method.request("hang", { params: Schema.Struct({ n: Schema.Number }), result: Schema.Null })
+const protocol = Protocol.make({ calls: [Hang] })
+
+/** A transport whose sends go nowhere and whose input never ends until the scope closes: a peer that never answers. */
+const silentTransport = Effect.gen(function*() {
+  const incoming = yield* Mailbox.make<Uint8Array>()
+  yield* Effect.addFinalizer(() => incoming.end)
+  let ended = false
+  const transport: Transport.Transport.Service = {
+    incoming: Mailbox.toStream(incoming),
+    send: () => Effect.void,
+    end: Effect.sync(() => {
+      ended = true
+    })
+  }
+  return { transport, isEnded: () => ended }
+})
+
+const ours = (calls: number, policy: ShutdownPolicy.Policy): Promise<number> =>
+  Effect.runPromise(Effect.gen(function*() {
+    const scope = yield* Scope.make()
+    const { isEnded, transport } = yield* Scope.extend(silentTransport, scope)
+    const connection = yield* Scope.extend(
+      Connection.make({ protocol, transport, handlers: {}, policy, requestTimeout: "1 hour", outboundCapacity: calls }),
+      scope
+    )
+    // Callers are fibers (that is what an Effect app has); the clock stops when the last of them has its failure.
+    let failed = 0
+    const allFailed = yield* Deferred.make<void>()
+    yield* Effect.forEach(
+      Array.from({ length: calls }, (_, n) => n),
+      (n) =>
+        Effect.fork(Effect.flatMap(Effect.exit(connection.peer.call(Hang, { n })), (exit) => {
+          if (Exit.isSuccess(exit)) return Effect.dieMessage("a call did not fail")
+          return ++failed === calls ? Deferred.succeed(allFailed, void 0) : Effect.void
+        })),
+      { concurrency: "unbounded", discard: true }
+    )
+    while ((yield* connection.peer.stats).pendingOutbound < calls) yield* Effect.yieldNow()
+    const start = performance.now()
+    yield* connection.stop()
+    const stopped = performance.now() - start
+    yield* Deferred.await(allFailed)
+    if (!isEnded()) throw new Error("transport not closed")
+    const elapsed = performance.now() - start
+    if (process.env.BENCH_DEBUG) {
+      process.stderr.write(`stop returned after ${stopped.toFixed(1)} ms, all failed after ${elapsed.toFixed(1)} ms\n`)
+    }
+    yield* Scope.close(scope, Exit.void)
+    return elapsed
+  }))
+
+const vscode = async (calls: number): Promise<number> => {
+  const toPeer = new PassThrough()
+  const fromPeer = new PassThrough()
+  toPeer.resume() // the silent peer reads everything and answers nothing
+  const connection = createMessageConnection(new StreamMessageReader(fromPeer), new StreamMessageWriter(toPeer))
+  connection.listen()
+  const pending = Array.from(
+    { length: calls },
+    (_, n) => connection.sendRequest("hang", { n }).then(() => "ok", () => "failed")
+  )
+  // Let every request reach the writer before the clock starts, as ours does.
+  await new Promise((resolve) => setImmediate(resolve))
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  const start = performance.now()
+  connection.dispose()
+  const outcomes = await Promise.all(pending)
+  const elapsed = performance.now() - start
+  if (outcomes.some((o) => o !== "failed")) throw new Error("a call did not fail")
+  toPeer.destroy()
+  fromPeer.destroy()
+  return elapsed
+}
+
+const median = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)]
+}
+
+const measure = async (calls: number, repeats: number): Promise<Array<Row>> => {
+  const failFast: Array<number> = []
+  const drain0: Array<number> = []
+  const dispose: Array<number> = []
+  for (let i = 0; i < repeats + 1; i++) {
+    const a = await ours(calls, ShutdownPolicy.FailFast())
+    const b = await ours(calls, ShutdownPolicy.drain(0))
+    const c = await vscode(calls)
+    if (i === 0) continue // warm-up
+    failFast.push(a)
+    drain0.push(b)
+    dispose.push(c)
+  }
+  const v = median(dispose)
+  return [
+    {
+      measure: `stop, fail-fast, ${calls} pending (ms)`,
+      ours: median(failFast),
+      vscode: v,
+      ratio: median(failFast) / v
+    },
+    { measure: `stop, drain(0), ${calls} pending (ms)`, ours: median(drain0), vscode: v, ratio: median(drain0) / v }
+  ]
+}
+
+export const run = async (
+  options: { readonly calls?: ReadonlyArray<number>; readonly repeats?: number } = {}
+): Promise<Array<Row>> => {
+  const rows: Array<Row> = []
+  for (const calls of options.calls ?? [100, 10_000]) rows.push(...await measure(calls, options.repeats ?? 5))
+  return rows
+}
+
+export const format = (rows: ReadonlyArray<Row>): string =>
+  [
+    "| shutdown | ours | vscode-jsonrpc dispose | ours / vscode |",
+    "|---|---:|---:|---:|",
+    ...rows.map((r) => `| ${r.measure} | ${r.ours.toFixed(2)} | ${r.vscode.toFixed(2)} | ${r.ratio.toFixed(2)} |`)
+  ].join("\n")
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  run().then((rows) => process.stdout.write(format(rows) + "\n"))
+}
