@@ -8,7 +8,8 @@ export default mergeConfig(
     test: {
       name: "integration",
       include: ["**/*.test.ts"],
-      fileParallelism: false,
+      pool: "forks",
+      poolOptions: { forks: { singleFork: true } },
       testTimeout: 30_000,
       hookTimeout: 30_000
     }
