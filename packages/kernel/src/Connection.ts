@@ -11,6 +11,7 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Lifecycle from "./Lifecycle.js"
@@ -246,13 +247,16 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
           const startedAt = yield* Clock.currentTimeMillis
           let drained = true
           if (how._tag === "Drain") {
-            // Interruptible inside the uninterruptible teardown, so the race can stop its losers; an interrupted
-            // wait counts as not drained and the teardown goes on.
+            // In a fiber of its own: the teardown often runs in a finalizer of an interrupted fiber (SIGTERM through
+            // runMain), where an interruptible wait would end at once. Joined uninterruptibly, the drain gets its
+            // full deadline; `stopNow` (a second signal) is what cuts it short.
             const waited = yield* peer.awaitIdle.pipe(
               Effect.as(true),
               Effect.raceFirst(Effect.as(Deferred.await(force), false)),
               Effect.timeoutTo({ duration: how.timeout, onTimeout: () => false, onSuccess: (idle) => idle }),
               Effect.interruptible,
+              Effect.forkDaemon,
+              Effect.flatMap(Fiber.join),
               Effect.exit
             )
             drained = Exit.isSuccess(waited) && waited.value
@@ -299,11 +303,10 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
     const fail = (error: Lifecycle.Failure): Effect.Effect<void> =>
       Effect.suspend(() => {
         const state = lifecycle.unsafeState()
-        if (Lifecycle.isTerminal(state)) return Effect.void
-        return Effect.zipRight(
-          Effect.ignore(lifecycle.transition(Lifecycle.Failed({ error }))),
-          teardown("Failed", ShutdownPolicy.FailFast())
-        )
+        const failed = Lifecycle.isTerminal(state)
+          ? Effect.void
+          : Effect.ignore(lifecycle.transition(Lifecycle.Failed({ error })))
+        return Effect.zipRight(failed, teardown("Failed", ShutdownPolicy.FailFast()))
       })
 
     // Registered after the peer, so it runs before the peer's own finalizer and decides what in-flight work sees.
@@ -318,7 +321,9 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
     yield* peer.closed.pipe(
       Effect.flatMap((reason) =>
         reason._tag === "PeerClosed" && reason.reason === "TransportClosed"
-          ? stopWith("TransportClosed", policy)
+          // Already Failed (a refused handshake, say) and nobody tore down yet: this is the moment.
+          ? Effect.flatMap(stopWith("TransportClosed", policy), () =>
+            Lifecycle.isTerminal(lifecycle.unsafeState()) ? teardown("Failed", ShutdownPolicy.FailFast()) : Effect.void)
           : reason._tag === "ShutdownError"
           ? Effect.void
           : fail(reason)

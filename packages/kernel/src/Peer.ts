@@ -155,7 +155,8 @@ export type CallError = RpcError.RpcError | PeerError.RequestTimeout | PeerError
  */
 export interface CutOff {
   readonly direction: "inbound" | "outbound"
-  readonly id: Message.RequestId
+  /** `null` for an inbound notification whose handler was still running. */
+  readonly id: Message.RequestId | null
   readonly method: string
 }
 
@@ -223,7 +224,7 @@ export interface Peer<Serves extends Method.Any, Calls extends Method.Any> {
   /** Completes when the connection is over, with the reason: the other side closed it, it failed, or we stopped. */
   readonly closed: Effect.Effect<PeerError.Disconnect>
   readonly isClosed: Effect.Effect<boolean>
-  /** Completes when no outbound call is pending and no inbound request is being served. */
+  /** Completes when no outbound call is pending and no inbound request or notification handler is running. */
   readonly awaitIdle: Effect.Effect<void>
   /** Completes when every queued frame has been handed to the transport. */
   readonly flush: Effect.Effect<void>

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ErrorCode } from "@lifeline/jsonrpc"
+import { ErrorCode, RpcError } from "@lifeline/jsonrpc"
 import type { Lifecycle } from "@lifeline/kernel"
 import { Connection, Method, Peer, PeerError, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
 import {
@@ -25,7 +25,7 @@ const Initialize = Method.request("initialize", {
   result: Schema.Struct({ ok: Schema.Boolean })
 })
 const Initialized = Method.notification("initialized", { params: Schema.Struct({}) })
-const Ping = Method.notification("ping", { params: Schema.Struct({}) })
+const Ping = Method.notification("ping", { params: Schema.Struct({ ms: Schema.Number }) })
 
 const Server = Protocol.make({ serves: [Work, Initialize, Initialized, Ping], calls: [Work] })
 const Client = Protocol.flip(Server)
@@ -70,7 +70,7 @@ const setup = (options: Setup = {}) =>
           Effect.scoped(Effect.zipRight(counter.resource, Effect.as(Effect.sleep(Duration.millis(ms)), ms))),
         initialize: () => Effect.succeed({ ok: true }),
         initialized: () => Effect.void,
-        ping: () => Effect.void
+        ping: ({ ms }) => Effect.scoped(Effect.zipRight(counter.resource, Effect.sleep(Duration.millis(ms))))
       },
       ...(options.policy === undefined ? {} : { policy: options.policy }),
       ...(options.handshake === undefined ? {} : { handshake: options.handshake })
@@ -173,6 +173,27 @@ describe("Connection", () => {
         yield* Fiber.interrupt(inbound)
       }))
 
+    it.scoped("a notification handler still running is work in flight: drained, or cut off and reported", () =>
+      Effect.gen(function*() {
+        const { client, counter, server } = yield* setup({ policy: ShutdownPolicy.drain("5 seconds") })
+        yield* client.notify(Ping, { ms: 2000 })
+        yield* client.notify(Ping, { ms: 60_000 })
+        yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 2))
+        const stopping = yield* Effect.fork(server.stop())
+        yield* eventually(Effect.map(server.lifecycle.state, (s) => s._tag === "Closing"))
+        yield* TestClock.adjust("2 seconds")
+        assert.strictEqual((yield* server.peer.stats).activeInbound, 1)
+        assert.isTrue(Option.isNone(yield* Fiber.poll(stopping)))
+        yield* TestClock.adjust("3 seconds")
+        yield* Fiber.join(stopping)
+        assert.deepStrictEqual((yield* server.awaitShutdown).cutOff, [{
+          direction: "inbound",
+          id: null,
+          method: "ping"
+        }])
+        assert.deepStrictEqual(yield* Ref.get(counter.ref), { acquired: 2, released: 2 })
+      }))
+
     it.scoped("new work is refused while draining: -32003 inbound, ShutdownError outbound", () =>
       Effect.gen(function*() {
         const { client, server } = yield* setup({ policy: ShutdownPolicy.drain("5 seconds") })
@@ -188,6 +209,46 @@ describe("Connection", () => {
         assert.strictEqual(outbound.phase, "Closing")
         yield* TestClock.adjust("1 second")
         yield* server.awaitShutdown
+      }))
+
+    it.scoped("interrupting the owning fiber (SIGTERM through runMain) still drains until the deadline", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        const made = yield* Deferred.make<Connection.Connection<any, any>>()
+        // The connection lives in the scope of a fiber that is then interrupted, as runMain does on SIGTERM.
+        const owner = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+          const connection = yield* Connection.make({
+            protocol: Server,
+            transport: pair.left,
+            policy: ShutdownPolicy.drain("5 seconds"),
+            handlers: {
+              work: ({ ms }) => Effect.as(Effect.sleep(Duration.millis(ms)), ms),
+              initialize: () => Effect.succeed({ ok: true }),
+              initialized: () => Effect.void,
+              ping: () => Effect.void
+            }
+          })
+          yield* Deferred.succeed(made, connection)
+          return yield* Effect.never
+        })))
+        const server = yield* Deferred.await(made)
+        const client = yield* Peer.make({
+          protocol: Client,
+          transport: pair.right,
+          handlers: { work: () => Effect.succeed(0) }
+        })
+        const inbound = yield* Effect.fork(client.call(Work, { ms: 1000 }))
+        yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 1))
+        const interrupting = yield* Effect.fork(Fiber.interrupt(owner))
+        yield* eventually(Effect.map(server.lifecycle.state, (s) => s._tag === "Closing"))
+        yield* TestClock.adjust("999 millis")
+        assert.isTrue(Option.isNone(yield* Fiber.poll(interrupting)))
+        yield* TestClock.adjust("1 millis")
+        yield* Fiber.join(interrupting)
+        assert.strictEqual(yield* Fiber.join(inbound), 1000)
+        const report = yield* server.awaitShutdown
+        assert.isTrue(report.drained)
+        assert.strictEqual(report.reason, "Interrupted")
       }))
 
     it.scoped("stopNow cuts a drain short at once", () =>
@@ -280,6 +341,24 @@ describe("Connection", () => {
         assert.strictEqual(state._tag, "Failed")
         assert.strictEqual(state._tag === "Failed" ? state.error._tag : "", "HandshakeTimeout")
         assert.strictEqual((yield* server.awaitShutdown).reason, "Failed")
+      }))
+
+    it.scoped("a refused handshake leaves the lifecycle Failed; when the other side closes, the teardown runs", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        const server = yield* Connection.make({
+          protocol: Protocol.make({ serves: [Initialize] }),
+          transport: pair.left,
+          handlers: { initialize: () => Effect.fail(RpcError.make(-32000, "unsupported version")) },
+          handshake: Connection.accept("initialize")
+        })
+        const raw = yield* makeRaw(pair.right)
+        yield* raw.send({ jsonrpc: "2.0", id: 1, method: "initialize", params: {} })
+        assert.strictEqual((yield* raw.next).error.message, "unsupported version")
+        assert.strictEqual((yield* server.lifecycle.state)._tag, "Failed")
+        yield* pair.rightToLeft.close
+        const report = yield* server.awaitShutdown
+        assert.strictEqual(report.reason, "Failed")
       }))
 
     it.scoped("an initiated handshake that times out fails make with HandshakeTimeout", () =>

@@ -183,6 +183,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
   const cancelledInbound = new Set<RequestId>()
   let inboundActive = 0
   const inboundMethods = new Map<RequestId, string>()
+  const notificationMethods = new Map<object, string>()
   let idleWaiters: Array<Deferred.Deferred<void>> = []
   let flushWaiters: Array<Deferred.Deferred<void>> = []
   let writing = false
@@ -473,16 +474,35 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     return FiberMap.remove(requestFibers, id)
   }
 
+  /** Notification handlers count as work in flight too: a drain waits for them, a teardown reports them. */
+  const runNotification = (
+    method: string,
+    handle: Effect.Effect<void, never, any>
+  ): Effect.Effect<void, never, any> => {
+    const token = {}
+    inboundActive++
+    notificationMethods.set(token, method)
+    return Effect.asVoid(FiberSet.run(
+      notificationFibers,
+      Effect.ensuring(
+        handle,
+        Effect.sync(() => {
+          inboundActive--
+          notificationMethods.delete(token)
+          wakeIdle()
+        })
+      )
+    ))
+  }
+
   const onNotification = (notification: Message.Notification): Effect.Effect<void, never, any> => {
     stats.notificationsReceived++
     if (notification.method === cancellation.method) return onCancel(notification.params)
     if (gate?.inboundNotification?.(notification.method) === false) return Effect.void
     const handle = notifies.get(notification.method)
-    if (handle !== undefined) return Effect.asVoid(FiberSet.run(notificationFibers, handle(notification.params)))
+    if (handle !== undefined) return runNotification(notification.method, handle(notification.params))
     if (onUnknownNotification !== undefined) {
-      return Effect.asVoid(
-        FiberSet.run(notificationFibers, onUnknownNotification(notification.method, notification.params))
-      )
+      return runNotification(notification.method, onUnknownNotification(notification.method, notification.params))
     }
     // LSP: notifications starting with `$/` may be ignored silently; others are logged, never answered.
     return notification.method.startsWith("$/")
@@ -650,6 +670,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
       tombstones.add(id)
       cut.push({ direction: "inbound", id, method })
     }
+    for (const method of notificationMethods.values()) cut.push({ direction: "inbound", id: null, method })
     return Effect.as(Effect.zipRight(FiberMap.clear(requestFibers), FiberSet.clear(notificationFibers)), cut)
   })
 
