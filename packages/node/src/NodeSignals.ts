@@ -1,0 +1,292 @@
+/**
+ * How a Lifeline process ends: SIGTERM and SIGINT start a graceful stop (the main fiber is interrupted, so every
+ * finalizer runs, and a connection stops under its shutdown policy); a second signal forces the fail-fast path; the
+ * exit code says how it ended.
+ *
+ * | code | name        | meaning                                                                                   |
+ * | ---- | ----------- | ----------------------------------------------------------------------------------------- |
+ * | 0    | `Success`   | the program ended by itself (e.g. stdin ended because the host is gone) and succeeded     |
+ * | 1    | `Failure`   | the program failed or died (also: interrupted without a signal)                           |
+ * | 2    | `Forced`    | a second signal forced the fail-fast path, and the finalizers finished                    |
+ * | 3    | `Abandoned` | the finalizers did not finish within `forceTimeout` after the second signal, or a third came |
+ * | 130  | `Interrupt` | SIGINT (128 + 2): the graceful stop finished                                              |
+ * | 143  | `Terminate` | SIGTERM (128 + 15): the graceful stop finished                                            |
+ *
+ * @since 0.1.0
+ */
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
+import * as FiberRef from "effect/FiberRef"
+import * as Option from "effect/Option"
+import * as internalLogger from "./internal/logger.js"
+import { flushWritable } from "./internal/streams.js"
+
+/**
+ * The signals that stop a Lifeline process.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Signal = "SIGINT" | "SIGTERM"
+
+/**
+ * The signals a process run with {@link runMain} has received, for the code that must react to them: a host that
+ * stops its children faster after a second signal, a connection that gives up draining.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { NodeSignals } from "@lifeline/node"
+ *
+ * const program = Effect.gen(function*() {
+ *   const signals = yield* NodeSignals.NodeSignals
+ *   const first = yield* signals.stopRequested
+ *   yield* Effect.logInfo(`stopping on ${first}`)
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class NodeSignals extends Context.Tag("@lifeline/node/NodeSignals")<NodeSignals, NodeSignals.Service>() {}
+
+/**
+ * @since 0.1.0
+ */
+export declare namespace NodeSignals {
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Service {
+    /** The signals received so far, oldest first. */
+    readonly received: Effect.Effect<ReadonlyArray<Signal>>
+    /** Completes at the first SIGTERM or SIGINT: the graceful stop has begun. */
+    readonly stopRequested: Effect.Effect<Signal>
+    /** Completes at the second: whatever still waits for a graceful stop must give up and fail fast. */
+    readonly forced: Effect.Effect<Signal>
+  }
+}
+
+/**
+ * The exit codes of {@link runMain}; see the module documentation for what each means.
+ *
+ * @example
+ * ```ts
+ * import { NodeSignals } from "@lifeline/node"
+ *
+ * NodeSignals.ExitCode.Terminate // 143
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ExitCode = {
+  Success: 0,
+  Failure: 1,
+  Forced: 2,
+  Abandoned: 3,
+  Interrupt: 130,
+  Terminate: 143
+} as const
+
+/**
+ * The exit code for how the main fiber ended and which signals came before.
+ *
+ * @example
+ * ```ts
+ * import { Exit } from "effect"
+ * import { NodeSignals } from "@lifeline/node"
+ *
+ * NodeSignals.exitCodeOf(Exit.void, []) // 0
+ * NodeSignals.exitCodeOf(Exit.interrupt(0 as never), ["SIGTERM"]) // 143
+ * NodeSignals.exitCodeOf(Exit.interrupt(0 as never), ["SIGTERM", "SIGINT"]) // 2
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const exitCodeOf = (exit: Exit.Exit<unknown, unknown>, signals: ReadonlyArray<Signal>): number => {
+  if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) return ExitCode.Failure
+  if (signals.length >= 2) return ExitCode.Forced
+  if (signals.length === 1) return signals[0] === "SIGINT" ? ExitCode.Interrupt : ExitCode.Terminate
+  return Exit.isSuccess(exit) ? ExitCode.Success : ExitCode.Failure
+}
+
+/**
+ * A {@link NodeSignals} service fed by hand: `runMain` feeds one from the process's signal handlers, tests feed one
+ * directly.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Controller {
+  readonly service: NodeSignals.Service
+  /** Records a signal and answers how many have been received, this one included. */
+  readonly unsafeReceive: (signal: Signal) => number
+  readonly unsafeReceived: () => ReadonlyArray<Signal>
+}
+
+/**
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { NodeSignals } from "@lifeline/node"
+ *
+ * const controller = NodeSignals.unsafeMakeController()
+ * const program = Effect.gen(function*() {
+ *   const signals = yield* NodeSignals.NodeSignals
+ *   return yield* signals.forced
+ * }).pipe(Effect.provideService(NodeSignals.NodeSignals, controller.service))
+ * controller.unsafeReceive("SIGTERM")
+ * controller.unsafeReceive("SIGTERM") // program completes with "SIGTERM"
+ * ```
+ *
+ * @since 0.1.0
+ * @category testing
+ */
+export const unsafeMakeController = (): Controller => {
+  const signals: Array<Signal> = []
+  const first = Deferred.unsafeMake<Signal>(FiberId.none)
+  const second = Deferred.unsafeMake<Signal>(FiberId.none)
+  return {
+    service: {
+      received: Effect.sync(() => signals.slice()),
+      stopRequested: Deferred.await(first),
+      forced: Deferred.await(second)
+    },
+    unsafeReceive: (signal) => {
+      signals.push(signal)
+      if (signals.length === 1) Deferred.unsafeDone(first, Exit.succeed(signal))
+      if (signals.length === 2) Deferred.unsafeDone(second, Exit.succeed(signal))
+      return signals.length
+    },
+    unsafeReceived: () => signals.slice()
+  }
+}
+
+/**
+ * Runs `stop` when a second signal arrives before `until` completes, e.g. a connection's `stopFailFast` until its
+ * `awaitClosed`. The watcher is a daemon fiber: it must outlive the Scope whose finalizers are the graceful stop it
+ * cuts short. Without a {@link NodeSignals} service (not run by `runMain`) it does nothing.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { NodeSignals } from "@lifeline/node"
+ *
+ * declare const connection: { readonly stopFailFast: Effect.Effect<unknown>; readonly awaitClosed: Effect.Effect<unknown> }
+ * const guard = NodeSignals.forceOnSecondSignal(connection.stopFailFast, connection.awaitClosed)
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const forceOnSecondSignal = (stop: Effect.Effect<unknown>, until: Effect.Effect<unknown>): Effect.Effect<void> =>
+  Effect.flatMap(Effect.serviceOption(NodeSignals), (signals) =>
+    Option.match(signals, {
+      onNone: () => Effect.void,
+      onSome: (signals) =>
+        Effect.asVoid(Effect.forkDaemon(Effect.raceFirst(
+          Effect.zipRight(signals.forced, Effect.ignore(stop)),
+          Effect.ignore(until)
+        )))
+    }))
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunMainOptions {
+  /** After the second signal, exit with `Abandoned` (3) if the program has not finished within this. Default 3 s. */
+  readonly forceTimeout?: Duration.DurationInput | undefined
+  /** Before exiting, wait at most this long for stdout and stderr to drain. Default 1 second. */
+  readonly flushTimeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * Runs the main program of a Lifeline process, on top of platform's `NodeRuntime.runMain` (which interrupts the main
+ * fiber at the first SIGINT/SIGTERM, so that every finalizer runs). In addition:
+ * - logs go to stderr (stdout may carry the protocol), and the failure of the program is logged there;
+ * - the program gets the {@link NodeSignals} service; the second signal completes its `forced`, the third (or
+ *   `forceTimeout` after the second) exits at once with `Abandoned`;
+ * - when the program has ended, stdout and stderr are flushed and the process exits with the code of
+ *   {@link exitCodeOf}, even if a timer or socket would keep it alive: an extension must not outlive its host.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Peer, Protocol } from "@lifeline/kernel"
+ * import { NodeSignals, NodeStdio } from "@lifeline/node"
+ *
+ * const main = Effect.gen(function*() {
+ *   const transport = yield* NodeStdio.make()
+ *   const peer = yield* Peer.make({ protocol: Protocol.make({}), handlers: {}, transport })
+ *   yield* peer.closed // stdin ended: the host is gone
+ * }).pipe(Effect.scoped)
+ *
+ * NodeSignals.runMain(main)
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const runMain = <A, E>(effect: Effect.Effect<A, E, NodeSignals>, options: RunMainOptions = {}): void => {
+  const forceTimeout = Duration.decode(options.forceTimeout ?? Duration.seconds(3))
+  const flushTimeout = Duration.decode(options.flushTimeout ?? Duration.seconds(1))
+  const controller = unsafeMakeController()
+  const withLogger = Effect.locallyWith(FiberRef.currentLoggers, internalLogger.useLogger(internalLogger.stderrLogger))
+
+  let exiting = false
+  const exit = (code: number): void => {
+    if (exiting) return
+    exiting = true
+    process.off("SIGINT", onSigint)
+    process.off("SIGTERM", onSigterm)
+    Effect.runFork(
+      Effect.timeoutOption(
+        Effect.all([flushWritable(process.stdout), flushWritable(process.stderr)], { discard: true }),
+        flushTimeout
+      )
+    ).addObserver(() => process.exit(code))
+  }
+
+  const onSignal = (signal: Signal): void => {
+    const count = controller.unsafeReceive(signal)
+    if (count === 1) {
+      Effect.runFork(withLogger(Effect.logInfo(`${signal}: stopping (a second signal forces it)`)))
+    } else if (count === 2) {
+      Effect.runFork(withLogger(Effect.gen(function*() {
+        yield* Effect.logWarning(`${signal} again: forcing the stop`)
+        yield* Effect.sleep(forceTimeout)
+        yield* Effect.logError(`still not stopped ${Duration.format(forceTimeout)} after the second signal: exiting`)
+        exit(ExitCode.Abandoned)
+      })))
+    } else {
+      exit(ExitCode.Abandoned)
+    }
+  }
+  const onSigint = () => onSignal("SIGINT")
+  const onSigterm = () => onSignal("SIGTERM")
+  process.on("SIGINT", onSigint)
+  process.on("SIGTERM", onSigterm)
+
+  const program = effect.pipe(
+    Effect.provideService(NodeSignals, controller.service),
+    Effect.tapErrorCause((cause) =>
+      Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logError("the program failed", cause)
+    ),
+    withLogger
+  )
+  NodeRuntime.runMain(program, {
+    disableErrorReporting: true,
+    disablePrettyLogger: true,
+    teardown: (result) => exit(exitCodeOf(result, controller.unsafeReceived()))
+  })
+}

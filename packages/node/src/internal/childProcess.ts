@@ -1,0 +1,545 @@
+/**
+ * The host side of a child process: spawning it (`spawnHandle`), the running child as the `Handle` the rest depends
+ * on (a fake one in unit tests), reading its stderr, observing its exit, and the one bounded stop sequence.
+ *
+ * @internal
+ */
+import type * as Command from "@effect/platform/Command"
+import type * as Method from "@lifeline/kernel/Method"
+import * as Peer from "@lifeline/kernel/Peer"
+import * as PeerError from "@lifeline/kernel/PeerError"
+import * as Transport from "@lifeline/kernel/Transport"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import { identity } from "effect/Function"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import type * as NodeChildProcess from "../NodeChildProcess.js"
+import { LineSplitter, Tail } from "./lines.js"
+import * as Processes from "./processes.js"
+import { describeFailure, fromReadable, makeWriter, type Writer } from "./streams.js"
+
+/**
+ * A running child, as the stop sequence and the transport see it.
+ *
+ * @internal
+ */
+export interface Handle {
+  readonly pid: number
+  readonly stdout: Stream.Stream<Uint8Array, Transport.TransportError>
+  readonly stderr: Stream.Stream<Uint8Array>
+  readonly stdin: Writer
+  /** Waits for the exit. */
+  readonly exit: Effect.Effect<NodeChildProcess.ExitStatus>
+  readonly unsafeExitStatus: () => NodeChildProcess.ExitStatus | undefined
+  /** Sends `signal` to the child's process group (POSIX), or to the child alone; never throws, never waits. */
+  readonly unsafeSignal: (signal: NodeJS.Signals) => void
+  /** Whether a live process (the child or one of its descendants) is left in the child's process group. */
+  readonly unsafeGroupAlive: () => boolean
+}
+
+/**
+ * Why a spawn failed, before it becomes the public `SpawnError`.
+ *
+ * @internal
+ */
+export interface SpawnFailure {
+  readonly reason: "NotFound" | "PermissionDenied" | "BadDirectory" | "Unsupported" | "Unknown"
+  readonly detail: string
+}
+
+const posix = process.platform !== "win32"
+
+const failureOf = (error: NodeJS.ErrnoException): SpawnFailure => ({
+  reason: error.code === "ENOENT" ? "NotFound" : error.code === "EACCES" ? "PermissionDenied" : "Unknown",
+  detail: error.message
+})
+
+const isDirectory = (path: string): boolean => {
+  try {
+    return Fs.statSync(path).isDirectory()
+  } catch {
+    return false
+  }
+}
+
+const ignore = () => {}
+
+/**
+ * Spawns one program with three pipes. On POSIX the child is `detached`: it leads its own process group (and
+ * session), so a signal to `-pid` reaches its descendants too, and a terminal's Ctrl-C reaches only the host, which
+ * then stops its children in order. The release is a last resort that never waits: SIGKILL to the group if the child
+ * is still running, then the pipes are destroyed.
+ *
+ * @internal
+ */
+export const spawnHandle = (command: Command.Command): Effect.Effect<Handle, SpawnFailure, Scope.Scope> =>
+  Effect.gen(function*() {
+    if (command._tag !== "StandardCommand") {
+      return yield* Effect.fail<SpawnFailure>({
+        reason: "Unsupported",
+        detail: "a piped Command is not supported: spawn one program (use a shell command line for a pipeline)"
+      })
+    }
+    const cwd = Option.getOrUndefined(command.cwd)
+    if (cwd !== undefined && !isDirectory(cwd)) {
+      return yield* Effect.fail<SpawnFailure>({ reason: "BadDirectory", detail: `${cwd} is not a directory` })
+    }
+    const env = command.extendEnv
+      ? { ...process.env, ...Object.fromEntries(command.env) }
+      : Object.fromEntries(command.env)
+    const exited = yield* Deferred.make<NodeChildProcess.ExitStatus>()
+    let status: NodeChildProcess.ExitStatus | undefined
+
+    const child = yield* Effect.acquireRelease(
+      Effect.async<ChildProcess.ChildProcessWithoutNullStreams, SpawnFailure>((resume) => {
+        const child = ChildProcess.spawn(command.command, command.args, {
+          stdio: "pipe",
+          cwd,
+          env,
+          shell: command.shell,
+          detached: posix,
+          ...Option.match(command.uid, { onNone: () => ({}), onSome: (uid) => ({ uid }) }),
+          ...Option.match(command.gid, { onNone: () => ({}), onSome: (gid) => ({ gid }) })
+        })
+        const onError = (error: NodeJS.ErrnoException) => resume(Effect.fail(failureOf(error)))
+        child.once("error", onError)
+        child.once("spawn", () => {
+          child.off("error", onError)
+          // Errors after the spawn (a failed kill) are reported by the effects that caused them; an 'error' event
+          // nobody listens to would crash the host.
+          child.on("error", ignore)
+          resume(Effect.succeed(child))
+        })
+        child.once("exit", (exitCode, signal) => {
+          status = { exitCode, signal }
+          Deferred.unsafeDone(exited, Exit.succeed(status))
+        })
+        return Effect.sync(() => {
+          child.kill("SIGKILL")
+        })
+      }),
+      (child) =>
+        Effect.sync(() => {
+          if (status === undefined) signal(child, "SIGKILL")
+          child.stdin.destroy()
+          child.stdout.destroy()
+          child.stderr.destroy()
+        })
+    )
+    // A pipe that fails after its reader is done must not crash the host either.
+    child.stdout.on("error", ignore)
+    child.stderr.on("error", ignore)
+    const pid = child.pid!
+
+    const handle: Handle = {
+      pid,
+      stdout: fromReadable(child.stdout, (cause) =>
+        new Transport.TransportError({
+          reason: "Read",
+          message: `reading the child's stdout failed: ${messageOf(cause)}`,
+          cause
+        })),
+      stderr: Stream.catchAll(fromReadable(child.stderr, identity), () => Stream.empty),
+      stdin: makeWriter(child.stdin),
+      exit: Deferred.await(exited),
+      unsafeExitStatus: () => status,
+      unsafeSignal: (sig) => signal(child, sig),
+      unsafeGroupAlive: () => posix ? Processes.isGroupAlive(pid) : status === undefined
+    }
+    return handle
+  })
+
+const signal = (child: ChildProcess.ChildProcess, sig: NodeJS.Signals): void => {
+  if (posix) {
+    try {
+      process.kill(-child.pid!, sig)
+      return
+    } catch {
+      // The group is gone (ESRCH): only the child itself can be left, and the handle knows whether it is.
+    }
+  }
+  try {
+    child.kill(sig)
+  } catch {
+    // Already gone.
+  }
+}
+
+const messageOf = (u: unknown): string => u instanceof Error ? u.message : String(u)
+
+/**
+ * The settings of the stop sequence, decoded.
+ *
+ * @internal
+ */
+export interface StopSettings {
+  readonly shutdownTimeout: Duration.Duration
+  readonly exitTimeout: Duration.Duration
+  readonly terminateTimeout: Duration.Duration
+  readonly killTimeout: Duration.Duration
+  readonly killOnShutdownTimeout: boolean
+}
+
+/**
+ * @internal
+ */
+export const decodeStopSettings = (options: NodeChildProcess.StopOptions | undefined): StopSettings => ({
+  shutdownTimeout: Duration.decode(options?.shutdownTimeout ?? Duration.seconds(5)),
+  exitTimeout: Duration.decode(options?.exitTimeout ?? Duration.seconds(1)),
+  terminateTimeout: Duration.decode(options?.terminateTimeout ?? Duration.seconds(1)),
+  killTimeout: Duration.decode(options?.killTimeout ?? Duration.seconds(1)),
+  killOnShutdownTimeout: options?.killOnShutdownTimeout ?? true
+})
+
+/**
+ * The steps the owner of the child plugs in: the protocol's shutdown request, and how input ends (closing the peer,
+ * which fails what is pending, flushes what is queued and ends stdin).
+ *
+ * @internal
+ */
+export interface StopSteps {
+  shutdown: Effect.Effect<unknown, unknown> | undefined
+  endInput: Effect.Effect<void>
+}
+
+/**
+ * Runs a bounded wait of the stop sequence in a fiber of its own, interruptible. The sequence runs uninterruptibly,
+ * often as a finalizer of a fiber that has been interrupted (SIGTERM, a closing Scope), and a timeout cannot cut
+ * short an uninterruptible effect: it waits for it. Made interruptible in the sequence's own fiber, the wait would
+ * instead be interrupted at once by the pending interruption. In a fiber of its own, the timeouts work and nothing
+ * else reaches it.
+ */
+const isolated = <A>(effect: Effect.Effect<A>): Effect.Effect<A> =>
+  Effect.flatMap(Effect.forkDaemon(Effect.interruptible(effect)), Fiber.join)
+
+/** How often the stop sequence looks for descendants left in the process group. */
+const groupPollInterval = Duration.millis(20)
+
+/**
+ * The one bounded stop sequence: (protocol shutdown) → end of input → wait → SIGTERM → wait → SIGKILL → wait, then
+ * the same for descendants left in the process group. Every wait is a Clock timeout. `forced` (a second SIGTERM or
+ * SIGINT in the host) cuts every wait short and goes straight to SIGKILL.
+ *
+ * @internal
+ */
+export const runStop = (
+  handle: Handle,
+  settings: StopSettings,
+  steps: StopSteps,
+  forced: Effect.Effect<unknown> | undefined
+): Effect.Effect<NodeChildProcess.StopReport> =>
+  Effect.gen(function*() {
+    const startedAt = yield* Clock.currentTimeMillis
+    let isForced = false
+    const forcedWatch = forced === undefined ? undefined : Effect.tap(forced, () => {
+      isForced = true
+    })
+    const hasExited = () => handle.unsafeExitStatus() !== undefined
+    const groupGone = Effect.repeat(Effect.sync(() => !handle.unsafeGroupAlive()), {
+      schedule: Schedule.spaced(groupPollInterval),
+      until: (gone) => gone
+    })
+    /** `wait`, at most `duration`, and not after a forced stop: `onTimeout` in those cases. */
+    const within = <A, B>(wait: Effect.Effect<A>, duration: Duration.Duration, onTimeout: B): Effect.Effect<A | B> => {
+      const bounded = Effect.timeoutTo(wait, { duration, onSuccess: identity<A | B>, onTimeout: () => onTimeout })
+      return isolated(
+        forcedWatch === undefined ? bounded : Effect.raceFirst(bounded, Effect.as(forcedWatch, onTimeout))
+      )
+    }
+    const exitWithin = (duration: Duration.Duration): Effect.Effect<boolean> =>
+      hasExited()
+        ? Effect.succeed(true)
+        : isForced
+        ? Effect.succeed(false)
+        : within(Effect.as(handle.exit, true), duration, false)
+    const groupGoneWithin = (duration: Duration.Duration): Effect.Effect<boolean> =>
+      within(Effect.as(groupGone, true), duration, false)
+
+    let inputEnded = false
+    const endInput = Effect.suspend(() => {
+      if (inputEnded) return Effect.void
+      inputEnded = true
+      // Closing the connection is uninterruptible (it flushes, maybe drains): disconnected, so that its bound holds.
+      return isolated(Effect.timeoutOption(Effect.disconnect(steps.endInput), settings.shutdownTimeout)).pipe(
+        Effect.zipRight(handle.stdin.end)
+      )
+    })
+
+    let endedBy: NodeChildProcess.StopStep | undefined = hasExited() ? "Exited" : undefined
+    let shutdown: NodeChildProcess.ShutdownOutcome = "Skipped"
+    let killSent = false
+
+    if (endedBy === undefined && steps.shutdown !== undefined) {
+      yield* Effect.logDebug("stop: protocol shutdown")
+      shutdown = yield* within(
+        Effect.raceFirst(
+          Effect.match(steps.shutdown, { onFailure: () => "Failed" as const, onSuccess: () => "Completed" as const }),
+          Effect.as(handle.exit, "Failed" as const)
+        ),
+        settings.shutdownTimeout,
+        "TimedOut" as const
+      )
+      if (hasExited()) endedBy = "Shutdown"
+    }
+
+    if (endedBy === undefined) {
+      const unresponsive = isForced || (shutdown === "TimedOut" && settings.killOnShutdownTimeout)
+      if (!unresponsive) {
+        yield* Effect.logDebug("stop: end of input")
+        yield* endInput
+        if (yield* exitWithin(settings.exitTimeout)) {
+          endedBy = "EndOfInput"
+        } else if (!isForced) {
+          yield* Effect.logWarning(
+            `stop: still running ${Duration.toMillis(settings.exitTimeout)} ms after end of input: SIGTERM`
+          )
+          handle.unsafeSignal("SIGTERM")
+          if (yield* exitWithin(settings.terminateTimeout)) endedBy = "Terminate"
+        }
+      }
+      if (endedBy === undefined) {
+        yield* Effect.logWarning(
+          isForced
+            ? "stop: forced: SIGKILL"
+            : unresponsive
+            ? `stop: no answer to shutdown within ${Duration.toMillis(settings.shutdownTimeout)} ms: SIGKILL`
+            : `stop: still running ${Duration.toMillis(settings.terminateTimeout)} ms after SIGTERM: SIGKILL`
+        )
+        handle.unsafeSignal("SIGKILL")
+        killSent = true
+        yield* endInput
+        const exited = yield* isolated(Effect.timeoutTo(Effect.as(handle.exit, true), {
+          duration: settings.killTimeout,
+          onSuccess: identity,
+          onTimeout: () => false
+        }))
+        endedBy = exited ? "Kill" : "Unkillable"
+        if (!exited) {
+          yield* Effect.logError(`stop: still running ${Duration.toMillis(settings.killTimeout)} ms after SIGKILL`)
+        }
+      }
+    }
+    // Exited before or during the shutdown step: the connection still has to be closed.
+    yield* endInput
+
+    let descendants: NodeChildProcess.StopReport["descendants"] = "None"
+    if (endedBy === "Unkillable") {
+      // SIGKILL went to the whole group already, and waiting again for what did not die of it would not help.
+      if (handle.unsafeGroupAlive()) descendants = "Survived"
+    } else if (handle.unsafeGroupAlive()) {
+      if (!killSent && !isForced) {
+        yield* Effect.logDebug("stop: processes left in the child's process group: SIGTERM")
+        handle.unsafeSignal("SIGTERM")
+        if (yield* groupGoneWithin(settings.terminateTimeout)) descendants = "Terminated"
+      }
+      if (descendants === "None") {
+        yield* Effect.logWarning("stop: processes left in the child's process group: SIGKILL")
+        handle.unsafeSignal("SIGKILL")
+        const gone = yield* isolated(Effect.timeoutTo(groupGone, {
+          duration: settings.killTimeout,
+          onSuccess: () => true,
+          onTimeout: () => false
+        }))
+        descendants = gone ? "Killed" : "Survived"
+      }
+    }
+
+    const report: NodeChildProcess.StopReport = {
+      endedBy,
+      shutdown,
+      descendants,
+      exit: handle.unsafeExitStatus(),
+      elapsedMillis: (yield* Clock.currentTimeMillis) - startedAt
+    }
+    yield* Effect.logDebug(`stop: done (${endedBy}) in ${report.elapsedMillis} ms`)
+    return report
+  }).pipe(Effect.uninterruptible)
+
+/** How long the exit waits for the rest of stderr, which may arrive after the exit event or be held open forever by a
+ * grandchild. */
+const stderrSettle = Duration.millis(100)
+
+/**
+ * What the public module builds on: a child with its transport, stderr tail, exit hooks and stop sequence.
+ *
+ * @internal
+ */
+export interface Internal {
+  readonly child: NodeChildProcess.Child
+  readonly steps: StopSteps
+  /** Runs `hook` with the exit error when the child exits (now, if it has already). */
+  readonly onExit: (hook: (error: PeerError.PeerExited) => Effect.Effect<void>) => Effect.Effect<void>
+  /** True once the stop sequence has started: an exit from then on is expected. */
+  readonly isStopping: () => boolean
+}
+
+/**
+ * @internal
+ */
+export interface Settings {
+  readonly name: string
+  readonly stderrTailLines: number
+  readonly maxStderrLineLength: number
+  readonly stderrLogLevel: LogLevel.LogLevel
+  readonly stop: StopSettings
+  readonly shutdown: Effect.Effect<unknown, unknown> | undefined
+  readonly forced: Effect.Effect<unknown> | undefined
+}
+
+/**
+ * Builds the child around a handle in the current Scope. The stderr reader and the exit observer are forked before
+ * the stop finalizer is registered, so they outlive it: stderr is read until the very end (a child blocked on a full
+ * stderr pipe could never exit), and the exit is observed during the stop.
+ *
+ * @internal
+ */
+export const make = (handle: Handle, settings: Settings): Effect.Effect<Internal, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const tail = new Tail<string>(settings.stderrTailLines)
+    const splitter = new LineSplitter(settings.maxStderrLineLength)
+    const logLine = (line: string): Effect.Effect<void> => {
+      tail.push(line)
+      return settings.stderrLogLevel._tag === "None" ? Effect.void : Effect.logWithLevel(settings.stderrLogLevel, line)
+    }
+    const annotate = Effect.annotateLogs({ child: settings.name, pid: handle.pid })
+
+    const stderrReader = yield* handle.stderr.pipe(
+      Stream.runForEach((chunk) => Effect.forEach(splitter.push(chunk), logLine, { discard: true })),
+      Effect.zipRight(Effect.suspend(() => Effect.forEach(splitter.end(), logLine, { discard: true }))),
+      Effect.annotateLogs("stream", "stderr"),
+      annotate,
+      Effect.forkScoped
+    )
+
+    let stopping = false
+    let exitError: PeerError.PeerExited | undefined
+    const hooks: Array<(error: PeerError.PeerExited) => Effect.Effect<void>> = []
+    const afterExit = yield* Deferred.make<void>()
+
+    yield* Effect.gen(function*() {
+      const status = yield* handle.exit
+      yield* Effect.timeoutOption(Fiber.await(stderrReader), stderrSettle)
+      const error = new PeerError.PeerExited({
+        exitCode: status.exitCode,
+        signal: status.signal,
+        stderrTail: tail.toArray()
+      })
+      exitError = error
+      const how = status.signal === null ? `code ${status.exitCode}` : `signal ${status.signal}`
+      if (stopping || (status.exitCode === 0 && status.signal === null)) yield* Effect.logDebug(`exited (${how})`)
+      else {yield* Effect.logWarning(
+          `exited unexpectedly (${how})`,
+          ...(error.stderrTail.length > 0 ? [error.stderrTail] : [])
+        )}
+      for (const hook of hooks.splice(0)) yield* hook(error)
+      yield* Deferred.succeed(afterExit, void 0)
+    }).pipe(annotate, Effect.forkScoped)
+
+    const steps: StopSteps = { shutdown: settings.shutdown, endInput: handle.stdin.end }
+    const stopped = yield* Deferred.make<NodeChildProcess.StopReport>()
+    const stop: Effect.Effect<NodeChildProcess.StopReport> = Effect.suspend(() => {
+      if (stopping) return Deferred.await(stopped)
+      stopping = true
+      return runStop(handle, settings.stop, steps, settings.forced).pipe(
+        Effect.tap((report) => Deferred.succeed(stopped, report)),
+        annotate,
+        Effect.uninterruptible
+      )
+    })
+    yield* Effect.addFinalizer(() => stop)
+
+    const transport: Transport.Transport.Service = {
+      // At the end of stdout, wait (bounded) for the exit to be handled, so that pending calls fail with `PeerExited`
+      // rather than with the plainer "transport closed" of a stream that just ended.
+      incoming: Stream.concat(
+        handle.stdout,
+        Stream.execute(Effect.timeoutOption(Deferred.await(afterExit), settings.stop.exitTimeout))
+      ),
+      send: (chunks) =>
+        Effect.mapError(handle.stdin.write(chunks), (failure) =>
+          new Transport.TransportError({
+            reason: failure._tag === "Closed" ? "Closed" : "Write",
+            message: `writing to the child's stdin failed: ${describeFailure(failure)}`,
+            ...(failure._tag === "Failed" ? { cause: failure.error } : {})
+          })),
+      end: handle.stdin.end
+    }
+
+    const child: NodeChildProcess.Child = {
+      pid: handle.pid,
+      name: settings.name,
+      transport,
+      exit: handle.exit,
+      exitStatus: Effect.sync(() => Option.fromNullable(handle.unsafeExitStatus())),
+      exited: Effect.zipRight(Deferred.await(afterExit), Effect.sync(() => exitError!)),
+      stderrTail: Effect.sync(() => tail.toArray()),
+      kill: (sig) => Effect.sync(() => handle.unsafeSignal(sig)),
+      stop
+    }
+
+    return {
+      child,
+      steps,
+      isStopping: () => stopping,
+      onExit: (hook) =>
+        Effect.suspend(() => {
+          if (exitError !== undefined) return hook(exitError)
+          hooks.push(hook)
+          return Effect.void
+        })
+    }
+  })
+
+/**
+ * @internal
+ */
+export const logLevelOf = (level: LogLevel.Literal | undefined): LogLevel.LogLevel =>
+  LogLevel.fromLiteral(level ?? "Debug")
+
+/**
+ * Starts what talks to the child (a peer, a connection) on its transport, in a Scope of its own that the stop
+ * sequence closes as its "end of input" step: after the protocol shutdown (which needs it), before the signals.
+ * When the child exits on its own, the connection is over: pending calls fail with `PeerExited`, and the peer closes
+ * with it (a connection on top moves to `Failed`). An exit during the stop is expected: pending calls still fail with
+ * `PeerExited`, and the stop closes the rest.
+ *
+ * @internal
+ */
+export const attach = <A, E, R>(
+  self: Internal,
+  start: Effect.Effect<A, E, R | Scope.Scope>,
+  peerOf: (started: A) => Pick<Peer.Peer<any, any>, "failPending" | "close">,
+  shutdown: ((started: A) => Effect.Effect<unknown, unknown>) | undefined
+): Effect.Effect<A, E, Exclude<R, Scope.Scope>> =>
+  Effect.gen(function*() {
+    const scope = yield* Scope.make()
+    self.steps.endInput = Scope.close(scope, Exit.void)
+    const started = yield* start.pipe(
+      Scope.extend(scope),
+      Effect.onError(() => Scope.close(scope, Exit.void))
+    )
+    if (shutdown !== undefined) self.steps.shutdown = shutdown(started)
+    const peer = peerOf(started)
+    yield* self.onExit((error) => self.isStopping() ? Effect.asVoid(peer.failPending(error)) : peer.close(error))
+    return started
+  })
+
+/**
+ * @internal
+ */
+export const attachPeer = <Serves extends Method.Any, Calls extends Method.Any, R = never>(
+  self: Internal,
+  options: Peer.Options<Serves, Calls, R>,
+  shutdown: ((peer: Peer.Peer<Serves, Calls>) => Effect.Effect<unknown, unknown>) | undefined
+): Effect.Effect<Peer.Peer<Serves, Calls>, never, R> =>
+  attach(self, Peer.make<Serves, Calls, R>(options), (peer) => peer, shutdown)

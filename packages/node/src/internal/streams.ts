@@ -1,0 +1,250 @@
+/**
+ * Node streams as Effect streams and writers, with the two properties the transports need and platform's adapters
+ * lack: a reader that lets go of the stream when it is done (so the event loop can exit), and a writer that waits for
+ * `drain` whenever `write` returns false, including after the last chunk of a batch.
+ *
+ * @internal
+ */
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import type { Readable, Writable } from "node:stream"
+
+/** How many bytes may wait in the reader before the Node stream is paused. */
+const readHighWaterMark = 64 * 1024
+
+/**
+ * Reads `readable` in flowing mode. Data waits in a small buffer that the consumer empties chunk by chunk; while the
+ * buffer holds more than 64 KiB the stream is paused, which is how a slow consumer pushes back on the writer at the
+ * other end of the pipe. The stream ends at `end` (or at `close` without `end`) and fails with `onError` at `error`.
+ * When the Effect stream ends or is interrupted, the listeners are removed and the Node stream is paused, so an idle
+ * `process.stdin` no longer keeps the process alive.
+ *
+ * @internal
+ */
+export const fromReadable = <E>(
+  readable: Readable | NodeJS.ReadableStream,
+  onError: (error: unknown) => E
+): Stream.Stream<Uint8Array, E> =>
+  Stream.unwrapScoped(Effect.gen(function*() {
+    let buffered: Array<Uint8Array> = []
+    let bytes = 0
+    let paused = false
+    let done: { readonly error: E } | "end" | undefined
+    let wake: (() => void) | undefined
+    const notify = () => {
+      const waiter = wake
+      wake = undefined
+      waiter?.()
+    }
+    const onData = (chunk: Uint8Array | string) => {
+      const bytesChunk = typeof chunk === "string" ? Buffer.from(chunk, "utf8") : chunk
+      buffered.push(bytesChunk)
+      bytes += bytesChunk.length
+      if (bytes >= readHighWaterMark && !paused) {
+        paused = true
+        readable.pause()
+      }
+      notify()
+    }
+    const onEnd = () => {
+      if (done === undefined) done = "end"
+      notify()
+    }
+    const onFailure = (error: unknown) => {
+      if (done === undefined) done = { error: onError(error) }
+      notify()
+    }
+    yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        readable.on("data", onData)
+        readable.on("end", onEnd)
+        readable.on("close", onEnd)
+        readable.on("error", onFailure)
+        readable.resume()
+      }),
+      () =>
+        Effect.sync(() => {
+          readable.off("data", onData)
+          readable.off("end", onEnd)
+          readable.off("close", onEnd)
+          readable.off("error", onFailure)
+          readable.pause()
+        })
+    )
+    const pull: Effect.Effect<Chunk.Chunk<Uint8Array>, Option.Option<E>> = Effect.suspend(() => {
+      if (buffered.length > 0) {
+        const out = buffered
+        buffered = []
+        bytes = 0
+        if (paused) {
+          paused = false
+          readable.resume()
+        }
+        return Effect.succeed(Chunk.unsafeFromArray(out))
+      }
+      if (done === "end") return Effect.fail(Option.none())
+      if (done !== undefined) return Effect.fail(Option.some(done.error))
+      return Effect.async<Chunk.Chunk<Uint8Array>, Option.Option<E>>((resume) => {
+        wake = () => resume(pull)
+        return Effect.sync(() => {
+          wake = undefined
+        })
+      })
+    })
+    return Stream.repeatEffectChunkOption(pull)
+  }))
+
+/**
+ * Why a write could not be made: the stream failed (`error`), or it was ended or closed (`closed`).
+ *
+ * @internal
+ */
+export type WriteFailure = { readonly _tag: "Failed"; readonly error: unknown } | { readonly _tag: "Closed" }
+
+/**
+ * One writer over a Node `Writable`: one `write` call per batch, and a batch completes when Node has taken it without
+ * asking the writer to wait, or at the next `drain`.
+ *
+ * @internal
+ */
+export interface Writer {
+  readonly write: (chunks: ReadonlyArray<Uint8Array>) => Effect.Effect<void, WriteFailure>
+  /** Half-close: later writes fail with `Closed`. Idempotent. */
+  readonly end: Effect.Effect<void>
+  /** Completes when Node holds no more unwritten bytes for the stream, or the stream failed or closed. */
+  readonly flushed: Effect.Effect<void>
+  readonly unsafeFailure: () => WriteFailure | undefined
+}
+
+/**
+ * @internal
+ */
+export const makeWriter = (
+  writable: Writable | NodeJS.WritableStream,
+  options: {
+    /** The write function to use, when `writable.write` itself has been redirected. */
+    readonly write?: ((chunk: Uint8Array, callback: (error?: Error | null) => void) => boolean) | undefined
+    /** What `end` does to the stream; default `writable.end()`. */
+    readonly end?: (() => void) | undefined
+  } = {}
+): Writer => {
+  const stream = writable as Writable
+  const rawWrite = options.write ?? ((chunk, callback) => stream.write(chunk, callback))
+  let failure: WriteFailure | undefined
+  let ended = false
+  const waiters = new Set<() => void>()
+  const wakeAll = () => {
+    for (const waiter of Array.from(waiters)) waiter()
+  }
+  // Stays attached for the life of the stream: a late EPIPE after the writer is done must not become an uncaught
+  // 'error' event that kills the process.
+  stream.on("error", (error) => {
+    if (failure === undefined) failure = { _tag: "Failed", error }
+    wakeAll()
+  })
+  stream.on("close", () => {
+    if (failure === undefined) failure = { _tag: "Closed" }
+    wakeAll()
+  })
+  stream.on("drain", wakeAll)
+  stream.on("finish", wakeAll)
+
+  const onWritten = (error?: Error | null) => {
+    if (error !== undefined && error !== null && failure === undefined) failure = { _tag: "Failed", error }
+  }
+
+  const waitUntil = (ready: () => boolean): Effect.Effect<void, WriteFailure> =>
+    Effect.async<void, WriteFailure>((resume) => {
+      const check = () => {
+        if (failure !== undefined) {
+          waiters.delete(check)
+          resume(Effect.fail(failure))
+        } else if (ready()) {
+          waiters.delete(check)
+          resume(Effect.void)
+        }
+      }
+      waiters.add(check)
+      check()
+      return Effect.sync(() => {
+        waiters.delete(check)
+      })
+    })
+
+  const write = (chunks: ReadonlyArray<Uint8Array>): Effect.Effect<void, WriteFailure> =>
+    Effect.suspend(() => {
+      if (failure !== undefined) return Effect.fail(failure)
+      if (ended) return Effect.fail({ _tag: "Closed" } as const)
+      const buffer = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks as Array<Uint8Array>)
+      if (buffer.length === 0) return Effect.void
+      if (rawWrite(buffer, onWritten)) return Effect.void
+      return waitUntil(() => !stream.writableNeedDrain)
+    })
+
+  return {
+    write,
+    end: Effect.sync(() => {
+      if (ended) return
+      ended = true
+      try {
+        if (options.end !== undefined) options.end()
+        else stream.end()
+      } catch {
+        // A stream that cannot be ended (already destroyed) has nothing left to flush.
+      }
+    }),
+    flushed: Effect.suspend(() => {
+      if (failure !== undefined || stream.writableLength === 0) return Effect.void
+      if (ended) return Effect.catchAll(waitUntil(() => stream.writableLength === 0), () => Effect.void)
+      // An empty write's callback runs once everything written before it has been handed to the OS.
+      return Effect.async<void>((resume) => {
+        let settled = false
+        const settle = () => {
+          if (settled) return
+          settled = true
+          waiters.delete(settle)
+          resume(Effect.void)
+        }
+        waiters.add(settle)
+        rawWrite(empty, settle)
+        return Effect.sync(() => {
+          waiters.delete(settle)
+        })
+      })
+    }),
+    unsafeFailure: () => failure
+  }
+}
+
+const empty = new Uint8Array(0)
+
+/**
+ * A readable description of a write failure, for `TransportError.message`.
+ *
+ * @internal
+ */
+export const describeFailure = (failure: WriteFailure): string =>
+  failure._tag === "Closed"
+    ? "the stream is closed"
+    : failure.error instanceof Error
+    ? failure.error.message
+    : String(failure.error)
+
+/**
+ * Completes once everything written to `stream` so far has been handed to the OS (at once if nothing is waiting, or
+ * the stream is ended or destroyed). Pipes are asynchronous on POSIX: `process.exit` drops what is still queued.
+ *
+ * @internal
+ */
+export const flushWritable = (stream: NodeJS.WritableStream): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    const writable = stream as Writable
+    if (writable.writableLength === 0 || writable.writableEnded || writable.destroyed) return resume(Effect.void)
+    try {
+      writable.write(empty, () => resume(Effect.void))
+    } catch {
+      resume(Effect.void)
+    }
+  })

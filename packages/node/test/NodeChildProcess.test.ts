@@ -1,0 +1,497 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Framing } from "@lifeline/jsonrpc"
+import { Method, Protocol } from "@lifeline/kernel"
+import type { NodeChildProcess } from "@lifeline/node"
+import {
+  Clock,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  HashMap,
+  Logger,
+  LogLevel,
+  Mailbox,
+  Option,
+  Schema,
+  Scope,
+  TestClock
+} from "effect"
+import * as internal from "../src/internal/childProcess.js"
+import { LineSplitter, Tail } from "../src/internal/lines.js"
+
+interface Sent {
+  readonly signal: NodeJS.Signals
+  readonly at: number
+}
+
+interface Behaviour {
+  /** What the fake process does when its stdin ends. */
+  readonly onEndOfInput?: "exit" | "ignore"
+  /** The signals the fake process dies of; the others it ignores. Default: SIGTERM and SIGKILL. */
+  readonly diesOf?: ReadonlyArray<NodeJS.Signals>
+  /** A descendant in the process group that dies only of these signals. */
+  readonly descendantDiesOf?: ReadonlyArray<NodeJS.Signals>
+}
+
+/** A child process that exists only in memory, with the reactions a test asks for, on the TestClock. */
+const makeFake = (behaviour: Behaviour = {}) =>
+  Effect.gen(function*() {
+    const clock = yield* Effect.clock
+    const exited = yield* Deferred.make<NodeChildProcess.ExitStatus>()
+    const stdout = yield* Mailbox.make<Uint8Array>()
+    const stderr = yield* Mailbox.make<Uint8Array>()
+    const written: Array<Uint8Array> = []
+    const signals: Array<Sent> = []
+    let status: NodeChildProcess.ExitStatus | undefined
+    let inputEnded = false
+    let descendantAlive = behaviour.descendantDiesOf !== undefined
+
+    const exit = (exitStatus: NodeChildProcess.ExitStatus) => {
+      if (status !== undefined) return
+      status = exitStatus
+      stdout.unsafeDone(Exit.void)
+      stderr.unsafeDone(Exit.void)
+      Deferred.unsafeDone(exited, Exit.succeed(exitStatus))
+    }
+    const diesOf = behaviour.diesOf ?? ["SIGTERM", "SIGKILL"]
+
+    const handle: internal.Handle = {
+      pid: 4242,
+      stdout: Mailbox.toStream(stdout),
+      stderr: Mailbox.toStream(stderr),
+      stdin: {
+        write: (chunks) =>
+          Effect.suspend(() => {
+            if (inputEnded) return Effect.fail({ _tag: "Closed" } as const)
+            written.push(...chunks)
+            return Effect.void
+          }),
+        end: Effect.sync(() => {
+          if (inputEnded) return
+          inputEnded = true
+          if ((behaviour.onEndOfInput ?? "exit") === "exit") exit({ exitCode: 0, signal: null })
+        }),
+        flushed: Effect.void,
+        unsafeFailure: () => undefined
+      },
+      exit: Deferred.await(exited),
+      unsafeExitStatus: () => status,
+      unsafeSignal: (signal) => {
+        signals.push({ signal, at: clock.unsafeCurrentTimeMillis() })
+        if (status === undefined && diesOf.includes(signal)) exit({ exitCode: null, signal })
+        if (descendantAlive && behaviour.descendantDiesOf!.includes(signal)) descendantAlive = false
+      },
+      unsafeGroupAlive: () => status === undefined || descendantAlive
+    }
+    return {
+      handle,
+      signals,
+      written,
+      exit,
+      writeStdout: (text: string) => stdout.unsafeOffer(new TextEncoder().encode(text)),
+      writeStderr: (text: string) => stderr.unsafeOffer(new TextEncoder().encode(text)),
+      inputEnded: () => inputEnded
+    }
+  })
+
+const settings = (
+  overrides: Partial<internal.Settings> & { readonly stopOptions?: NodeChildProcess.StopOptions } = {}
+): internal.Settings => ({
+  name: "fake",
+  stderrTailLines: 3,
+  maxStderrLineLength: 100,
+  stderrLogLevel: LogLevel.None,
+  stop: internal.decodeStopSettings(overrides.stopOptions),
+  shutdown: undefined,
+  forced: undefined,
+  ...overrides
+})
+
+/** Starts the stop sequence in a fiber and lets it run up to its first wait. */
+const startStop = (child: NodeChildProcess.Child) =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.fork(child.stop)
+    yield* settle
+    return fiber
+  })
+
+const settle = Effect.repeatN(Effect.yieldNow(), 50)
+
+const signalsOf = (sent: ReadonlyArray<Sent>) => sent.map(({ at, signal }) => `${signal}@${at}`)
+
+describe("NodeChildProcess stop sequence", () => {
+  it.scoped("a child that exits when its stdin ends gets no signal", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake()
+      const self = yield* internal.make(fake.handle, settings())
+      const report = yield* self.child.stop
+      assert.deepStrictEqual(signalsOf(fake.signals), [])
+      assert.strictEqual(report.endedBy, "EndOfInput")
+      assert.strictEqual(report.shutdown, "Skipped")
+      assert.strictEqual(report.descendants, "None")
+      assert.deepStrictEqual(report.exit, { exitCode: 0, signal: null })
+      assert.strictEqual(report.elapsedMillis, 0)
+    }))
+
+  it.scoped("a child that ignores the end of its input gets SIGTERM after exitTimeout, not before", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake({ onEndOfInput: "ignore" })
+      const self = yield* internal.make(fake.handle, settings())
+      const stopping = yield* startStop(self.child)
+      assert.isTrue(fake.inputEnded())
+      yield* TestClock.adjust("999 millis")
+      assert.deepStrictEqual(signalsOf(fake.signals), [])
+      yield* TestClock.adjust("1 millis")
+      const report = yield* Fiber.join(stopping)
+      assert.deepStrictEqual(signalsOf(fake.signals), ["SIGTERM@1000"])
+      assert.strictEqual(report.endedBy, "Terminate")
+      assert.deepStrictEqual(report.exit, { exitCode: null, signal: "SIGTERM" })
+      assert.strictEqual(report.elapsedMillis, 1000)
+    }))
+
+  it.scoped("a child that ignores SIGTERM gets SIGKILL terminateTimeout later, not before", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: ["SIGKILL"] })
+      const self = yield* internal.make(fake.handle, settings({ stopOptions: { terminateTimeout: "2 seconds" } }))
+      const stopping = yield* startStop(self.child)
+      yield* TestClock.adjust("2999 millis")
+      assert.deepStrictEqual(signalsOf(fake.signals), ["SIGTERM@1000"])
+      yield* TestClock.adjust("1 millis")
+      const report = yield* Fiber.join(stopping)
+      assert.deepStrictEqual(signalsOf(fake.signals), ["SIGTERM@1000", "SIGKILL@3000"])
+      assert.strictEqual(report.endedBy, "Kill")
+      assert.strictEqual(report.elapsedMillis, 3000)
+    }))
+
+  it.scoped("a child that survives SIGKILL is reported Unkillable after killTimeout: the stop still ends", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: [] })
+      const self = yield* internal.make(fake.handle, settings())
+      const stopping = yield* startStop(self.child)
+      yield* TestClock.adjust("3 seconds")
+      const report = yield* Fiber.join(stopping)
+      assert.deepStrictEqual(signalsOf(fake.signals), ["SIGTERM@1000", "SIGKILL@2000"])
+      assert.strictEqual(report.endedBy, "Unkillable")
+      assert.isUndefined(report.exit)
+      assert.strictEqual(report.elapsedMillis, 3000)
+      assert.strictEqual(report.descendants, "Survived")
+    }))
+
+  it.scoped("an answered protocol shutdown comes first, then the end of input", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake()
+      const shutdown = Effect.zipRight(Effect.sleep("300 millis"), Effect.sync(() => assert.isFalse(fake.inputEnded())))
+      const self = yield* internal.make(fake.handle, settings({ shutdown }))
+      const stopping = yield* startStop(self.child)
+      yield* TestClock.adjust("300 millis")
+      const report = yield* Fiber.join(stopping)
+      assert.strictEqual(report.shutdown, "Completed")
+      assert.strictEqual(report.endedBy, "EndOfInput")
+      assert.strictEqual(report.elapsedMillis, 300)
+      assert.deepStrictEqual(signalsOf(fake.signals), [])
+    }))
+
+  it.scoped("no answer to the protocol shutdown within 5 s: SIGKILL at once (Hermes), no SIGTERM", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake({ onEndOfInput: "ignore" })
+      const self = yield* internal.make(fake.handle, settings({ shutdown: Effect.never }))
+      const stopping = yield* startStop(self.child)
+      yield* TestClock.adjust("4999 millis")
+      assert.deepStrictEqual(signalsOf(fake.signals), [])
+      yield* TestClock.adjust("1 millis")
+      const report = yield* Fiber.join(stopping)
+      assert.deepStrictEqual(signalsOf(fake.signals), ["SIGKILL@5000"])
+      assert.strictEqual(report.shutdown, "TimedOut")
+      assert.strictEqual(report.endedBy, "Kill")
+      assert.isTrue(fake.inputEnded())
+    }))
+
+  it.scoped("with killOnShutdownTimeout false, a shutdown timeout goes on to end of input and SIGTERM", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake({ onEndOfInput: "ignore" })
+      const self = yield* internal.make(
+        fake.handle,
+        settings({
+          shutdown: Effect.never,
+          stopOptions: { shutdownTimeout: "2 seconds", killOnShutdownTimeout: false }
+        })
+      )
+      const stopping = yield* startStop(self.child)
+      yield* TestClock.adjust("3 seconds")
+      const report = yield* Fiber.join(stopping)
+      assert.deepStrictEqual(signalsOf(fake.signals), ["SIGTERM@3000"])
+      assert.strictEqual(report.endedBy, "Terminate")
+    }))
+
+  it.scoped("a failed protocol shutdown is reported and the sequence goes on", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake()
+      const self = yield* internal.make(fake.handle, settings({ shutdown: Effect.fail("no") }))
+      const report = yield* self.child.stop
+      assert.strictEqual(report.shutdown, "Failed")
+      assert.strictEqual(report.endedBy, "EndOfInput")
+    }))
+
+  it.scoped("a child that exits during the protocol shutdown ends it there", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake()
+      const shutdown = Effect.zipRight(
+        Effect.sleep("100 millis"),
+        Effect.sync(() => fake.exit({ exitCode: 0, signal: null }))
+      ).pipe(Effect.zipRight(Effect.never))
+      const self = yield* internal.make(fake.handle, settings({ shutdown }))
+      const stopping = yield* startStop(self.child)
+      yield* TestClock.adjust("100 millis")
+      const report = yield* Fiber.join(stopping)
+      assert.strictEqual(report.endedBy, "Shutdown")
+      assert.strictEqual(report.shutdown, "Failed")
+      assert.strictEqual(report.elapsedMillis, 100)
+    }))
+
+  it.scoped("descendants left in the process group after the child exited get SIGTERM, then SIGKILL", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake({ descendantDiesOf: ["SIGKILL"] })
+      const self = yield* internal.make(fake.handle, settings())
+      const stopping = yield* startStop(self.child)
+      yield* TestClock.adjust("999 millis")
+      assert.deepStrictEqual(signalsOf(fake.signals), ["SIGTERM@0"])
+      yield* TestClock.adjust("1 second")
+      const report = yield* Fiber.join(stopping)
+      assert.deepStrictEqual(signalsOf(fake.signals), ["SIGTERM@0", "SIGKILL@1000"])
+      assert.strictEqual(report.endedBy, "EndOfInput")
+      assert.strictEqual(report.descendants, "Killed")
+    }))
+
+  it.scoped("a descendant that dies of SIGTERM is reported Terminated", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake({ descendantDiesOf: ["SIGTERM", "SIGKILL"] })
+      const self = yield* internal.make(fake.handle, settings())
+      const stopping = yield* startStop(self.child)
+      yield* TestClock.adjust("20 millis")
+      const report = yield* Fiber.join(stopping)
+      assert.strictEqual(report.descendants, "Terminated")
+      assert.deepStrictEqual(signalsOf(fake.signals), ["SIGTERM@0"])
+    }))
+
+  it.scoped("a child that had already exited is not signalled", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake()
+      const self = yield* internal.make(fake.handle, settings({ shutdown: Effect.never }))
+      fake.exit({ exitCode: 3, signal: null })
+      const report = yield* self.child.stop
+      assert.strictEqual(report.endedBy, "Exited")
+      assert.strictEqual(report.shutdown, "Skipped")
+      assert.deepStrictEqual(signalsOf(fake.signals), [])
+    }))
+
+  it.scoped("a second signal in the host (forced) cuts the wait short and goes straight to SIGKILL", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake({ onEndOfInput: "ignore" })
+      const forced = yield* Deferred.make<void>()
+      const self = yield* internal.make(
+        fake.handle,
+        settings({ shutdown: Effect.never, forced: Deferred.await(forced) })
+      )
+      const stopping = yield* startStop(self.child)
+      yield* TestClock.adjust("1 second")
+      yield* Deferred.succeed(forced, void 0)
+      const report = yield* Fiber.join(stopping)
+      assert.deepStrictEqual(signalsOf(fake.signals), ["SIGKILL@1000"])
+      assert.strictEqual(report.endedBy, "Kill")
+      assert.strictEqual(report.elapsedMillis, 1000)
+    }))
+
+  it.effect("closing the Scope runs the stop sequence once; stop returns the same report", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const fake = yield* makeFake({ onEndOfInput: "ignore" })
+      const self = yield* internal.make(fake.handle, settings()).pipe(Scope.extend(scope))
+      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+      yield* settle
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(closing)
+      const report = yield* self.child.stop
+      assert.strictEqual(report.endedBy, "Terminate")
+      assert.deepStrictEqual(signalsOf(fake.signals), ["SIGTERM@1000"])
+    }))
+})
+
+describe("NodeChildProcess stop sequence in an interrupted fiber", () => {
+  // SIGTERM interrupts the main fiber: the stop then runs as a finalizer of a fiber whose interruption is pending.
+  // Its bounded waits must still wait, and must still be bounded.
+  it.effect("the waits and the escalation are the same as in a clean close", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: ["SIGKILL"] })
+      const started = yield* Deferred.make<void>()
+      const main = yield* Effect.fork(
+        Effect.gen(function*() {
+          yield* internal.make(
+            fake.handle,
+            settings({
+              shutdown: Effect.never,
+              stopOptions: { shutdownTimeout: "2 seconds", killOnShutdownTimeout: false }
+            })
+          )
+          yield* Deferred.succeed(started, void 0)
+          return yield* Effect.never
+        }).pipe(Effect.scoped)
+      )
+      yield* Deferred.await(started)
+      const interrupting = yield* Effect.fork(Fiber.interrupt(main))
+      yield* settle
+      yield* TestClock.adjust("1999 millis")
+      assert.deepStrictEqual(signalsOf(fake.signals), [], "the shutdown step waits its full bound")
+      yield* TestClock.adjust("1 millis")
+      yield* settle
+      assert.isTrue(fake.inputEnded())
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(signalsOf(fake.signals), ["SIGTERM@3000"])
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(interrupting)
+      assert.deepStrictEqual(signalsOf(fake.signals), ["SIGTERM@3000", "SIGKILL@4000"])
+    }))
+})
+
+const Echo = Method.request("echo", { params: Schema.Struct({ text: Schema.String }), result: Schema.String })
+const Client = Protocol.make({ calls: [Echo] })
+
+describe("NodeChildProcess exit", () => {
+  it.scoped("when the child exits, pending calls fail at once with PeerExited: code, signal, stderr tail", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake()
+      const self = yield* internal.make(fake.handle, settings())
+      const peer = yield* internal.attachPeer(
+        self,
+        { protocol: Client, handlers: {}, transport: self.child.transport, requestTimeout: "1 hour" },
+        undefined
+      )
+      const call = yield* Effect.fork(Effect.flip(peer.call(Echo, { text: "hi" })))
+      yield* settle
+      assert.strictEqual(fake.written.length, 1)
+      fake.writeStderr("first\nsecond\r\nthird\nfourth")
+      fake.exit({ exitCode: 3, signal: null })
+      const error = yield* Fiber.join(call)
+      assert.strictEqual(error._tag, "PeerExited")
+      if (error._tag !== "PeerExited") return
+      assert.strictEqual(error.exitCode, 3)
+      assert.isNull(error.signal)
+      // The tail keeps the last three lines; the last line had no newline and is kept too.
+      assert.deepStrictEqual(error.stderrTail, ["second", "third", "fourth"])
+      const refused = yield* Effect.flip(peer.call(Echo, { text: "again" }))
+      assert.strictEqual(refused._tag, "PeerExited")
+      assert.strictEqual((yield* peer.closed)._tag, "PeerExited")
+      assert.deepStrictEqual(yield* self.child.exitStatus, Option.some({ exitCode: 3, signal: null }))
+    }))
+
+  it.scoped("a child killed by a signal reports the signal", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake()
+      const self = yield* internal.make(fake.handle, settings())
+      yield* self.child.kill("SIGTERM")
+      const error = yield* self.child.exited
+      assert.isNull(error.exitCode)
+      assert.strictEqual(error.signal, "SIGTERM")
+    }))
+
+  it.scoped("answers still arrive through the transport before the exit", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake()
+      const self = yield* internal.make(fake.handle, settings())
+      const peer = yield* internal.attachPeer(
+        self,
+        { protocol: Client, handlers: {}, transport: self.child.transport },
+        undefined
+      )
+      const call = yield* Effect.fork(peer.call(Echo, { text: "hi" }))
+      yield* settle
+      fake.writeStdout(
+        new TextDecoder().decode(Framing.contentLength.encodeString(`{"jsonrpc":"2.0","id":1,"result":"hi"}`))
+      )
+      assert.strictEqual(yield* Fiber.join(call), "hi")
+    }))
+
+  it.scoped("stopping a child with a peer: the shutdown step gets the peer, pending calls end with ShutdownError", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake()
+      const self = yield* internal.make(fake.handle, settings())
+      const shutdownSent = yield* Deferred.make<number>()
+      const peer = yield* internal.attachPeer(
+        self,
+        { protocol: Client, handlers: {}, transport: self.child.transport, requestTimeout: "1 hour" },
+        (peer) =>
+          Effect.zipRight(
+            Effect.flatMap(Clock.currentTimeMillis, (now) => Deferred.succeed(shutdownSent, now)),
+            Effect.ignore(peer.call(Echo, { text: "shutdown" }, { timeout: Duration.seconds(1) }))
+          )
+      )
+      const pending = yield* Effect.fork(Effect.flip(peer.call(Echo, { text: "pending" })))
+      yield* settle
+      const stopping = yield* startStop(self.child)
+      yield* TestClock.adjust("1 second")
+      const report = yield* Fiber.join(stopping)
+      assert.strictEqual(yield* Deferred.await(shutdownSent), 0)
+      assert.strictEqual(report.shutdown, "Completed")
+      assert.strictEqual(report.endedBy, "EndOfInput")
+      const error = yield* Fiber.join(pending)
+      assert.strictEqual(error._tag, "ShutdownError")
+      assert.isTrue(yield* peer.isClosed)
+    }))
+})
+
+describe("stderr lines", () => {
+  it("splits LF and CRLF, across chunks and multi-byte characters", () => {
+    const splitter = new LineSplitter(100)
+    const bytes = new TextEncoder().encode("a\r\nb")
+    assert.deepStrictEqual(splitter.push(bytes.subarray(0, 2)), [])
+    assert.deepStrictEqual(splitter.push(bytes.subarray(2)), ["a"])
+    const euro = new TextEncoder().encode("€\n")
+    assert.deepStrictEqual(splitter.push(euro.subarray(0, 1)), [])
+    assert.deepStrictEqual(splitter.push(euro.subarray(1)), ["b€"])
+    assert.deepStrictEqual(splitter.push(new TextEncoder().encode("\n")), [""])
+    assert.deepStrictEqual(splitter.push(new TextEncoder().encode("tail")), [])
+    assert.deepStrictEqual(splitter.end(), ["tail"])
+  })
+
+  it("cuts a line longer than the limit, so an endless line costs bounded memory", () => {
+    const splitter = new LineSplitter(4)
+    assert.deepStrictEqual(splitter.push(new TextEncoder().encode("abcdefghij")), ["abcd", "efgh"])
+    assert.deepStrictEqual(splitter.push(new TextEncoder().encode("k\n")), ["ijk"])
+    assert.deepStrictEqual(splitter.push(new TextEncoder().encode("123456789\n")), ["1234", "5678", "9"])
+  })
+
+  it("keeps the last N lines, oldest first", () => {
+    const tail = new Tail<number>(3)
+    assert.deepStrictEqual(tail.toArray(), [])
+    for (let i = 1; i <= 7; i++) tail.push(i)
+    assert.deepStrictEqual(tail.toArray(), [5, 6, 7])
+    const none = new Tail<number>(0)
+    none.push(1)
+    assert.deepStrictEqual(none.toArray(), [])
+  })
+
+  it.scoped("stderr lines go to the tail and to the log, annotated with the child's name and pid", () => {
+    const logged: Array<{ readonly message: unknown; readonly child: unknown; readonly pid: unknown }> = []
+    const capture = Logger.make(({ annotations, message }) => {
+      logged.push({
+        message: Array.isArray(message) ? message[0] : message,
+        child: Option.getOrUndefined(HashMap.get(annotations, "child")),
+        pid: Option.getOrUndefined(HashMap.get(annotations, "pid"))
+      })
+    })
+    return Effect.gen(function*() {
+      const fake = yield* makeFake()
+      const self = yield* internal.make(fake.handle, settings({ stderrLogLevel: LogLevel.Info }))
+      fake.writeStderr("hello\nworld\n")
+      fake.exit({ exitCode: 0, signal: null })
+      yield* self.child.exited
+      assert.deepStrictEqual(yield* self.child.stderrTail, ["hello", "world"])
+      const lines = logged.filter(({ message }) => message === "hello" || message === "world")
+      assert.deepStrictEqual(lines, [
+        { message: "hello", child: "fake", pid: 4242 },
+        { message: "world", child: "fake", pid: 4242 }
+      ])
+    }).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, capture)))
+  })
+})

@@ -1,0 +1,180 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Framing } from "@lifeline/jsonrpc"
+import { Transport } from "@lifeline/kernel"
+import { NodeStdio } from "@lifeline/node"
+import { Chunk, Deferred, Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
+import { PassThrough, Writable } from "node:stream"
+
+const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text)
+
+/** A writable that records what reaches it, as one string. */
+const makeSink = () => {
+  const chunks: Array<Buffer> = []
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      chunks.push(Buffer.from(chunk))
+      callback()
+    }
+  })
+  return { stream, text: () => Buffer.concat(chunks).toString("utf8") }
+}
+
+const makeStreams = () => {
+  const stdin = new PassThrough()
+  const stdout = makeSink()
+  const stderr = makeSink()
+  return { stdin, stdout, stderr, options: { stdin, stdout: stdout.stream, stderr: stderr.stream } }
+}
+
+/** Lets Node deliver what was written to a stream: its callbacks run on the event loop, not on a fiber. */
+const tick = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+
+describe("NodeStdio", () => {
+  it.scoped("sends each batch as one write, and reads stdin until it ends", () =>
+    Effect.gen(function*() {
+      const streams = makeStreams()
+      const writes: Array<number> = []
+      const original = streams.stdout.stream._write.bind(streams.stdout.stream)
+      streams.stdout.stream._write = (chunk, encoding, callback) => {
+        writes.push(chunk.length)
+        original(chunk, encoding, callback)
+      }
+      const transport = yield* NodeStdio.make(streams.options)
+      const frame = Framing.contentLength.encodeString(`{"jsonrpc":"2.0","method":"a"}`)
+      yield* transport.send([frame, frame])
+      yield* tick
+      assert.deepStrictEqual(writes, [frame.length * 2])
+      assert.strictEqual(streams.stdout.text(), new TextDecoder().decode(frame).repeat(2))
+
+      const reading = yield* Effect.fork(Stream.runCollect(transport.incoming))
+      streams.stdin.write("abc")
+      yield* tick
+      streams.stdin.end("def")
+      const chunks = yield* Fiber.join(reading)
+      assert.strictEqual(Buffer.concat(Chunk.toReadonlyArray(chunks)).toString("utf8"), "abcdef")
+    }))
+
+  it.scoped("a console.log from user code goes to stderr and the frame on stdout stays whole", () =>
+    Effect.gen(function*() {
+      const streams = makeStreams()
+      const originalLog = globalThis.console.log
+      const scope = yield* Scope.make()
+      const transport = yield* NodeStdio.make(streams.options).pipe(Scope.extend(scope))
+      const frame = Framing.contentLength.encodeString(`{"jsonrpc":"2.0","id":1,"result":"whole"}`)
+      // eslint-disable-next-line no-console
+      console.log("stray output from user code")
+      streams.stdout.stream.write("stray direct write\n")
+      yield* transport.send([frame])
+      // eslint-disable-next-line no-console
+      console.info("more stray output")
+      yield* tick
+      assert.strictEqual(streams.stdout.text(), new TextDecoder().decode(frame))
+      assert.include(streams.stderr.text(), "stray output from user code\n")
+      assert.include(streams.stderr.text(), "stray direct write\n")
+      assert.include(streams.stderr.text(), "more stray output\n")
+      const decoded = Framing.contentLength.unsafeMakeDecoder().push(utf8(streams.stdout.text()))
+      assert.strictEqual(decoded.frames.length, 1)
+
+      assert.notStrictEqual(globalThis.console.log, originalLog)
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(globalThis.console.log, originalLog, "console.log is restored on release")
+      assert.isFalse(Object.prototype.hasOwnProperty.call(streams.stdout.stream, "write"), "write is restored")
+    }))
+
+  it.scoped("logs go to stderr as logfmt lines, never to stdout", () =>
+    Effect.gen(function*() {
+      const streams = makeStreams()
+      yield* NodeStdio.make(streams.options)
+      yield* Effect.logInfo("hello from the extension")
+      yield* Effect.fork(Effect.logWarning("from a forked fiber"))
+      yield* tick
+      assert.strictEqual(streams.stdout.text(), "")
+      assert.match(streams.stderr.text(), /level=INFO .*message="hello from the extension"/)
+      assert.match(streams.stderr.text(), /level=WARN .*message="from a forked fiber"/)
+    }))
+
+  it.effect("the layer moves logging to stderr for the program it is provided to", () =>
+    Effect.gen(function*() {
+      const streams = makeStreams()
+      yield* Effect.gen(function*() {
+        yield* Transport.Transport
+        yield* Effect.logInfo("through the layer")
+      }).pipe(Effect.provide(NodeStdio.layer(streams.options)))
+      yield* tick
+      assert.strictEqual(streams.stdout.text(), "")
+      assert.include(streams.stderr.text(), "through the layer")
+    }))
+
+  it.scoped("a host that does not read pushes back: send waits for drain", () =>
+    Effect.gen(function*() {
+      let release: (() => void) | undefined
+      const received: Array<number> = []
+      const slow = new Writable({
+        highWaterMark: 8,
+        write(chunk: Buffer, _encoding, callback) {
+          received.push(chunk.length)
+          release = callback
+        }
+      })
+      const transport = yield* NodeStdio.make({ stdin: new PassThrough(), stdout: slow, stderr: makeSink().stream })
+      const sent = yield* Deferred.make<void>()
+      const sending = yield* Effect.fork(
+        Effect.zipRight(transport.send([utf8("0123456789")]), Deferred.succeed(sent, void 0))
+      )
+      yield* tick
+      assert.deepStrictEqual(received, [10])
+      assert.isFalse(yield* Deferred.isDone(sent), "the write went over the high-water mark: send waits")
+      release!()
+      yield* Fiber.join(sending)
+      assert.isTrue(yield* Deferred.isDone(sent))
+    }))
+
+  it.scoped("sends after end fail with Closed; a failed stdout fails sends with Write", () =>
+    Effect.gen(function*() {
+      const streams = makeStreams()
+      const transport = yield* NodeStdio.make(streams.options)
+      yield* transport.end
+      yield* transport.end
+      const closed = yield* Effect.flip(transport.send([utf8("late")]))
+      assert.strictEqual(closed.reason, "Closed")
+
+      const broken = new Writable({
+        write(_chunk, _encoding, callback) {
+          callback(Object.assign(new Error("write EPIPE"), { code: "EPIPE" }))
+        }
+      })
+      const other = yield* NodeStdio.make({ stdin: new PassThrough(), stdout: broken, stderr: makeSink().stream })
+      yield* other.send([utf8("first")])
+      yield* tick
+      const failed = yield* Effect.flip(other.send([utf8("second")]))
+      assert.strictEqual(failed.reason, "Write")
+      assert.include(failed.message, "EPIPE")
+    }))
+
+  it.scoped("a failing stdin fails incoming with a Read error", () =>
+    Effect.gen(function*() {
+      const streams = makeStreams()
+      const transport = yield* NodeStdio.make(streams.options)
+      const reading = yield* Effect.fork(Effect.flip(Stream.runDrain(transport.incoming)))
+      yield* tick
+      streams.stdin.destroy(new Error("EIO"))
+      const error = yield* Fiber.join(reading)
+      assert.strictEqual(error.reason, "Read")
+    }))
+
+  it.effect("awaitHostExit completes when the process is gone", () =>
+    Effect.gen(function*() {
+      const gone = yield* NodeStdio.awaitHostExit(2 ** 22 + 12345, { interval: "1 millis" }).pipe(
+        Effect.timeoutOption("1 second")
+      )
+      assert.isTrue(Option.isSome(gone))
+    }))
+
+  it.effect("awaitHostExit keeps waiting while the process lives", () =>
+    Effect.gen(function*() {
+      const fiber = yield* Effect.fork(NodeStdio.awaitHostExit(process.pid, { interval: "10 millis" }))
+      yield* Effect.repeatN(Effect.yieldNow(), 20)
+      assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)))
+      yield* Fiber.interrupt(fiber)
+    }))
+})

@@ -1,0 +1,279 @@
+import { Command } from "@effect/platform"
+import { assert, layer } from "@effect/vitest"
+import { Connection, Lifecycle, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
+import { NodeChildProcess } from "@lifeline/node"
+import { Effect, Exit, Schema, Scope } from "effect"
+import { Client, Echo, Log, Pid, Shutdown, Sleep } from "./fixtures/protocol.js"
+import * as Fixtures from "./support/fixtures.js"
+import { awaitGone, eventually, isAlive } from "./support/processes.js"
+
+// A generic client for the fixtures written without Lifeline: they answer whatever they are asked, or nothing.
+const Anything = Method.request("anything", {
+  params: Schema.Struct({ text: Schema.String }),
+  result: Schema.Unknown
+})
+const Generic = Protocol.make({ calls: [Anything] })
+
+/** Tight bounds, so that the escalation tests are quick; each test checks the bound it depends on. */
+const quick = { exitTimeout: "300 millis", terminateTimeout: "300 millis", killTimeout: "1 second" } as const
+
+const elapsedSince = (start: number) => performance.now() - start
+
+/** Waits until the child has said (on stderr) that its signal handlers are in place. */
+const awaitReady = (child: NodeChildProcess.Child) =>
+  Effect.gen(function*() {
+    const start = performance.now()
+    while (!(yield* child.stderrTail).some((line) => line.startsWith("ready"))) {
+      if (elapsedSince(start) > 10_000) return yield* Effect.dieMessage(`${child.name} never said it was ready`)
+      yield* Effect.sleep("5 millis")
+    }
+  })
+
+layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seconds" })(
+  "NodeChildProcess with real processes",
+  (it) => {
+    it.scoped("a child that answers: calls succeed, the stop asks it to shut down, it exits by itself", () =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        const { child, peer } = yield* NodeChildProcess.makePeer({
+          command: yield* Fixtures.command("server"),
+          name: "server",
+          protocol: Client,
+          handlers: {},
+          shutdown: (peer) => peer.call(Shutdown, {})
+        }).pipe(Scope.extend(scope))
+        assert.strictEqual(yield* peer.call(Echo, { text: "hello" }), "hello")
+        assert.strictEqual(yield* peer.call(Pid, {}), child.pid)
+        // User code in the child prints to stdout: the frame still arrives whole, the text goes to stderr.
+        assert.strictEqual(yield* peer.call(Log, { text: "stray console.log" }), "stray console.log")
+        const start = performance.now()
+        const report = yield* child.stop
+        yield* Scope.close(scope, Exit.void)
+        assert.strictEqual(report.shutdown, "Completed")
+        assert.strictEqual(report.endedBy, "EndOfInput")
+        assert.deepStrictEqual(report.exit, { exitCode: 0, signal: null })
+        assert.isBelow(elapsedSince(start), 1000 + 500, "it exits within exitTimeout of the end of its stdin")
+        const tail = yield* child.stderrTail
+        assert.isTrue(tail.includes("stray console.log"), "the stray output went to stderr")
+        assert.isTrue(tail.some((line) => line.includes("finalized")), "the child's finalizers ran")
+        assert.isFalse(isAlive(child.pid))
+      }))
+
+    it.scoped("a child that exits mid-request: the pending call fails at once with PeerExited", () =>
+      Effect.gen(function*() {
+        const { child, peer } = yield* NodeChildProcess.makePeer({
+          command: yield* Fixtures.command("exit-mid-request.mjs"),
+          protocol: Generic,
+          handlers: {},
+          requestTimeout: "30 seconds"
+        })
+        yield* awaitReady(child)
+        const start = performance.now()
+        const error = yield* Effect.flip(peer.call(Anything, { text: "work" }))
+        assert.isBelow(elapsedSince(start), 2000)
+        assert.strictEqual(error._tag, "PeerExited")
+        if (error._tag !== "PeerExited") return
+        assert.strictEqual(error.exitCode, 3)
+        assert.isNull(error.signal)
+        assert.include(error.stderrTail, "cannot serve anything: giving up")
+        assert.strictEqual((yield* Effect.flip(peer.call(Anything, { text: "again" })))._tag, "PeerExited")
+        const report = yield* child.stop
+        assert.strictEqual(report.endedBy, "Exited")
+        assert.isFalse(isAlive(child.pid))
+      }))
+
+    it.scoped("a child that never answers: the call times out; the stop ends it with SIGTERM within the bound", () =>
+      Effect.gen(function*() {
+        const { child, peer } = yield* NodeChildProcess.makePeer({
+          command: yield* Fixtures.command("silent.mjs"),
+          protocol: Generic,
+          handlers: {},
+          stop: quick
+        })
+        yield* awaitReady(child)
+        const error = yield* Effect.flip(peer.call(Anything, { text: "hello?" }, { timeout: "200 millis" }))
+        assert.strictEqual(error._tag, "RequestTimeout")
+        const pending = yield* Effect.fork(Effect.flip(peer.call(Anything, { text: "still there?" })))
+        const start = performance.now()
+        const report = yield* child.stop
+        const elapsed = elapsedSince(start)
+        assert.strictEqual(report.endedBy, "Terminate")
+        assert.deepStrictEqual(report.exit, { exitCode: null, signal: "SIGTERM" })
+        assert.isAtLeast(elapsed, 300 - 20)
+        assert.isBelow(elapsed, 300 + 300 + 500)
+        assert.strictEqual((yield* pending.await.pipe(Effect.flatten))._tag, "ShutdownError")
+        assert.isFalse(isAlive(child.pid))
+      }))
+
+    it.scoped("a child that ignores SIGTERM is killed by SIGKILL within the bound", () =>
+      Effect.gen(function*() {
+        const child = yield* NodeChildProcess.make({
+          command: yield* Fixtures.command("ignore-sigterm.mjs"),
+          stop: quick
+        })
+        yield* awaitReady(child)
+        const start = performance.now()
+        const report = yield* child.stop
+        const elapsed = elapsedSince(start)
+        assert.strictEqual(report.endedBy, "Kill")
+        assert.deepStrictEqual(report.exit, { exitCode: null, signal: "SIGKILL" })
+        assert.isAtLeast(elapsed, 600 - 20)
+        assert.isBelow(elapsed, 600 + 1000 + 500)
+        assert.include(yield* child.stderrTail, "SIGTERM ignored")
+        assert.isFalse(isAlive(child.pid))
+      }))
+
+    it.scoped("no answer to the protocol shutdown: SIGKILL right after shutdownTimeout (Hermes)", () =>
+      Effect.gen(function*() {
+        const { child } = yield* NodeChildProcess.makePeer({
+          command: yield* Fixtures.command("ignore-sigterm.mjs"),
+          protocol: Generic,
+          handlers: {},
+          stop: { ...quick, shutdownTimeout: "500 millis" },
+          shutdown: (peer) => peer.call(Anything, { text: "shutdown" })
+        })
+        yield* awaitReady(child)
+        const start = performance.now()
+        const report = yield* child.stop
+        const elapsed = elapsedSince(start)
+        assert.strictEqual(report.shutdown, "TimedOut")
+        assert.strictEqual(report.endedBy, "Kill")
+        assert.notInclude(yield* child.stderrTail, "SIGTERM ignored", "no SIGTERM was sent")
+        assert.isAtLeast(elapsed, 500 - 20)
+        assert.isBelow(elapsed, 500 + 1000 + 500)
+        assert.isFalse(isAlive(child.pid))
+      }))
+
+    it.scoped("a child that writes garbage: skippable noise is skipped, a broken header fails the call", () =>
+      Effect.gen(function*() {
+        const { child, peer } = yield* NodeChildProcess.makePeer({
+          command: yield* Fixtures.command("garbage.mjs"),
+          protocol: Generic,
+          handlers: {},
+          requestTimeout: "30 seconds",
+          stop: quick
+        })
+        yield* awaitReady(child)
+        assert.strictEqual(yield* peer.call(Anything, { text: "first" }), "first")
+        const error = yield* Effect.flip(peer.call(Anything, { text: "second" }))
+        assert.strictEqual(error._tag, "PeerClosed")
+        if (error._tag === "PeerClosed") assert.strictEqual(error.reason, "TransportFailed")
+        const report = yield* child.stop
+        assert.strictEqual(report.endedBy, "EndOfInput")
+        assert.isFalse(isAlive(child.pid))
+      }))
+
+    it.scoped("a child that spawned a grandchild (which ignores SIGTERM) leaves nothing behind", () =>
+      Effect.gen(function*() {
+        const { child, peer } = yield* NodeChildProcess.makePeer({
+          command: yield* Fixtures.command("grandchild.mjs"),
+          protocol: Generic,
+          handlers: {},
+          stop: quick
+        })
+        yield* awaitReady(child)
+        const { grandchild } = (yield* peer.call(Anything, { text: "spawn" })) as { readonly grandchild: number }
+        yield* eventually(() => isAlive(grandchild), "the grandchild runs")
+        // It says so once its SIGTERM handler is in place.
+        while (!(yield* child.stderrTail).includes("grandchild up")) yield* Effect.sleep("5 millis")
+        const start = performance.now()
+        const report = yield* child.stop
+        const elapsed = elapsedSince(start)
+        // The child exits at the end of its stdin; the grandchild is still in its process group and ignores SIGTERM.
+        assert.strictEqual(report.endedBy, "EndOfInput")
+        assert.strictEqual(report.descendants, "Killed")
+        assert.isBelow(elapsed, 300 + 300 + 1000 + 500)
+        assert.isFalse(isAlive(child.pid))
+        assert.isFalse(isAlive(grandchild))
+      }))
+
+    it.scoped("closing the Scope stops the child; finalizers on both sides ran", () =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        let hostFinalizerRan = false
+        yield* Effect.addFinalizer(() => Effect.sync(() => (hostFinalizerRan = true))).pipe(Scope.extend(scope))
+        const { child, peer } = yield* NodeChildProcess.makePeer({
+          command: yield* Fixtures.command("server"),
+          protocol: Client,
+          handlers: {},
+          requestTimeout: "30 seconds"
+        }).pipe(Scope.extend(scope))
+        const sleeping = yield* Effect.fork(Effect.flip(peer.call(Sleep, { ms: 60_000 })))
+        yield* Effect.sleep("50 millis")
+        const start = performance.now()
+        yield* Scope.close(scope, Exit.void)
+        assert.isBelow(elapsedSince(start), 1000 + 500)
+        assert.isTrue(hostFinalizerRan)
+        assert.strictEqual((yield* sleeping.await.pipe(Effect.flatten))._tag, "ShutdownError")
+        assert.deepStrictEqual(yield* child.exit, { exitCode: 0, signal: null })
+        assert.isTrue((yield* child.stderrTail).some((line) => line.includes("finalized")))
+        yield* awaitGone(child.pid, 1000)
+      }))
+
+    it.scoped("makeConnection: the handshake makes it Ready; a clean stop ends in Closed", () =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        const { child, connection } = yield* NodeChildProcess.makeConnection({
+          command: yield* Fixtures.command("server"),
+          protocol: Client,
+          handlers: {},
+          handshake: Connection.initiate((peer) => peer.call(Pid, {})),
+          policy: ShutdownPolicy.drain("2 seconds"),
+          shutdown: (connection) => connection.peer.call(Shutdown, {})
+        }).pipe(Scope.extend(scope))
+        assert.strictEqual((yield* connection.lifecycle.state)._tag, "Ready")
+        const report = yield* child.stop
+        assert.strictEqual(report.shutdown, "Completed")
+        assert.strictEqual(report.endedBy, "EndOfInput")
+        assert.strictEqual((yield* connection.awaitShutdown).policy._tag, "Drain")
+        assert.strictEqual((yield* connection.lifecycle.state)._tag, "Closed")
+        yield* Scope.close(scope, Exit.void)
+      }))
+
+    it.scoped("makeConnection: a child that dies on its own moves the lifecycle to Failed with PeerExited", () =>
+      Effect.gen(function*() {
+        const { child, connection } = yield* NodeChildProcess.makeConnection({
+          command: yield* Fixtures.command("exit-mid-request.mjs"),
+          protocol: Generic,
+          handlers: {},
+          requestTimeout: "30 seconds"
+        })
+        yield* awaitReady(child)
+        const error = yield* Effect.flip(connection.peer.call(Anything, { text: "work" }))
+        assert.strictEqual(error._tag, "PeerExited")
+        const state = yield* connection.lifecycle.awaitState(Lifecycle.isTerminal)
+        assert.strictEqual(state._tag, "Failed")
+        if (state._tag === "Failed") assert.strictEqual(state.error._tag, "PeerExited")
+      }))
+
+    it.scoped("a program that does not exist fails with SpawnError NotFound; a bad directory with BadDirectory", () =>
+      Effect.gen(function*() {
+        const missing = yield* Effect.flip(
+          NodeChildProcess.make({ command: Command.make("/nonexistent/lifeline-no-such-program") })
+        )
+        assert.strictEqual(missing._tag, "SpawnError")
+        assert.strictEqual(missing.reason, "NotFound")
+        const badDir = yield* Effect.flip(
+          NodeChildProcess.make({
+            command: Command.make(process.execPath, "-e", "0").pipe(Command.workingDirectory("/nonexistent-dir"))
+          })
+        )
+        assert.strictEqual(badDir.reason, "BadDirectory")
+      }))
+
+    it.scoped("arguments, environment and working directory reach the child", () =>
+      Effect.gen(function*() {
+        const child = yield* NodeChildProcess.make({
+          command: Command.make(
+            process.execPath,
+            "-e",
+            "process.stderr.write([process.argv[1], process.env.LIFELINE_TEST, process.cwd()].join('|') + '\\n')",
+            "an argument"
+          ).pipe(Command.env({ LIFELINE_TEST: "from the host" }), Command.workingDirectory("/tmp"))
+        })
+        yield* child.exit
+        const tail = yield* child.exited.pipe(Effect.map((error) => error.stderrTail))
+        assert.deepStrictEqual(tail, ["an argument|from the host|/tmp"])
+      }))
+  }
+)

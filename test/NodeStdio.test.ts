@@ -1,0 +1,218 @@
+import { Command } from "@effect/platform"
+import { assert, layer } from "@effect/vitest"
+import { Framing, Message } from "@lifeline/jsonrpc"
+import type { Transport } from "@lifeline/kernel"
+import { NodeChildProcess, NodeSignals } from "@lifeline/node"
+import { Deferred, Effect, Either, Stream } from "effect"
+import * as Fixtures from "./support/fixtures.js"
+import { isAlive } from "./support/processes.js"
+
+const elapsedSince = (start: number) => performance.now() - start
+
+/** Sends raw requests and collects the bodies of the frames that come back, counting bytes outside any frame. */
+const rawClient = (transport: Transport.Transport.Service) =>
+  Effect.gen(function*() {
+    const decoder = Framing.contentLength.unsafeMakeDecoder()
+    const bodies: Array<unknown> = []
+    const answered = new Map<number, Deferred.Deferred<unknown>>()
+    yield* transport.incoming.pipe(
+      Stream.runForEach((chunk) =>
+        Effect.forEach(decoder.push(chunk).frames, (frame) => {
+          const body = JSON.parse(new TextDecoder().decode(frame)) as {
+            readonly id?: number
+            readonly result?: unknown
+          }
+          bodies.push(body)
+          const waiter = body.id === undefined ? undefined : answered.get(body.id)
+          return waiter === undefined ? Effect.void : Deferred.succeed(waiter, body.result)
+        })
+      ),
+      Effect.forkScoped
+    )
+    let nextId = 1
+    const call = (method: string, params: Message.Params) =>
+      Effect.gen(function*() {
+        const id = nextId++
+        const waiter = yield* Deferred.make<unknown>()
+        answered.set(id, waiter)
+        const json = Message.stringify(Message.request(id, method, params))
+        if (Either.isLeft(json)) return yield* Effect.die(json.left)
+        yield* transport.send([Framing.contentLength.encodeString(json.right)])
+        return yield* Deferred.await(waiter)
+      })
+    return { call, bodies, skippedBytes: () => decoder.skippedBytes() }
+  })
+
+/** Waits until the child's stderr says it is ready: its signal handlers are in place from then on. */
+const awaitReady = (child: NodeChildProcess.Child) =>
+  Effect.gen(function*() {
+    const start = performance.now()
+    while (!(yield* child.stderrTail).some((line) => line.includes("ready"))) {
+      if (elapsedSince(start) > 15_000) return yield* Effect.dieMessage(`${child.name} never said it was ready`)
+      yield* Effect.sleep("5 millis")
+    }
+  })
+
+const server = (env: Record<string, string> = {}) =>
+  Effect.gen(function*() {
+    const command = yield* Fixtures.command("server")
+    const child = yield* NodeChildProcess.make({ command: Command.env(command, env), name: "server" })
+    const client = yield* rawClient(child.transport)
+    yield* awaitReady(child)
+    return { child, client }
+  })
+
+layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seconds" })(
+  "NodeStdio and NodeSignals.runMain in a real child",
+  (it) => {
+    it.scoped("stdout carries frames only: user code's console.log goes to stderr, no byte outside a frame", () =>
+      Effect.gen(function*() {
+        const { child, client } = yield* server()
+        assert.strictEqual(yield* client.call("log", { text: "printed by user code" }), "printed by user code")
+        assert.strictEqual(yield* client.call("echo", { text: "after" }), "after")
+        assert.strictEqual(client.skippedBytes(), 0)
+        assert.include(yield* child.stderrTail, "printed by user code")
+      }))
+
+    it.scoped("the end of stdin stops the child under its policy: finalizers run, it exits 0 by itself", () =>
+      Effect.gen(function*() {
+        const { child, client } = yield* server()
+        assert.strictEqual(yield* client.call("pid", {}), child.pid)
+        const start = performance.now()
+        yield* child.transport.end
+        const exit = yield* child.exit
+        const elapsed = elapsedSince(start)
+        assert.deepStrictEqual(exit, { exitCode: NodeSignals.ExitCode.Success, signal: null })
+        assert.isBelow(elapsed, 1000)
+        yield* Effect.logInfo(`stdin EOF → exit: ${elapsed.toFixed(0)} ms`)
+        const tail = yield* child.stderrTail
+        assert.isTrue(tail.some((line) => line.includes("connection closed: PeerClosed")))
+        assert.isTrue(tail.some((line) => line.includes("finalized")))
+      }))
+
+    it.scoped("SIGTERM: a graceful stop with every finalizer, exit code 143", () =>
+      Effect.gen(function*() {
+        const { child } = yield* server()
+        process.kill(child.pid, "SIGTERM")
+        assert.deepStrictEqual(yield* child.exit, { exitCode: NodeSignals.ExitCode.Terminate, signal: null })
+        assert.isTrue((yield* child.stderrTail).some((line) => line.includes("finalized")))
+      }))
+
+    it.scoped("SIGINT: exit code 130", () =>
+      Effect.gen(function*() {
+        const { child } = yield* server()
+        process.kill(child.pid, "SIGINT")
+        assert.deepStrictEqual(yield* child.exit, { exitCode: NodeSignals.ExitCode.Interrupt, signal: null })
+      }))
+
+    it.scoped("a second signal forces the stop that a slow finalizer holds up: exit code 2, finalizers done", () =>
+      Effect.gen(function*() {
+        const { child } = yield* server({ SLOW_STOP: "20000" })
+        process.kill(child.pid, "SIGTERM")
+        while (!(yield* child.stderrTail).some((line) => line.includes("slow stop: waiting"))) {
+          yield* Effect.sleep("5 millis")
+        }
+        assert.isTrue(isAlive(child.pid), "the first signal waits for the slow finalizer")
+        const start = performance.now()
+        process.kill(child.pid, "SIGTERM")
+        const exit = yield* child.exit
+        assert.deepStrictEqual(exit, { exitCode: NodeSignals.ExitCode.Forced, signal: null })
+        assert.isBelow(elapsedSince(start), 1000)
+        const tail = yield* child.stderrTail
+        assert.isTrue(tail.some((line) => line.includes("slow stop: forced")))
+        assert.isTrue(tail.some((line) => line.includes("finalized")))
+      }))
+
+    it.scoped("a finalizer that ignores the force: the process exits anyway after forceTimeout, code 3", () =>
+      Effect.gen(function*() {
+        const { child } = yield* server({ SLOW_STOP: "20000", SLOW_STOP_IGNORES_FORCE: "1", FORCE_TIMEOUT: "400" })
+        process.kill(child.pid, "SIGINT")
+        while (!(yield* child.stderrTail).some((line) => line.includes("slow stop: waiting"))) {
+          yield* Effect.sleep("5 millis")
+        }
+        const start = performance.now()
+        process.kill(child.pid, "SIGINT")
+        const exit = yield* child.exit
+        const elapsed = elapsedSince(start)
+        assert.deepStrictEqual(exit, { exitCode: NodeSignals.ExitCode.Abandoned, signal: null })
+        assert.isAtLeast(elapsed, 400 - 20)
+        assert.isBelow(elapsed, 400 + 1000)
+      }))
+  }
+)
+
+const connectionServer = (env: Record<string, string>) =>
+  Effect.gen(function*() {
+    const command = yield* Fixtures.command("connection-server")
+    const child = yield* NodeChildProcess.make({ command: Command.env(command, env), name: "connection-server" })
+    const client = yield* rawClient(child.transport)
+    yield* awaitReady(child)
+    return { child, client }
+  })
+
+const awaitLine = (child: NodeChildProcess.Child, text: string) =>
+  Effect.gen(function*() {
+    const start = performance.now()
+    while (!(yield* child.stderrTail).some((line) => line.includes(text))) {
+      if (elapsedSince(start) > 10_000) return yield* Effect.dieMessage(`never logged: ${text}`)
+      yield* Effect.sleep("5 millis")
+    }
+  })
+
+const drain = (timeout: string) => ({ LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: timeout })
+
+layer(Fixtures.layer(["connection-server"]), { excludeTestServices: true, timeout: "60 seconds" })(
+  "NodeStdio.makeConnection: the shutdown policy in a real child",
+  (it) => {
+    it.scoped("SIGTERM under drain: the request in flight finishes and is answered, then exit 143", () =>
+      Effect.gen(function*() {
+        const { child, client } = yield* connectionServer(drain("5 seconds"))
+        const call = yield* Effect.fork(client.call("sleep", { ms: 600 }))
+        yield* Effect.sleep("100 millis")
+        process.kill(child.pid, "SIGTERM")
+        assert.strictEqual(yield* call.await.pipe(Effect.flatten), 600)
+        assert.deepStrictEqual(yield* child.exit, { exitCode: NodeSignals.ExitCode.Terminate, signal: null })
+        yield* awaitLine(child, "shutdown: drained=true cutOff=0 reason=Interrupted policy=Drain")
+        yield* awaitLine(child, "finalized")
+      }))
+
+    it.scoped("SIGTERM under fail-fast: the request in flight is cut off at once, then exit 143", () =>
+      Effect.gen(function*() {
+        const { child, client } = yield* connectionServer({ LIFELINE_SHUTDOWN_POLICY: "fail-fast" })
+        yield* Effect.fork(client.call("sleep", { ms: 20_000 }))
+        yield* Effect.sleep("100 millis")
+        const start = performance.now()
+        process.kill(child.pid, "SIGTERM")
+        assert.deepStrictEqual(yield* child.exit, { exitCode: NodeSignals.ExitCode.Terminate, signal: null })
+        assert.isBelow(elapsedSince(start), 1000)
+        yield* awaitLine(child, "shutdown: drained=false cutOff=1 reason=Interrupted policy=FailFast")
+      }))
+
+    it.scoped("a second SIGTERM cuts a drain short: fail-fast, exit code 2", () =>
+      Effect.gen(function*() {
+        const { child, client } = yield* connectionServer(drain("20 seconds"))
+        yield* Effect.fork(client.call("sleep", { ms: 20_000 }))
+        yield* Effect.sleep("100 millis")
+        process.kill(child.pid, "SIGTERM")
+        yield* awaitLine(child, "SIGTERM: stopping")
+        yield* Effect.sleep("200 millis")
+        assert.isTrue(isAlive(child.pid), "the drain waits for the request")
+        const start = performance.now()
+        process.kill(child.pid, "SIGTERM")
+        assert.deepStrictEqual(yield* child.exit, { exitCode: NodeSignals.ExitCode.Forced, signal: null })
+        assert.isBelow(elapsedSince(start), 1000)
+        yield* awaitLine(child, "cutOff=1")
+      }))
+
+    it.scoped("the end of stdin under drain: the answer still goes out on stdout, then exit 0", () =>
+      Effect.gen(function*() {
+        const { child, client } = yield* connectionServer(drain("5 seconds"))
+        const call = yield* Effect.fork(client.call("sleep", { ms: 300 }))
+        yield* Effect.sleep("50 millis")
+        yield* child.transport.end
+        assert.strictEqual(yield* call.await.pipe(Effect.flatten), 300)
+        assert.deepStrictEqual(yield* child.exit, { exitCode: NodeSignals.ExitCode.Success, signal: null })
+        yield* awaitLine(child, "shutdown: drained=true cutOff=0 reason=TransportClosed policy=Drain")
+      }))
+  }
+)
