@@ -1,0 +1,83 @@
+/**
+ * The Node wiring of `@lifeline/hermes`, shared by the examples: `@lifeline/hermes` is written against kernel and
+ * platform Tags, and `@lifeline/node` knows nothing of Hermes, so the two meet here.
+ *
+ * - `runExtension`: runs an extension as the main program of its process (stdio transport, logs on stderr, files
+ *   through Node's file system, SIGTERM/SIGINT run the shutdown checklist, exit code from the outcome).
+ * - `SpawnerLive`: the host's `Spawner` as real child processes (`NodeChildProcess`), with their stderr kept.
+ */
+// Deep imports: an extension starts within Hermes' 10 s initialize budget even on a busy machine when it loads only
+// the modules it uses (the barrels pull in SQLite, HTTP servers and every platform module).
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodePath from "@effect/platform-node/NodePath"
+import * as Command from "@effect/platform/Command"
+import * as Extension from "@lifeline/hermes/Extension"
+import * as Spawner from "@lifeline/hermes/Spawner"
+import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
+import * as NodeSignals from "@lifeline/node/NodeSignals"
+import * as NodeStdio from "@lifeline/node/NodeStdio"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+
+/** Runs `extension` on this process's stdin and stdout until the host shuts it down or goes away, then exits. */
+export const runExtension = <S, Res>(extension: Extension.Extension<S, Res, never>): void =>
+  NodeSignals.runMain(
+    Extension.run(extension).pipe(
+      Effect.tap((outcome) =>
+        Effect.logInfo(`${extension.options.name} ended: ${outcome._tag}`).pipe(
+          Effect.annotateLogs({ reason: String(outcome.reason), failures: outcome.failures.join("; ") })
+        )
+      ),
+      Effect.provide(Layer.mergeAll(NodeStdio.layer(), NodeFileSystem.layer, NodePath.layer))
+    )
+  )
+
+/** Splits a command line into words: spaces separate, single and double quotes group, a backslash escapes. */
+export const splitCommandLine = (line: string): Array<string> => {
+  const words: Array<string> = []
+  let word: string | undefined
+  let quote: string | undefined
+  for (let i = 0; i < line.length; i++) {
+    const char = line[i]
+    if (quote !== undefined) {
+      if (char === quote) quote = undefined
+      else if (char === "\\" && quote === "\"" && i + 1 < line.length) word = (word ?? "") + line[++i]
+      else word = (word ?? "") + char
+    } else if (char === "'" || char === "\"") {
+      quote = char
+      word = word ?? ""
+    } else if (char === "\\" && i + 1 < line.length) {
+      word = (word ?? "") + line[++i]
+    } else if (/\s/.test(char)) {
+      if (word !== undefined) words.push(word)
+      word = undefined
+    } else {
+      word = (word ?? "") + char
+    }
+  }
+  if (word !== undefined) words.push(word)
+  return words
+}
+
+const toProcess = (child: NodeChildProcess.Child): Spawner.Process => ({
+  pid: child.pid,
+  transport: child.transport,
+  exit: Effect.map(child.exit, (status) => ({ code: status.exitCode, signal: status.signal })),
+  kill: (signal) => child.kill(signal),
+  stderrTail: child.stderrTail
+})
+
+/**
+ * Real child processes. The host runs the polite part of the stop sequence itself (`shutdown`, then SIGTERM or
+ * SIGKILL); closing the spawn's Scope runs NodeChildProcess's bounded sequence for whatever is left.
+ */
+export const SpawnerLive: Layer.Layer<Spawner.Spawner> = Layer.succeed(Spawner.Spawner, {
+  spawn: (spec) => {
+    let command = Command.make(spec.command, ...(spec.args ?? [])).pipe(Command.env(spec.env ?? {}))
+    if (spec.cwd !== undefined) command = Command.workingDirectory(command, spec.cwd)
+    return NodeChildProcess.make({ command, stderrLogLevel: "Debug", stop: { shutdownTimeout: "1 second" } }).pipe(
+      Effect.map(toProcess),
+      Effect.mapError((error) => new Spawner.SpawnError({ command: error.command, detail: error.detail }))
+    )
+  }
+})

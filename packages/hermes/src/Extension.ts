@@ -1,0 +1,186 @@
+/**
+ * The extension SDK: what an extension author writes (a name, a version, commands with handlers, optional resources
+ * and state) and the one call that runs it over a `Transport`. The SDK answers `initialize`, runs commands, and
+ * does seed 000's shutdown checklist itself: stop accepting work, cancel or drain commands under the shutdown policy,
+ * close windows and release resources through their finalizers, persist state atomically, answer, exit.
+ *
+ * @since 0.1.0
+ */
+import type * as FileSystem from "@effect/platform/FileSystem"
+import type * as Path from "@effect/platform/Path"
+import type * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
+import type * as Transport from "@lifeline/kernel/Transport"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import type * as SubscriptionRef from "effect/SubscriptionRef"
+import type * as Editor from "./Editor.js"
+import type * as HermesProtocol from "./HermesProtocol.js"
+import * as internal from "./internal/extension.js"
+
+/**
+ * What a command's handler gets besides the `Editor` service.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CommandContext<S, Res> {
+  /** The command id, as the host sent it. */
+  readonly command: string
+  readonly arguments: ReadonlyArray<unknown>
+  /** The extension's state: loaded at start, persisted at shutdown. */
+  readonly state: SubscriptionRef.SubscriptionRef<S>
+  /** What `resources` acquired. */
+  readonly resources: Res
+}
+
+/**
+ * A command. `run` may take long: it runs in its own fiber and is interrupted (its finalizers run) when the shutdown
+ * policy cancels it. It runs in its own Scope, closed when it ends. Failures are logged: `command/execute` is never
+ * answered.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Command<S, Res, R> {
+  readonly title: string
+  readonly description?: string | undefined
+  readonly run: (context: CommandContext<S, Res>) => Effect.Effect<void, unknown, R | Editor.Editor | Scope.Scope>
+}
+
+/**
+ * State persisted across runs as JSON in `$HERMES_DATA_DIR/extensions/<name>/state.json`: decoded with `schema` at
+ * start (`initial` when there is no file, or when it does not decode), encoded and written atomically at shutdown.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StateOptions<S, I> {
+  readonly schema: Schema.Schema<S, I>
+  readonly initial: S
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<S, Res, R> {
+  /** The extension's name: letters, digits, `.`, `_` and `-`, since it names its data directory. */
+  readonly name: string
+  readonly version: string
+  readonly commands: { readonly [id: string]: Command<S, Res, R> }
+  readonly state?: StateOptions<S, any> | undefined
+  /**
+   * Acquired while answering `initialize` (a failure answers it with an error), released during shutdown, before
+   * the state is persisted. HTTP servers behind windows, database connections and files belong here.
+   */
+  readonly resources?: Effect.Effect<Res, unknown, R | Scope.Scope> | undefined
+  /**
+   * What happens to running commands at shutdown. Default: the `ShutdownPolicy` service when provided, else the
+   * policy in `LIFELINE_SHUTDOWN_POLICY` / `LIFELINE_DRAIN_TIMEOUT`, else fail-fast (cancel them at once).
+   */
+  readonly policy?: ShutdownPolicy.Policy | undefined
+  /**
+   * The whole shutdown checklist, drain included, finishes within this bound. Default 4 seconds: the host waits 5
+   * (seed 000), and the answer needs time to travel.
+   */
+  readonly shutdownBudget?: Duration.DurationInput | undefined
+}
+
+/**
+ * An extension, ready to run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Extension<S, Res, R> {
+  readonly options: Options<S, Res, R>
+  /** The commands as `initialize` announces them. */
+  readonly commands: ReadonlyArray<HermesProtocol.CommandInfo>
+}
+
+/**
+ * How a run ended.
+ *
+ * - `Shutdown`: the host asked (`reason` is the host's), and `failures` lists what the cleanup could not do (empty
+ *   when the answer was `{ success: true }`).
+ * - `EndOfInput`: the host closed the connection (it exited or crashed) without `shutdown`; the same checklist ran.
+ * - `Interrupted`: the run was interrupted (SIGTERM, SIGINT): the checklist ran as a finalizer.
+ * - `Failed`: the connection failed (broken framing, a handshake error) and the checklist ran.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Outcome {
+  readonly _tag: "Shutdown" | "EndOfInput" | "Interrupted" | "Failed"
+  readonly reason: HermesProtocol.ShutdownReason | undefined
+  readonly failures: ReadonlyArray<string>
+  /** Commands cancelled by the shutdown (after the drain, if any). */
+  readonly cancelled: number
+}
+
+/**
+ * Defines an extension.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Schema, SubscriptionRef } from "effect"
+ * import { Editor, Extension } from "@lifeline/hermes"
+ *
+ * const hello = Extension.make({
+ *   name: "hello",
+ *   version: "1.0.0",
+ *   state: { schema: Schema.Struct({ runs: Schema.Number }), initial: { runs: 0 } },
+ *   commands: {
+ *     "hello.sign": {
+ *       title: "Sign the message",
+ *       run: ({ state }) =>
+ *         Effect.gen(function*() {
+ *           const { runs } = yield* SubscriptionRef.updateAndGet(state, (s) => ({ runs: s.runs + 1 }))
+ *           yield* Editor.patchMessage([{ path: "MSH-3", value: `hello-${runs}` }])
+ *         })
+ *     }
+ *   }
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <S = void, Res = void, R = never>(
+  options: Options<S, Res, R>
+): Extension<S, Res, Exclude<R, Editor.Editor | Scope.Scope>> => ({
+  // What the SDK provides itself (the Editor, each command's Scope) is not asked of whoever runs the extension.
+  options: options as Options<S, Res, any>,
+  commands: Object.entries(options.commands).map(([id, command]) =>
+    command.description === undefined
+      ? { id, title: command.title }
+      : { id, title: command.title, description: command.description }
+  )
+})
+
+/**
+ * Runs an extension over the `Transport` in the context (NodeStdio for a real extension) until the host shuts it
+ * down or goes away, then does the shutdown checklist. State goes through the `FileSystem` and `Path` services. It
+ * ends by itself; interrupting it (a signal) runs the same checklist.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Extension } from "@lifeline/hermes"
+ *
+ * declare const extension: Extension.Extension<void, void, never>
+ * const main = Extension.run(extension).pipe(Effect.tap((outcome) => Effect.logInfo(`extension ended: ${outcome._tag}`)))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const run: <S, Res, R>(
+  extension: Extension<S, Res, R>
+) => Effect.Effect<
+  Outcome,
+  never,
+  Transport.Transport | FileSystem.FileSystem | Path.Path | Exclude<R, Editor.Editor | Scope.Scope>
+> = internal.run

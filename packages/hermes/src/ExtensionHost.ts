@@ -1,0 +1,263 @@
+/**
+ * The extension host: what Hermes runs for each extension. It spawns the process, asks `initialize` within 10 s
+ * (else the extension is failed and its process killed), sends `initialized`, offers the extension's commands and
+ * sends `command/execute`, serves `editor/*` from the `MessageStore` and `ui/openWindow` through `Windows`, and stops
+ * it with `shutdown(reason)`: 5 s for the answer, then SIGKILL; an error answer is logged and the process still
+ * terminated (seed 000). Disable, reload and restart after a crash (at most N restarts within a window) are
+ * published, like every step, as events.
+ *
+ * @since 0.1.0
+ */
+import * as Data from "effect/Data"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import type * as Stream from "effect/Stream"
+import type * as HermesProtocol from "./HermesProtocol.js"
+import * as internal from "./internal/extensionHost.js"
+import type * as MessageStore from "./MessageStore.js"
+import type * as Spawner from "./Spawner.js"
+import type * as Windows from "./Windows.js"
+
+/**
+ * Where an extension is in its life.
+ *
+ * - `Starting`: spawned, `initialize` in flight.
+ * - `Ready`: initialized; commands may be executed.
+ * - `Stopping`: `shutdown` sent.
+ * - `Restarting`: it crashed and is being started again within the restart budget.
+ * - `Stopped`, `Disabled`: shut down by the host (`Disabled` never restarts by itself).
+ * - `Failed`: `initialize` failed or timed out, or it crashed more often than the restart budget allows.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Status = "Starting" | "Ready" | "Stopping" | "Restarting" | "Stopped" | "Disabled" | "Failed"
+
+/**
+ * How an `initialize` went wrong: no answer within the timeout, an error answer (or one that does not decode), or the
+ * process exited (or closed its stdout) first.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type InitializeFailure = "timeout" | "error" | "exited"
+
+/**
+ * What a `shutdown` did.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ShutdownSummary {
+  readonly reason: HermesProtocol.ShutdownReason
+  /** An answer arrived (success or error) within the timeout. */
+  readonly responded: boolean
+  /** The answer was `{ success: true }`. */
+  readonly success: boolean
+  /** The error answer (`code message: data`), or why there was no answer. */
+  readonly error: string | undefined
+  /** SIGKILL was sent. */
+  readonly killed: boolean
+  /** SIGTERM was sent (after an error answer, or a process that did not exit by itself). */
+  readonly terminated: boolean
+  readonly exit: Spawner.ExitStatus | undefined
+  readonly elapsedMs: number
+}
+
+/**
+ * One step in an extension's life, stamped with `Clock` milliseconds (`at`). `generation` counts starts: 1 for the
+ * first, one more for each restart or reload.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Event = Data.TaggedEnum<{
+  Spawned: { readonly at: number; readonly generation: number; readonly pid: number | undefined }
+  SpawnFailed: { readonly at: number; readonly generation: number; readonly detail: string }
+  Initializing: { readonly at: number; readonly generation: number }
+  Ready: {
+    readonly at: number
+    readonly generation: number
+    readonly name: string
+    readonly version: string
+    readonly commands: ReadonlyArray<HermesProtocol.CommandInfo>
+  }
+  InitializeFailed: {
+    readonly at: number
+    readonly generation: number
+    readonly reason: InitializeFailure
+    readonly detail: string
+  }
+  CommandSent: { readonly at: number; readonly command: string }
+  RequestServed: {
+    readonly at: number
+    readonly method: string
+    readonly ok: boolean
+    readonly detail: string | undefined
+  }
+  WindowOpened: {
+    readonly at: number
+    readonly windowId: string
+    readonly url: string
+    readonly title: string | undefined
+  }
+  WindowShown: { readonly at: number; readonly windowId: string; readonly presentation: Windows.Presentation }
+  WindowClosed: { readonly at: number; readonly windowId: string }
+  ShutdownStarted: { readonly at: number; readonly reason: HermesProtocol.ShutdownReason }
+  ShutdownFinished: { readonly at: number; readonly summary: ShutdownSummary }
+  Exited: {
+    readonly at: number
+    readonly generation: number
+    readonly status: Spawner.ExitStatus
+    /** `false` for a crash: it exited without being asked to. */
+    readonly expected: boolean
+    readonly stderrTail: ReadonlyArray<string>
+  }
+  Restarting: { readonly at: number; readonly restart: number; readonly maxRestarts: number }
+  Failed: { readonly at: number; readonly reason: string }
+  StatusChanged: { readonly at: number; readonly status: Status }
+}>
+
+/**
+ * Constructors, `$is` and `$match` for {@link Event}.
+ *
+ * @example
+ * ```ts
+ * import { ExtensionHost } from "@lifeline/hermes"
+ *
+ * const isCrash = (event: ExtensionHost.Event) => ExtensionHost.Event.$is("Exited")(event) && !event.expected
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const Event = Data.taggedEnum<Event>()
+
+/**
+ * `execute` was refused: the extension is not `Ready`, or has no such command.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class CommandRefused extends Schema.TaggedError<CommandRefused>("@lifeline/hermes/CommandRefused")(
+  "CommandRefused",
+  {
+    command: Schema.String,
+    reason: Schema.Literal("NotReady", "UnknownCommand", "Disconnected"),
+    detail: Schema.String
+  }
+) {
+  override get message(): string {
+    return `command ${this.command} refused (${this.reason}): ${this.detail}`
+  }
+}
+
+/**
+ * The restart budget: at most `maxRestarts` restarts after crashes within any `within` window (OTP's intensity and
+ * period). One more crash leaves the extension `Failed`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RestartBudget {
+  readonly maxRestarts: number
+  readonly within: Duration.DurationInput
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** Sent in `initialize` as `hermesVersion`. Default `"0.1.0"`. */
+  readonly hermesVersion?: string | undefined
+  /** Hermes' data directory, sent in `initialize` and set as `HERMES_DATA_DIR` for the process. */
+  readonly dataDir: string
+  /** Sent in `initialize` as `hostPid`. Default 0 (unknown). */
+  readonly hostPid?: number | undefined
+  /** Default 10 seconds (seed 002). */
+  readonly initializeTimeout?: Duration.DurationInput | undefined
+  /** Default 5 seconds (seed 000). */
+  readonly shutdownTimeout?: Duration.DurationInput | undefined
+  /** How long a process that answered `shutdown` may take to exit by itself before it is killed. Default 2 seconds. */
+  readonly exitGrace?: Duration.DurationInput | undefined
+  /** Between SIGTERM and SIGKILL. Default 1 second. */
+  readonly killGrace?: Duration.DurationInput | undefined
+  /** Default: 3 restarts within 60 seconds. */
+  readonly restart?: RestartBudget | undefined
+  /** Timeout of the host's other calls to the extension. Default 5 seconds. */
+  readonly requestTimeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * One extension under the host.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Extension {
+  readonly spec: Spawner.Spec
+  readonly status: Effect.Effect<Status>
+  /** The current status, then each change. */
+  readonly statusChanges: Stream.Stream<Status>
+  /** Every event so far, then each new one as it happens; ends when the host's Scope closes. */
+  readonly events: Stream.Stream<Event>
+  /** Every event so far. */
+  readonly history: Effect.Effect<ReadonlyArray<Event>>
+  /** What the running generation answered to `initialize`. */
+  readonly info: Effect.Effect<Option.Option<HermesProtocol.InitializeResult>>
+  /** Sends `command/execute`. Fire and forget: it returns once the notification is queued. */
+  readonly execute: (
+    command: string,
+    args?: ReadonlyArray<unknown> | undefined
+  ) => Effect.Effect<void, CommandRefused>
+  /** Shuts it down (default reason `closing`) and waits until the process is gone. `None` if it was not running. */
+  readonly shutdown: (
+    reason?: HermesProtocol.ShutdownReason | undefined
+  ) => Effect.Effect<Option.Option<ShutdownSummary>>
+  /** Shuts it down with reason `disabled`; it stays `Disabled` until `reload`. */
+  readonly disable: Effect.Effect<Option.Option<ShutdownSummary>>
+  /** Shuts it down with reason `reload` (if it runs) and starts it again; answers the new status. */
+  readonly reload: Effect.Effect<Status>
+  /** Waits until the status satisfies `predicate`. */
+  readonly awaitStatus: (predicate: (status: Status) => boolean) => Effect.Effect<Status>
+  /**
+   * Waits until the extension has sent no request for `settle`, and none is being served: commands are fire and
+   * forget, so this is how a host knows they are done. Returns at once if the extension is not running.
+   */
+  readonly awaitQuiet: (settle: Duration.DurationInput) => Effect.Effect<void>
+}
+
+/**
+ * Starts an extension and waits until it is `Ready` or `Failed`. It runs until `shutdown` or `disable`, or until the
+ * Scope closes, which shuts it down with reason `closing`.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { ExtensionHost } from "@lifeline/hermes"
+ *
+ * const program = Effect.gen(function*() {
+ *   const extension = yield* ExtensionHost.start({ command: "node", args: ["hl7-extension.js"] }, {
+ *     dataDir: "/tmp/hermes"
+ *   })
+ *   yield* extension.execute("hl7.anonymise")
+ *   yield* extension.awaitQuiet("300 millis")
+ *   return yield* extension.shutdown("closing")
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const start: (
+  spec: Spawner.Spec,
+  options: Options
+) => Effect.Effect<
+  Extension,
+  never,
+  Scope.Scope | Spawner.Spawner | MessageStore.MessageStore | Windows.Windows
+> = internal.start

@@ -1,0 +1,369 @@
+/**
+ * The Hermes Extension API on the wire: every method with its Schemas, defined once, and the two kernel protocols
+ * built from them (the host's and its flip, the extension's). `docs/protocol.md` describes the same methods in prose.
+ *
+ * @since 0.1.0
+ */
+import * as Method from "@lifeline/kernel/Method"
+import * as Protocol from "@lifeline/kernel/Protocol"
+import * as Duration from "effect/Duration"
+import * as Schema from "effect/Schema"
+
+/**
+ * The version of this protocol, sent in `initialize`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const PROTOCOL_VERSION = "1.0"
+
+/**
+ * How long the host waits for the answer to `initialize` before it marks the extension failed (seed 002).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const INITIALIZE_TIMEOUT: Duration.Duration = Duration.seconds(10)
+
+/**
+ * How long the host waits for the answer to `shutdown` before it kills the process (seed 000).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const SHUTDOWN_TIMEOUT: Duration.Duration = Duration.seconds(5)
+
+/**
+ * The error code of a `shutdown` whose cleanup failed; the host logs it and still terminates the process (seed 000).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const SHUTDOWN_FAILED = -32000
+
+/**
+ * The environment variable naming Hermes' data directory; extensions keep their files under
+ * `$HERMES_DATA_DIR/extensions/<name>/`, and default to `~/.hermes` (seed 000).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const DATA_DIR_VARIABLE = "HERMES_DATA_DIR"
+
+// -- initialize ------------------------------------------------------------------------------------------------
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const InitializeParams = Schema.Struct({
+  /** The version of the Hermes application (or headless host) that starts the extension. */
+  hermesVersion: Schema.String,
+  /** {@link PROTOCOL_VERSION} of the host. */
+  protocolVersion: Schema.String,
+  /** Hermes' data directory (what `HERMES_DATA_DIR` holds); the extension's own is `<dataDir>/extensions/<name>`. */
+  dataDir: Schema.String,
+  /** The host's process id, so an extension can notice it is orphaned. */
+  hostPid: Schema.Int
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type InitializeParams = typeof InitializeParams.Type
+
+/**
+ * A command an extension offers: a stable id (`hl7.anonymise`) and a title for menus.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const CommandInfo = Schema.Struct({
+  id: Schema.String.pipe(Schema.minLength(1)),
+  title: Schema.String,
+  description: Schema.optional(Schema.String)
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type CommandInfo = typeof CommandInfo.Type
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const InitializeResult = Schema.Struct({
+  name: Schema.String.pipe(Schema.minLength(1)),
+  version: Schema.String,
+  commands: Schema.Array(CommandInfo)
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type InitializeResult = typeof InitializeResult.Type
+
+/**
+ * Host → extension request, sent right after the process starts. The extension answers with its name, version and
+ * commands within {@link INITIALIZE_TIMEOUT}.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Initialize = Method.request("initialize", {
+  params: InitializeParams,
+  result: InitializeResult,
+  timeout: INITIALIZE_TIMEOUT
+})
+
+/**
+ * Host → extension notification: the host has read the `initialize` answer; commands may follow.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Initialized = Method.notification("initialized", { params: Method.NoParams })
+
+// -- shutdown --------------------------------------------------------------------------------------------------
+
+/**
+ * Why the host shuts an extension down (seed 000).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ShutdownReason = Schema.Literal("closing", "disabled", "reload", "error")
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type ShutdownReason = typeof ShutdownReason.Type
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ShutdownParams = Schema.UndefinedOr(Schema.Struct({ reason: Schema.optional(ShutdownReason) }))
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ShutdownResult = Schema.Struct({ success: Schema.Boolean })
+
+/**
+ * Host → extension request: clean up and answer within {@link SHUTDOWN_TIMEOUT}, then exit. A failed cleanup
+ * answers error {@link SHUTDOWN_FAILED} with the reason in `data`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Shutdown = Method.request("shutdown", {
+  params: ShutdownParams,
+  result: ShutdownResult,
+  timeout: SHUTDOWN_TIMEOUT
+})
+
+// -- commands and windows --------------------------------------------------------------------------------------
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ExecuteCommandParams = Schema.Struct({
+  command: Schema.String,
+  arguments: Schema.optional(Schema.Array(Schema.Unknown))
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type ExecuteCommandParams = typeof ExecuteCommandParams.Type
+
+/**
+ * Host → extension notification: run a command. Fire and forget: never answered; the extension does its work by
+ * calling `editor/*` and `ui/*` (seed 002, "During Command Execution").
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ExecuteCommand = Method.notification("command/execute", { params: ExecuteCommandParams })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const WindowClosedParams = Schema.Struct({ windowId: Schema.String })
+
+/**
+ * Host → extension notification: a window the extension opened was closed (by the user, or by the host).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const WindowClosed = Method.notification("window/closed", { params: WindowClosedParams })
+
+// -- editor ----------------------------------------------------------------------------------------------------
+
+/**
+ * `raw`: the HL7 v2 text, segments separated by `\r`. `json`: the JSON view described in `Hl7.toJson`, as a string.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const MessageFormat = Schema.Literal("json", "raw")
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type MessageFormat = typeof MessageFormat.Type
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const GetMessageParams = Schema.UndefinedOr(Schema.Struct({ format: Schema.optional(MessageFormat) }))
+
+/**
+ * Extension → host request: the current message, `raw` unless asked otherwise.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const GetMessage = Method.request("editor/getMessage", {
+  params: GetMessageParams,
+  result: Schema.Struct({ message: Schema.String })
+})
+
+/**
+ * One edit: a path in HL7 notation (`PID-5.1`) and the plain value to put there; `null` clears it.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Patch = Schema.Struct({ path: Schema.String, value: Schema.NullOr(Schema.String) })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type Patch = typeof Patch.Type
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const PatchMessageParams = Schema.Struct({ patches: Schema.Array(Patch) })
+
+/**
+ * Extension → host request: applies every patch, in order, or none of them. A bad path or a current message that is
+ * not HL7 answers -32602 with an `Hl7Error` in `data` (plus the failing patch's `index`), and the message is left
+ * unchanged. The result is the number of patches applied.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const PatchMessage = Method.request("editor/patchMessage", {
+  params: PatchMessageParams,
+  result: Schema.Struct({ applied: Schema.Int })
+})
+
+/**
+ * Extension → host request: replaces the whole message with raw HL7 text; text that is not HL7 answers -32602.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SetMessage = Method.request("editor/setMessage", {
+  params: Schema.Struct({ message: Schema.String }),
+  result: Schema.Struct({ success: Schema.Boolean })
+})
+
+// -- ui --------------------------------------------------------------------------------------------------------
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const OpenWindowParams = Schema.Struct({
+  url: Schema.String,
+  title: Schema.optional(Schema.String),
+  width: Schema.optional(Schema.Int),
+  height: Schema.optional(Schema.Int)
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type OpenWindowParams = typeof OpenWindowParams.Type
+
+/**
+ * Extension → host request: opens a browser window on `url` (usually served by the extension on a loopback port).
+ * The answer carries the window's id; `window/closed` with that id follows when it is closed.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const OpenWindow = Method.request("ui/openWindow", {
+  params: OpenWindowParams,
+  result: Schema.Struct({ windowId: Schema.String })
+})
+
+// -- protocols -------------------------------------------------------------------------------------------------
+
+/**
+ * The protocol seen from Hermes: it serves `editor/*` and `ui/*`, and calls the rest.
+ *
+ * @example
+ * ```ts
+ * import { HermesProtocol } from "@lifeline/hermes"
+ *
+ * HermesProtocol.Host.serves.map((method) => method.name) // editor/getMessage, ..., ui/openWindow
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Host = Protocol.make({
+  serves: [GetMessage, PatchMessage, SetMessage, OpenWindow],
+  calls: [Initialize, Initialized, Shutdown, ExecuteCommand, WindowClosed]
+})
+
+/**
+ * The protocol seen from an extension: {@link Host} flipped.
+ *
+ * @example
+ * ```ts
+ * import { HermesProtocol } from "@lifeline/hermes"
+ *
+ * HermesProtocol.Extension.serves.map((method) => method.name) // initialize, initialized, shutdown, ...
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Extension = Protocol.flip(Host)
+
+/**
+ * The methods Hermes serves.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type HostServes = typeof Host extends Protocol.Protocol<infer S, any> ? S : never
+
+/**
+ * The methods Hermes calls (what an extension serves).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type HostCalls = typeof Host extends Protocol.Protocol<any, infer C> ? C : never

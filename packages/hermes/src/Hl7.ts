@@ -1,0 +1,466 @@
+/**
+ * HL7 v2 messages, the content Hermes edits: parse and serialise the pipe-and-hat encoding, read and write one value
+ * by its path in HL7 notation (`PID-5.1`, `PID-3[2].1`, `OBX[2]-5`), and the JSON view of `editor/getMessage`. Pure:
+ * every function returns a value or an `Either`.
+ *
+ * @since 0.1.0
+ */
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
+
+/**
+ * Why an HL7 operation was refused. It reaches the wire as the `data` of a -32602 answer, so it is a Schema error.
+ *
+ * - `NotHl7`: the text is not an HL7 v2 message (it must start with an `MSH` segment).
+ * - `InvalidPath`: the path is not in HL7 notation.
+ * - `NoSuchSegment`: the path names a segment (or an occurrence of it) the message does not have.
+ * - `ReadOnly`: MSH-1 and MSH-2 hold the delimiters themselves and cannot be patched.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class Hl7Error extends Schema.TaggedError<Hl7Error>("@lifeline/hermes/Hl7Error")("Hl7Error", {
+  reason: Schema.Literal("NotHl7", "InvalidPath", "NoSuchSegment", "ReadOnly"),
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `${this.reason}: ${this.detail}`
+  }
+}
+
+/**
+ * The five delimiters a message declares in MSH-1 and MSH-2.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Delimiters {
+  readonly field: string
+  readonly component: string
+  readonly repetition: string
+  readonly escape: string
+  readonly subcomponent: string
+}
+
+/**
+ * One segment: its name and its fields, encoded. `fields[n]` is field `n` (`fields[0]` is the name); for MSH,
+ * `fields[1]` is the field delimiter and `fields[2]` the encoding characters, so numbering matches HL7's.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Segment {
+  readonly name: string
+  readonly fields: ReadonlyArray<string>
+}
+
+/**
+ * A parsed message. Immutable: `set` returns a new one.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Message {
+  readonly delimiters: Delimiters
+  readonly segments: ReadonlyArray<Segment>
+}
+
+/**
+ * A position in a message: segment name and occurrence (1-based), field, repetition (1-based) and, optionally,
+ * component and subcomponent.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Path {
+  readonly segment: string
+  readonly occurrence: number
+  readonly field: number
+  /** `undefined` when the path names none: the whole field, or its first repetition below field level. */
+  readonly repetition: number | undefined
+  readonly component: number | undefined
+  readonly subcomponent: number | undefined
+}
+
+const segmentName = /^[A-Z][A-Z0-9]{2}$/
+const pathPattern = /^([A-Z][A-Z0-9]{2})(?:\[(\d+)\])?-(\d+)(?:\[(\d+)\])?(?:\.(\d+)(?:\.(\d+))?)?$/
+
+const notHl7 = (detail: string) => new Hl7Error({ reason: "NotHl7", detail })
+
+/**
+ * Parses a message. Segments may end in `\r` (the standard), `\r\n` or `\n`; empty lines are skipped. The delimiters
+ * are read from the MSH segment, which must come first.
+ *
+ * @example
+ * ```ts
+ * import { Either } from "effect"
+ * import { Hl7 } from "@lifeline/hermes"
+ *
+ * const message = Hl7.parse("MSH|^~\\&|LAB|HOSP|||20240101||ADT^A01|42|P|2.5\rPID|1||123||DOE^JOHN")
+ * Either.map(message, (m) => Hl7.get(m, "PID-5.2")) // Right("JOHN")
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const parse = (text: string): Either.Either<Message, Hl7Error> => {
+  const lines = text.split(/\r\n|\r|\n/).filter((line) => line.length > 0)
+  if (lines.length === 0) return Either.left(notHl7("the message is empty"))
+  const header = lines[0]
+  if (!header.startsWith("MSH") || header.length < 8) {
+    return Either.left(notHl7("an HL7 v2 message starts with an MSH segment (MSH|^~\\&|...)"))
+  }
+  const field = header[3]
+  const end = header.indexOf(field, 4)
+  const encoding = end === -1 ? header.slice(4) : header.slice(4, end)
+  if (encoding.length < 4) return Either.left(notHl7(`MSH-2 must hold four encoding characters, got "${encoding}"`))
+  const delimiters: Delimiters = {
+    field,
+    component: encoding[0],
+    repetition: encoding[1],
+    escape: encoding[2],
+    subcomponent: encoding[3]
+  }
+  const all = [field, ...encoding.slice(0, 4)]
+  if (new Set(all).size !== all.length || /[A-Za-z0-9\s]/.test(all.join(""))) {
+    return Either.left(notHl7(`the delimiters must be five distinct punctuation characters, got "${all.join("")}"`))
+  }
+  const segments: Array<Segment> = []
+  for (const line of lines) {
+    const parts = line.split(field)
+    const name = parts[0]
+    if (!segmentName.test(name)) {
+      return Either.left(notHl7(`"${line.slice(0, 20)}" does not start with a segment name`))
+    }
+    if (name === "MSH") {
+      if (segments.length > 0) return Either.left(notHl7("a second MSH segment"))
+      segments.push({ name, fields: [name, field, ...parts.slice(1)] })
+    } else {
+      segments.push({ name, fields: parts })
+    }
+  }
+  return Either.right({ delimiters, segments })
+}
+
+/**
+ * Whether `text` parses as an HL7 v2 message.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const isHl7 = (text: string): boolean => Either.isRight(parse(text))
+
+/**
+ * Serialises a message: segments joined by `\r`, trailing empty fields kept as they were.
+ *
+ * @example
+ * ```ts
+ * import { Either } from "effect"
+ * import { Hl7 } from "@lifeline/hermes"
+ *
+ * const text = "MSH|^~\\&|LAB\rPID|1"
+ * Either.map(Hl7.parse(text), Hl7.format) // Right(text)
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const format = (message: Message): string =>
+  message.segments.map((segment) =>
+    segment.name === "MSH"
+      ? segment.name + message.delimiters.field + segment.fields.slice(2).join(message.delimiters.field)
+      : segment.fields.join(message.delimiters.field)
+  ).join("\r")
+
+/**
+ * Reads a path in HL7 notation: `SEG[occurrence]-FIELD[repetition][.COMPONENT[.SUBCOMPONENT]]`, with the
+ * occurrence and the repetition in square brackets and 1-based: `PID-5`, `PID-5.1`, `PID-3[2].1`, `OBX[2]-5.1.2`.
+ *
+ * @example
+ * ```ts
+ * import { Hl7 } from "@lifeline/hermes"
+ *
+ * Hl7.parsePath("PID-3[2].1") // Right({ segment: "PID", occurrence: 1, field: 3, repetition: 2, component: 1, subcomponent: undefined })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const parsePath = (path: string): Either.Either<Path, Hl7Error> => {
+  const match = pathPattern.exec(path.trim())
+  const invalid = (detail: string) => Either.left(new Hl7Error({ reason: "InvalidPath", detail }))
+  if (match === null) {
+    return invalid(`"${path}" is not an HL7 path such as PID-5, PID-5.1, PID-3[2].1 or OBX[2]-5`)
+  }
+  const number = (text: string | undefined) => text === undefined ? undefined : Number(text)
+  const result: Path = {
+    segment: match[1],
+    occurrence: number(match[2]) ?? 1,
+    field: number(match[3])!,
+    repetition: number(match[4]),
+    component: number(match[5]),
+    subcomponent: number(match[6])
+  }
+  for (const [what, value] of Object.entries(result)) {
+    if (typeof value === "number" && (value < 1 || value > 9999)) {
+      return invalid(`"${path}": ${what} must be between 1 and 9999`)
+    }
+  }
+  if (
+    result.segment === "MSH" && result.field <= 2 && (result.repetition !== undefined || result.component !== undefined)
+  ) {
+    return invalid(`"${path}": MSH-1 and MSH-2 have no repetitions or components`)
+  }
+  return Either.right(result)
+}
+
+const locate = (message: Message, path: Path): number => {
+  let seen = 0
+  for (let i = 0; i < message.segments.length; i++) {
+    if (message.segments[i].name === path.segment && ++seen === path.occurrence) return i
+  }
+  return -1
+}
+
+const noSuchSegment = (path: Path, message: Message) => {
+  const count = message.segments.filter((s) => s.name === path.segment).length
+  return new Hl7Error({
+    reason: "NoSuchSegment",
+    detail: count === 0
+      ? `the message has no ${path.segment} segment`
+      : `the message has ${count} ${path.segment} segment(s), not ${path.occurrence}`
+  })
+}
+
+/**
+ * Decodes HL7 escape sequences (`\F\`, `\S\`, `\T\`, `\R\`, `\E\`) into the delimiters they stand for.
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const unescape = (text: string, delimiters: Delimiters): string => {
+  const e = delimiters.escape
+  if (!text.includes(e)) return text
+  const table: Record<string, string> = {
+    F: delimiters.field,
+    S: delimiters.component,
+    T: delimiters.subcomponent,
+    R: delimiters.repetition,
+    E: delimiters.escape
+  }
+  let out = ""
+  for (let i = 0; i < text.length; i++) {
+    const close = text[i] === e && i + 2 < text.length && text[i + 2] === e ? table[text[i + 1]] : undefined
+    if (close !== undefined) {
+      out += close
+      i += 2
+    } else {
+      out += text[i]
+    }
+  }
+  return out
+}
+
+/**
+ * Encodes every delimiter in plain `text` as its escape sequence, so a value can never add structure to a message.
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const escape = (text: string, delimiters: Delimiters): string => {
+  const table = new Map([
+    [delimiters.escape, "E"],
+    [delimiters.field, "F"],
+    [delimiters.component, "S"],
+    [delimiters.subcomponent, "T"],
+    [delimiters.repetition, "R"]
+  ])
+  let out = ""
+  for (const char of text) {
+    const code = table.get(char)
+    out += code === undefined ? char : delimiters.escape + code + delimiters.escape
+  }
+  return out
+}
+
+const hasStructure = (text: string, delimiters: Delimiters) =>
+  text.includes(delimiters.component) || text.includes(delimiters.repetition) || text.includes(delimiters.subcomponent)
+
+/**
+ * The value at a path, or `undefined` when the message has nothing there. A value with no structure below it (a leaf)
+ * has its escape sequences decoded; a field or component that has components is returned encoded.
+ *
+ * @example
+ * ```ts
+ * import { Either } from "effect"
+ * import { Hl7 } from "@lifeline/hermes"
+ *
+ * const message = Either.getOrThrow(Hl7.parse("MSH|^~\\&|LAB\rPID|1||123~456||DOE^JOHN"))
+ * Hl7.get(message, "PID-3[2]") // "456"
+ * Hl7.get(message, "PID-5") // "DOE^JOHN"
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const get = (message: Message, path: string | Path): string | undefined => {
+  const parsed = typeof path === "string" ? parsePath(path) : Either.right(path)
+  if (Either.isLeft(parsed)) return undefined
+  const p = parsed.right
+  const index = locate(message, p)
+  if (index === -1) return undefined
+  const d = message.delimiters
+  const field = message.segments[index].fields[p.field]
+  if (field === undefined) return undefined
+  if (p.segment === "MSH" && p.field <= 2) return field
+  if (p.repetition === undefined && p.component === undefined) {
+    return hasStructure(field, d) ? field : unescape(field, d)
+  }
+  const repetition = field.split(d.repetition)[(p.repetition ?? 1) - 1]
+  if (repetition === undefined) return undefined
+  if (p.component === undefined) return hasStructure(repetition, d) ? repetition : unescape(repetition, d)
+  const component = repetition.split(d.component)[p.component - 1]
+  if (component === undefined) return undefined
+  if (p.subcomponent === undefined) return hasStructure(component, d) ? component : unescape(component, d)
+  const subcomponent = component.split(d.subcomponent)[p.subcomponent - 1]
+  return subcomponent === undefined ? undefined : unescape(subcomponent, d)
+}
+
+const replaceAt = (parts: ReadonlyArray<string>, index: number, value: string): Array<string> => {
+  const out = parts.slice()
+  while (out.length <= index) out.push("")
+  out[index] = value
+  return out
+}
+
+/**
+ * Writes plain `value` at a path (escaped, so it cannot add structure); `null` clears it. Missing fields, repetitions
+ * and components are added empty; a missing segment is an error, as is MSH-1 or MSH-2.
+ *
+ * @example
+ * ```ts
+ * import { Either } from "effect"
+ * import { Hl7 } from "@lifeline/hermes"
+ *
+ * const message = Either.getOrThrow(Hl7.parse("MSH|^~\\&|LAB\rPID|1||123||DOE^JOHN"))
+ * const patched = Either.map(Hl7.set(message, "PID-5.1", "ANONYMOUS"), Hl7.format)
+ * // Right("MSH|^~\\&|LAB\rPID|1||123||ANONYMOUS^JOHN")
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const set = (message: Message, path: string | Path, value: string | null): Either.Either<Message, Hl7Error> =>
+  Either.flatMap(typeof path === "string" ? parsePath(path) : Either.right(path), (p) => {
+    const index = locate(message, p)
+    if (index === -1) return Either.left(noSuchSegment(p, message))
+    if (p.segment === "MSH" && p.field <= 2) {
+      return Either.left(new Hl7Error({ reason: "ReadOnly", detail: `MSH-${p.field} holds the delimiters` }))
+    }
+    const d = message.delimiters
+    // Clearing a value leaves no trailing delimiters behind it (`DOE^JOHN^` becomes `DOE^JOHN`).
+    const join = (parts: Array<string>, delimiter: string) => (value === null ? trimEnd(parts) : parts).join(delimiter)
+    const text = value === null ? "" : escape(value, d)
+    const segment = message.segments[index]
+    let field = text
+    if (p.repetition !== undefined || p.component !== undefined) {
+      const at = (p.repetition ?? 1) - 1
+      const repetitions = (segment.fields[p.field] ?? "").split(d.repetition)
+      let repetition = text
+      if (p.component !== undefined) {
+        const components = (repetitions[at] ?? "").split(d.component)
+        let component = text
+        if (p.subcomponent !== undefined) {
+          const subcomponents = (components[p.component - 1] ?? "").split(d.subcomponent)
+          component = join(replaceAt(subcomponents, p.subcomponent - 1, text), d.subcomponent)
+        }
+        repetition = join(replaceAt(components, p.component - 1, component), d.component)
+      }
+      field = join(replaceAt(repetitions, at, repetition), d.repetition)
+    }
+    const fields = replaceAt(segment.fields, p.field, field)
+    const segments = message.segments.slice()
+    segments[index] = {
+      name: segment.name,
+      fields: value === null ? trimEnd(fields, segment.name === "MSH" ? 3 : 1) : fields
+    }
+    return Either.right({ delimiters: d, segments })
+  })
+
+const trimEnd = (parts: Array<string>, keep = 1): Array<string> => {
+  let end = parts.length
+  while (end > keep && parts[end - 1] === "") end--
+  return end === parts.length ? parts : parts.slice(0, end)
+}
+
+/**
+ * A JSON value of the JSON view: a leaf string, an object of numbered components, or an array of repetitions.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type JsonValue = string | { readonly [index: string]: JsonValue } | ReadonlyArray<JsonValue>
+
+const jsonOfComponent = (text: string, d: Delimiters): JsonValue => {
+  if (!text.includes(d.subcomponent)) return unescape(text, d)
+  return numbered(text.split(d.subcomponent).map((s) => unescape(s, d)))
+}
+
+const numbered = (values: ReadonlyArray<JsonValue>): { readonly [index: string]: JsonValue } => {
+  const out: Record<string, JsonValue> = {}
+  values.forEach((value, i) => {
+    if (value !== "") out[String(i + 1)] = value
+  })
+  return out
+}
+
+const jsonOfRepetition = (text: string, d: Delimiters): JsonValue =>
+  text.includes(d.component)
+    ? numbered(text.split(d.component).map((c) => jsonOfComponent(c, d)))
+    : jsonOfComponent(text, d)
+
+/**
+ * The JSON view of a message (`editor/getMessage` with `format: "json"`): an object keyed by segment name, each
+ * segment an object keyed by field number (`"1"`, `"2"`, …), a segment that occurs more than once an array of them.
+ * A field with components is an object keyed by component number, a repeated field an array; empty values are left
+ * out and escape sequences decoded. MSH-1 and MSH-2 hold the delimiters, as in seed 002's example.
+ *
+ * @example
+ * ```ts
+ * import { Either } from "effect"
+ * import { Hl7 } from "@lifeline/hermes"
+ *
+ * const message = Either.getOrThrow(Hl7.parse("MSH|^~\\&|LAB\rPID|1||||DOE^JOHN"))
+ * Hl7.toJson(message)
+ * // { MSH: { "1": "|", "2": "^~\\&", "3": "LAB" }, PID: { "1": "1", "5": { "1": "DOE", "2": "JOHN" } } }
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const toJson = (message: Message): { readonly [segment: string]: JsonValue } => {
+  const d = message.delimiters
+  const out: Record<string, JsonValue> = {}
+  const counts = new Map<string, number>()
+  for (const segment of message.segments) counts.set(segment.name, (counts.get(segment.name) ?? 0) + 1)
+  for (const segment of message.segments) {
+    const fields: Record<string, JsonValue> = {}
+    segment.fields.forEach((field, n) => {
+      if (n === 0 || field === "") return
+      if (segment.name === "MSH" && n <= 2) {
+        fields[String(n)] = field
+        return
+      }
+      const repetitions = field.split(d.repetition).map((r) => jsonOfRepetition(r, d))
+      fields[String(n)] = repetitions.length === 1 ? repetitions[0] : repetitions
+    })
+    if ((counts.get(segment.name) ?? 0) > 1) {
+      const list = (out[segment.name] ?? []) as Array<JsonValue>
+      list.push(fields)
+      out[segment.name] = list
+    } else {
+      out[segment.name] = fields
+    }
+  }
+  return out
+}

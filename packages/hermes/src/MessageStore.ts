@@ -1,0 +1,118 @@
+/**
+ * The message Hermes is editing, held by the host and served to extensions through `editor/*`: read it raw or as
+ * JSON, patch fields by HL7 path (all patches or none), or replace it. Every change is published.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import type * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
+import type * as HermesProtocol from "./HermesProtocol.js"
+import * as Hl7 from "./Hl7.js"
+
+/**
+ * A patch was refused: which one (`index` in the request, `path`) and why (an `Hl7Error` reason). Nothing was applied.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class PatchRejected
+  extends Schema.TaggedError<PatchRejected>("@lifeline/hermes/PatchRejected")("PatchRejected", {
+    index: Schema.Int,
+    path: Schema.String,
+    reason: Hl7.Hl7Error.fields.reason,
+    detail: Schema.String
+  })
+{
+  override get message(): string {
+    return `patch ${this.index} (${this.path}) refused: ${this.reason}: ${this.detail}`
+  }
+}
+
+/**
+ * The message store.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { MessageStore } from "@lifeline/hermes"
+ *
+ * const program = Effect.gen(function*() {
+ *   const store = yield* MessageStore.MessageStore
+ *   yield* store.patch([{ path: "PID-5.1", value: "ANONYMOUS" }])
+ *   return yield* store.current
+ * }).pipe(Effect.provide(MessageStore.layer("MSH|^~\\&|LAB\rPID|1||123||DOE^JOHN")))
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class MessageStore extends Context.Tag("@lifeline/hermes/MessageStore")<MessageStore, MessageStore.Service>() {}
+
+/**
+ * @since 0.1.0
+ */
+export declare namespace MessageStore {
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  export interface Service {
+    /** The current text, as it was set (raw). */
+    readonly current: Effect.Effect<string>
+    /** `raw`: the text; `json`: the JSON view, which needs the text to be HL7. */
+    readonly get: (format: HermesProtocol.MessageFormat) => Effect.Effect<string, Hl7.Hl7Error>
+    /** Applies every patch in order, or none; answers how many were applied. */
+    readonly patch: (patches: ReadonlyArray<HermesProtocol.Patch>) => Effect.Effect<number, PatchRejected>
+    /** Replaces the message; text that is not HL7 is refused. */
+    readonly set: (text: string) => Effect.Effect<void, Hl7.Hl7Error>
+    /** The current text, then every new one. */
+    readonly changes: Stream.Stream<string>
+  }
+}
+
+/**
+ * A store holding `initial`, which need not be HL7 (an empty editor holds `""`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (initial: string): Effect.Effect<MessageStore.Service> =>
+  Effect.map(SubscriptionRef.make(initial), (ref): MessageStore.Service => ({
+    current: SubscriptionRef.get(ref),
+    get: (format) =>
+      Effect.flatMap(
+        SubscriptionRef.get(ref),
+        (text) =>
+          format === "raw" ? Effect.succeed(text) : Either.map(Hl7.parse(text), (m) => JSON.stringify(Hl7.toJson(m)))
+      ),
+    patch: (patches) =>
+      SubscriptionRef.modifyEffect(ref, (text) => {
+        const rejected = (index: number, error: Hl7.Hl7Error) =>
+          new PatchRejected({ index, path: patches[index]?.path ?? "", reason: error.reason, detail: error.detail })
+        let message = Hl7.parse(text)
+        if (Either.isLeft(message)) return Effect.fail(rejected(0, message.left))
+        for (let i = 0; i < patches.length; i++) {
+          message = Hl7.set(message.right, patches[i].path, patches[i].value)
+          if (Either.isLeft(message)) return Effect.fail(rejected(i, message.left))
+        }
+        // No patch: nothing changes, and no change is published.
+        return Effect.succeed([patches.length, patches.length === 0 ? text : Hl7.format(message.right)] as const)
+      }),
+    set: (text) =>
+      Either.match(Hl7.parse(text), {
+        onLeft: Effect.fail,
+        onRight: () => SubscriptionRef.set(ref, text)
+      }),
+    changes: ref.changes
+  }))
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (initial: string): Layer.Layer<MessageStore> => Layer.effect(MessageStore, make(initial))

@@ -1,0 +1,339 @@
+/**
+ * The extension runtime behind `Extension.run`: the handlers of the extension side of the protocol, the command
+ * fibers, and the one shutdown checklist that every way of ending runs exactly once.
+ *
+ * @internal
+ */
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
+import * as RpcError from "@lifeline/jsonrpc/RpcError"
+import * as Connection from "@lifeline/kernel/Connection"
+import type * as Peer from "@lifeline/kernel/Peer"
+import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
+import * as Transport from "@lifeline/kernel/Transport"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
+import type * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
+import * as FiberSet from "effect/FiberSet"
+import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
+import * as SubscriptionRef from "effect/SubscriptionRef"
+import * as Editor from "../Editor.js"
+import type * as Extension from "../Extension.js"
+import * as HermesProtocol from "../HermesProtocol.js"
+import * as StateFile from "./stateFile.js"
+
+type ExtensionPeer = Peer.Peer<
+  typeof HermesProtocol.Extension.serves[number],
+  typeof HermesProtocol.Extension.calls[number]
+>
+
+const validName = /^[A-Za-z0-9][A-Za-z0-9._-]*$/
+
+/** Time kept back from a drain for releasing resources and writing the state. */
+const cleanupReserve = Duration.seconds(1)
+const interruptBound = Duration.millis(500)
+const minimumStep = Duration.millis(250)
+
+/** At most this effect's time, and the caller does not wait for the rest, even if it is uninterruptible. */
+const bounded = <A, E>(self: Effect.Effect<A, E>, duration: Duration.Duration) =>
+  self.pipe(Effect.disconnect, Effect.interruptible, Effect.timeoutOption(duration))
+
+/**
+ * Hermes' data directory: what the host said in `initialize`, else `HERMES_DATA_DIR`, else `~/.hermes` (seed 000).
+ * Read through `Config`, so tests can set it with a `ConfigProvider`.
+ */
+const resolveDataDir = (path: Path.Path, fromHost: string) =>
+  fromHost.trim() !== ""
+    ? Effect.succeed(fromHost)
+    : Config.string(HermesProtocol.DATA_DIR_VARIABLE).pipe(
+      Config.orElse(() => Config.map(Config.string("HOME"), (home) => path.join(home, ".hermes"))),
+      Effect.mapError(() => "neither the host, HERMES_DATA_DIR nor HOME names a data directory")
+    )
+
+const resolvePolicy = (given: ShutdownPolicy.Policy | undefined) =>
+  given !== undefined ? Effect.succeed(given) : Effect.flatMap(
+    Effect.serviceOption(ShutdownPolicy.ShutdownPolicy),
+    Option.match({
+      onSome: Effect.succeed,
+      onNone: () =>
+        ShutdownPolicy.config.pipe(
+          Effect.catchAll((error) =>
+            Effect.as(
+              Effect.logWarning(`ignoring the shutdown policy in the environment: ${error}`),
+              ShutdownPolicy.FailFast()
+            )
+          )
+        )
+    })
+  )
+
+const describe = (cause: Cause.Cause<unknown>): string => {
+  const error = Cause.squash(cause)
+  return error instanceof Error ? error.message : String(error)
+}
+
+interface Checklist {
+  readonly failures: ReadonlyArray<string>
+  readonly cancelled: number
+}
+
+/** @internal */
+export const run = <S, Res, R>(
+  extension: Extension.Extension<S, Res, R>
+): Effect.Effect<
+  Extension.Outcome,
+  never,
+  Transport.Transport | FileSystem.FileSystem | Path.Path | Exclude<R, Editor.Editor | Scope.Scope>
+> =>
+  Effect.gen(function*() {
+    const options = extension.options
+    const name = options.name
+    if (!validName.test(name) || name.includes("..")) {
+      return yield* Effect.dieMessage(
+        `BUG: the extension name "${name}" names a directory: use letters, digits, ".", "_" and "-"`
+      )
+    }
+    const transport = yield* Transport.Transport
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const context = (yield* Effect.context<never>()) as Context.Context<Exclude<R, Editor.Editor | Scope.Scope>>
+    const policy = yield* resolvePolicy(options.policy)
+    const budget = Duration.decode(options.shutdownBudget ?? Duration.seconds(4))
+
+    const commands = yield* FiberSet.make<void, never>()
+    const resourcesScope = yield* Scope.make()
+    const state = yield* SubscriptionRef.make<S>(options.state?.initial as S)
+    let stateFile: string | undefined
+    let resources = undefined as Res
+    let accepting = true
+    const windows = new Map<string, Deferred.Deferred<void>>()
+    // `window/closed` can overtake the fiber that registers the window it names (seed 002: notifications arrive at
+    // any time): remember such ids for the registration.
+    const closedEarly = new Set<string>()
+    const peerReady = yield* Deferred.make<ExtensionPeer>()
+    const shutdownRequested = yield* Deferred.make<HermesProtocol.ShutdownReason | undefined>()
+
+    const withPeer = <A, E>(f: (peer: ExtensionPeer) => Effect.Effect<A, E>) =>
+      Effect.flatMap(Deferred.await(peerReady), f)
+
+    const editor: Editor.Editor.Service = {
+      getMessage: (format) =>
+        withPeer((peer) => peer.call(HermesProtocol.GetMessage, format === undefined ? undefined : { format })).pipe(
+          Effect.map((result) => result.message)
+        ),
+      patchMessage: (patches) =>
+        withPeer((peer) => peer.call(HermesProtocol.PatchMessage, { patches })).pipe(Effect.map((r) => r.applied)),
+      setMessage: (message) => withPeer((peer) => Effect.asVoid(peer.call(HermesProtocol.SetMessage, { message }))),
+      openWindow: (params) =>
+        withPeer((peer) => peer.call(HermesProtocol.OpenWindow, params)).pipe(
+          Effect.map(({ windowId }): Editor.Window => {
+            const signal = Deferred.unsafeMake<void>(FiberId.none)
+            if (closedEarly.delete(windowId) || !accepting) Deferred.unsafeDone(signal, Exit.void)
+            else windows.set(windowId, signal)
+            return { windowId, url: params.url, closed: Deferred.await(signal) }
+          })
+        )
+    }
+
+    const runCommand = (id: string, command: Extension.Command<S, Res, R>, args: ReadonlyArray<unknown>) =>
+      Effect.suspend(() => command.run({ command: id, arguments: args, state, resources })).pipe(
+        Effect.scoped,
+        Effect.provideService(Editor.Editor, editor),
+        (effect) =>
+          Effect.provide(effect as Effect.Effect<void, unknown, Exclude<R, Editor.Editor | Scope.Scope>>, context),
+        Effect.matchCauseEffect({
+          onSuccess: () => Effect.logDebug(`command ${id} finished`),
+          onFailure: (cause) =>
+            Cause.isInterruptedOnly(cause)
+              ? Effect.logInfo(`command ${id} cancelled`)
+              : Effect.logError(`command ${id} failed`, cause)
+        }),
+        Effect.annotateLogs({ "hermes.command": id }),
+        Effect.withSpan(`hermes.command ${id}`)
+      )
+
+    // -- the shutdown checklist (seed 000), run once whatever ends the extension ---------------------------------
+
+    const checklistDone = yield* Deferred.make<Checklist>()
+    let checklistStarted = false
+
+    const checklist: Effect.Effect<Checklist> = Effect.suspend(() => {
+      if (checklistStarted) return Deferred.await(checklistDone)
+      checklistStarted = true
+      return Effect.gen(function*() {
+        const startedAt = yield* Clock.currentTimeMillis
+        const deadline = startedAt + Duration.toMillis(budget)
+        const remaining = (keep: Duration.Duration = Duration.zero) =>
+          Effect.map(
+            Clock.currentTimeMillis,
+            (now) => Duration.max(Duration.millis(deadline - now - Duration.toMillis(keep)), minimumStep)
+          )
+        const failures: Array<string> = []
+
+        // 1. Stop accepting work: later `command/execute` notifications are dropped.
+        accepting = false
+
+        // 2. Cancel or drain the commands in flight, as the policy says.
+        const running = yield* FiberSet.size(commands)
+        if (running > 0 && policy._tag === "Drain") {
+          const drainFor = Duration.min(policy.timeout, yield* remaining(cleanupReserve))
+          yield* Effect.logInfo(`draining ${running} command(s) for at most ${Duration.format(drainFor)}`)
+          yield* FiberSet.awaitEmpty(commands).pipe(Effect.interruptible, Effect.timeoutOption(drainFor))
+        }
+        const cancelled = yield* FiberSet.size(commands)
+        if (cancelled > 0) {
+          yield* Effect.logInfo(`cancelling ${cancelled} command(s)`)
+          const stopped = yield* bounded(FiberSet.clear(commands), interruptBound)
+          if (Option.isNone(stopped)) failures.push(`${cancelled} command(s) did not stop within 500 ms`)
+        }
+
+        // 3. Windows: Hermes closes them; whoever waits for one is released.
+        for (const signal of windows.values()) Deferred.unsafeDone(signal, Exit.void)
+        windows.clear()
+
+        // 4. Release resources (HTTP servers behind windows, connections, files) through their finalizers.
+        const released = yield* Scope.close(resourcesScope, Exit.void).pipe(
+          Effect.exit,
+          (effect) => Effect.flatMap(remaining(minimumStep), (bound) => bounded(effect, bound))
+        )
+        if (Option.isNone(released)) failures.push("Could not release resources in time")
+        else if (Exit.isFailure(released.value)) {
+          failures.push(`Could not release resources: ${describe(released.value.cause)}`)
+        }
+
+        // 5. Persist state, atomically.
+        if (options.state !== undefined && stateFile !== undefined) {
+          const file = stateFile
+          const schema = options.state.schema
+          const saved = yield* SubscriptionRef.get(state).pipe(
+            Effect.flatMap((value) => StateFile.save(fs, path, file, schema, value)),
+            Effect.catchAllDefect((defect) => Effect.fail(`the write died: ${describe(Cause.die(defect))}`)),
+            Effect.either,
+            (effect) => Effect.flatMap(remaining(), (bound) => bounded(effect, bound))
+          )
+          if (Option.isNone(saved)) failures.push("Could not save state to disk in time")
+          else if (saved.value._tag === "Left") failures.push(`Could not save state to disk: ${saved.value.left}`)
+          else yield* Effect.logDebug(`state saved to ${file}`)
+        }
+
+        const elapsed = (yield* Clock.currentTimeMillis) - startedAt
+        yield* failures.length === 0
+          ? Effect.logInfo(`cleanup finished in ${elapsed} ms`)
+          : Effect.logWarning(`cleanup finished in ${elapsed} ms with failures: ${failures.join("; ")}`)
+        return { failures, cancelled } satisfies Checklist
+      }).pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.as(Effect.logError("BUG: the shutdown checklist died", cause), {
+            failures: [`the cleanup died: ${describe(cause)}`],
+            cancelled: 0
+          })
+        ),
+        Effect.tap((result) => Deferred.succeed(checklistDone, result)),
+        Effect.uninterruptible
+      )
+    })
+
+    // -- the protocol ---------------------------------------------------------------------------------------------
+
+    const handlers: Peer.Handlers<typeof HermesProtocol.Extension.serves[number], never> = {
+      initialize: (params) =>
+        Effect.gen(function*() {
+          yield* Effect.logInfo(`initialize from Hermes ${params.hermesVersion} (pid ${params.hostPid})`)
+          const dataDir = yield* resolveDataDir(path, params.dataDir)
+          if (options.state !== undefined) {
+            const file = StateFile.fileOf(path, dataDir, name)
+            stateFile = file
+            const loaded = yield* StateFile.load(fs, file, options.state.schema).pipe(
+              Effect.catchAll((problem) =>
+                Effect.as(Effect.logWarning(`${problem}; starting from the initial state`), Option.none())
+              )
+            )
+            if (Option.isSome(loaded)) {
+              yield* SubscriptionRef.set(state, loaded.value)
+              yield* Effect.logInfo(`state loaded from ${file}`)
+            }
+          }
+          if (options.resources !== undefined) {
+            resources = yield* options.resources.pipe(
+              Scope.extend(resourcesScope),
+              (effect) =>
+                Effect.provide(effect as Effect.Effect<Res, unknown, Exclude<R, Editor.Editor | Scope.Scope>>, context),
+              Effect.catchAllCause((cause) => Effect.fail(`could not acquire resources: ${describe(cause)}`))
+            )
+          }
+          return { name, version: options.version, commands: extension.commands }
+        }).pipe(Effect.mapError((detail) => RpcError.make(-32000, "Initialize failed", detail))),
+      initialized: () => Effect.logDebug("initialized"),
+      shutdown: (params) =>
+        Effect.gen(function*() {
+          const reason = params?.reason
+          yield* Effect.logInfo(`shutdown requested (reason: ${reason ?? "none"})`)
+          const result = yield* checklist
+          yield* Deferred.succeed(shutdownRequested, reason)
+          if (result.failures.length > 0) {
+            return yield* Effect.fail(
+              RpcError.make(HermesProtocol.SHUTDOWN_FAILED, "Shutdown failed", result.failures.join("; "))
+            )
+          }
+          return { success: true }
+        }),
+      "command/execute": ({ arguments: args, command }) =>
+        Effect.suspend(() => {
+          if (!accepting) return Effect.logWarning(`command ${command} ignored: shutting down`)
+          const definition = Object.hasOwn(options.commands, command) ? options.commands[command] : undefined
+          if (definition === undefined) return Effect.logWarning(`unknown command ${command}`)
+          return Effect.asVoid(FiberSet.run(commands, runCommand(command, definition, args ?? [])))
+        }),
+      "window/closed": ({ windowId }) =>
+        Effect.sync(() => {
+          const signal = windows.get(windowId)
+          if (signal !== undefined) {
+            windows.delete(windowId)
+            Deferred.unsafeDone(signal, Exit.void)
+          } else if (closedEarly.size < 1024) {
+            closedEarly.add(windowId)
+          }
+        })
+    }
+
+    const connection = yield* Connection.make({
+      protocol: HermesProtocol.Extension,
+      transport,
+      handlers,
+      handshake: Connection.accept("initialize", { notifications: ["initialized"] }),
+      policy
+    }).pipe(Effect.orDie)
+    yield* Deferred.succeed(peerReady, connection.peer)
+
+    // Registered after the connection, so it runs first: on interruption, commands drain while the host is still
+    // reachable, and the connection is torn down after.
+    yield* Effect.addFinalizer(() => Effect.asVoid(checklist))
+
+    const ending = yield* Effect.raceFirst(
+      Effect.map(Deferred.await(shutdownRequested), (reason) => ({ _tag: "Shutdown" as const, reason })),
+      Effect.map(connection.peer.closed, (why) => ({
+        _tag: why._tag === "PeerClosed" && why.reason === "TransportClosed" ? "EndOfInput" as const : "Failed" as const,
+        reason: undefined
+      }))
+    )
+    if (ending._tag === "Shutdown") {
+      // The answer is queued once the handler has finished; `stop` then writes it before it ends the transport.
+      yield* Effect.timeoutOption(connection.peer.awaitIdle, Duration.seconds(1))
+    } else {
+      yield* Effect.logInfo(ending._tag === "EndOfInput" ? "the host closed the connection" : "the connection failed")
+    }
+    yield* connection.stop(ending._tag === "Shutdown" ? "RemoteShutdown" : "TransportClosed")
+    const result = yield* checklist
+    return { _tag: ending._tag, reason: ending.reason, failures: result.failures, cancelled: result.cancelled }
+  }).pipe(
+    Effect.scoped,
+    Effect.onInterrupt(() => Effect.logInfo("interrupted: the shutdown checklist ran as a finalizer")),
+    Effect.annotateLogs({ "hermes.extension": extension.options.name })
+  )

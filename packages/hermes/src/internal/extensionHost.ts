@@ -1,0 +1,541 @@
+/**
+ * The extension host's supervisor: one generation (process + connection) at a time, the stop sequence of seed 000,
+ * crash detection and the restart budget, and the event log.
+ *
+ * @internal
+ */
+import * as RpcError from "@lifeline/jsonrpc/RpcError"
+import * as Connection from "@lifeline/kernel/Connection"
+import type * as Peer from "@lifeline/kernel/Peer"
+import * as PeerError from "@lifeline/kernel/PeerError"
+import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberMap from "effect/FiberMap"
+import * as Option from "effect/Option"
+import * as PubSub from "effect/PubSub"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
+// A cycle that is safe: these values are only used inside functions, after both modules have loaded.
+import * as ExtensionHost from "../ExtensionHost.js"
+import * as HermesProtocol from "../HermesProtocol.js"
+import * as MessageStore from "../MessageStore.js"
+import * as Spawner from "../Spawner.js"
+import * as Windows from "../Windows.js"
+
+type HostConnection = Connection.Connection<HermesProtocol.HostServes, HermesProtocol.HostCalls>
+
+interface Generation {
+  readonly number: number
+  readonly scope: Scope.CloseableScope
+  readonly process: Spawner.Process
+  readonly exit: Deferred.Deferred<Spawner.ExitStatus>
+  readonly windows: FiberMap.FiberMap<string>
+  connection: HostConnection | undefined
+  /** Set once the host has decided to stop it: its exit is then no crash. */
+  stopping: boolean
+}
+
+/** At most `duration` of `self`, interruptible even when the caller is not (a finalizer). */
+const within = <A, E, R>(self: Effect.Effect<A, E, R>, duration: Duration.Duration) =>
+  self.pipe(Effect.interruptible, Effect.timeoutOption(duration))
+
+const describeWireError = (error: RpcError.RpcError): string =>
+  `${error.code} ${error.message}${
+    error.data === undefined ? "" : `: ${typeof error.data === "string" ? error.data : JSON.stringify(error.data)}`
+  }`
+
+const unknownExit: Spawner.ExitStatus = { code: null, signal: null }
+
+/** @internal */
+export const start = (
+  spec: Spawner.Spec,
+  options: ExtensionHost.Options
+): Effect.Effect<
+  ExtensionHost.Extension,
+  never,
+  Scope.Scope | Spawner.Spawner | MessageStore.MessageStore | Windows.Windows
+> =>
+  Effect.gen(function*() {
+    const spawner = yield* Spawner.Spawner
+    const store = yield* MessageStore.MessageStore
+    const windows = yield* Windows.Windows
+    const initializeTimeout = Duration.decode(options.initializeTimeout ?? HermesProtocol.INITIALIZE_TIMEOUT)
+    const shutdownTimeout = Duration.decode(options.shutdownTimeout ?? HermesProtocol.SHUTDOWN_TIMEOUT)
+    const exitGrace = Duration.decode(options.exitGrace ?? Duration.seconds(2))
+    const killGrace = Duration.decode(options.killGrace ?? Duration.seconds(1))
+    const maxRestarts = options.restart?.maxRestarts ?? 3
+    const restartWindow = Duration.decode(options.restart?.within ?? Duration.seconds(60))
+    const label = [spec.command, ...(spec.args ?? [])].join(" ")
+
+    // -- events -----------------------------------------------------------------------------------------------
+
+    const pubsub = yield* Effect.acquireRelease(
+      PubSub.unbounded<{ readonly index: number; readonly event: ExtensionHost.Event }>(),
+      PubSub.shutdown
+    )
+    const history: Array<ExtensionHost.Event> = []
+    const emit = (make: (at: number) => ExtensionHost.Event): Effect.Effect<void> =>
+      Effect.flatMap(Clock.currentTimeMillis, (at) => {
+        const event = make(at)
+        history.push(event)
+        pubsub.unsafeOffer({ index: history.length - 1, event })
+        return Effect.logDebug(`extension event ${event._tag}`).pipe(Effect.annotateLogs({ extension: label }))
+      })
+    const status = yield* SubscriptionRef.make<ExtensionHost.Status>("Starting")
+    const setStatus = (next: ExtensionHost.Status) =>
+      Effect.zipRight(
+        SubscriptionRef.set(status, next),
+        emit((at) => ExtensionHost.Event.StatusChanged({ at, status: next }))
+      )
+
+    const events: Stream.Stream<ExtensionHost.Event> = Stream.unwrapScoped(
+      Effect.map(PubSub.subscribe(pubsub), (queue) => {
+        const past = history.slice()
+        return Stream.concat(
+          Stream.fromIterable(past),
+          Stream.fromQueue(queue).pipe(
+            Stream.filter(({ index }) => index >= past.length),
+            Stream.map(({ event }) => event)
+          )
+        )
+      })
+    )
+
+    // -- state ------------------------------------------------------------------------------------------------
+
+    const lock = yield* Effect.makeSemaphore(1)
+    // Created before the shutdown finalizer below, so it closes after it: leftover processes are killed only once
+    // the polite shutdown has had its chance.
+    const generations = yield* Effect.acquireRelease(Scope.make(), (scope, exit) => Scope.close(scope, exit))
+    let current: Generation | undefined
+    let info: Option.Option<HermesProtocol.InitializeResult> = Option.none()
+    let generationCount = 0
+    let restarts: Array<number> = []
+    let windowCount = 0
+    let activeRequests = 0
+    let lastActivity = yield* Clock.currentTimeMillis
+    const touch = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.sync(() => {
+        lastActivity = now
+      }))
+
+    // -- serving the extension --------------------------------------------------------------------------------
+
+    const served = <A>(
+      method: string,
+      effect: Effect.Effect<A, RpcError.RpcError>
+    ): Effect.Effect<A, RpcError.RpcError> =>
+      Effect.suspend(() => {
+        activeRequests++
+        return effect
+      }).pipe(
+        Effect.tapBoth({
+          onFailure: (error) =>
+            emit((at) =>
+              ExtensionHost.Event.RequestServed({ at, method, ok: false, detail: describeWireError(error) })
+            ),
+          onSuccess: () => emit((at) => ExtensionHost.Event.RequestServed({ at, method, ok: true, detail: undefined }))
+        }),
+        Effect.ensuring(Effect.zipRight(
+          Effect.sync(() => {
+            activeRequests--
+          }),
+          touch
+        ))
+      )
+
+    const invalid = (
+      error: { readonly reason: string; readonly detail: string; readonly index?: number; readonly path?: string }
+    ) =>
+      RpcError.RpcError.invalidParams(
+        error.index === undefined
+          ? { reason: error.reason, detail: error.detail }
+          : { index: error.index, path: error.path, reason: error.reason, detail: error.detail }
+      )
+
+    const makeHandlers = (
+      generation: Generation
+    ): Peer.Handlers<HermesProtocol.HostServes, never> => ({
+      "editor/getMessage": (params) =>
+        served(
+          "editor/getMessage",
+          store.get(params?.format ?? "raw").pipe(
+            Effect.map((message) => ({ message })),
+            Effect.mapError(invalid)
+          )
+        ),
+      "editor/patchMessage": ({ patches }) =>
+        served(
+          "editor/patchMessage",
+          store.patch(patches).pipe(Effect.map((applied) => ({ applied })), Effect.mapError(invalid))
+        ),
+      "editor/setMessage": ({ message }) =>
+        served(
+          "editor/setMessage",
+          store.set(message).pipe(Effect.as({ success: true }), Effect.mapError(invalid))
+        ),
+      "ui/openWindow": (params) =>
+        served(
+          "ui/openWindow",
+          Effect.gen(function*() {
+            const windowId = `window-${++windowCount}`
+            const window: Windows.Window = {
+              windowId,
+              extension: Option.match(info, { onNone: () => label, onSome: (i) => i.name }),
+              url: params.url,
+              title: params.title
+            }
+            yield* emit((at) =>
+              ExtensionHost.Event.WindowOpened({ at, windowId, url: params.url, title: params.title })
+            )
+            const connection = generation.connection
+            yield* FiberMap.run(
+              generation.windows,
+              windowId,
+              Effect.gen(function*() {
+                // The answer carrying the id goes out first: `window/closed` must not overtake it.
+                if (connection !== undefined) yield* connection.peer.flush
+                const presentation = yield* windows.present(window)
+                yield* emit((at) => ExtensionHost.Event.WindowShown({ at, windowId, presentation }))
+                if (connection !== undefined) {
+                  yield* Effect.ignore(connection.peer.notify(HermesProtocol.WindowClosed, { windowId }))
+                }
+                yield* emit((at) => ExtensionHost.Event.WindowClosed({ at, windowId }))
+              })
+            )
+            return { windowId }
+          })
+        )
+    })
+
+    // -- processes --------------------------------------------------------------------------------------------
+
+    /** Waits for the exit at most `grace`; `None` if it is still running. */
+    const awaitExit = (generation: Generation, grace: Duration.Duration) =>
+      within(Deferred.await(generation.exit), grace)
+
+    /** SIGKILL, then the exit (bounded: a process the OS cannot kill is reported with an unknown status). */
+    const kill = (generation: Generation) =>
+      Effect.zipRight(
+        generation.process.kill("SIGKILL"),
+        Effect.map(
+          awaitExit(generation, Duration.sum(killGrace, Duration.seconds(1))),
+          Option.getOrElse(() => unknownExit)
+        )
+      )
+
+    const exited = (generation: Generation, exitStatus: Spawner.ExitStatus, expected: boolean) =>
+      Effect.flatMap(
+        generation.process.stderrTail,
+        (stderrTail) =>
+          emit((at) =>
+            ExtensionHost.Event.Exited({ at, generation: generation.number, status: exitStatus, expected, stderrTail })
+          )
+      )
+
+    const launch: Effect.Effect<void> = Effect.gen(function*() {
+      const number = ++generationCount
+      info = Option.none()
+      yield* setStatus("Starting")
+      const scope = yield* Scope.fork(generations, ExecutionStrategy.sequential)
+      const env = { ...spec.env, [HermesProtocol.DATA_DIR_VARIABLE]: options.dataDir }
+      const spawned = yield* Scope.extend(spawner.spawn({ ...spec, env }), scope).pipe(Effect.either)
+      if (spawned._tag === "Left") {
+        yield* Scope.close(scope, Exit.void)
+        yield* emit((at) => ExtensionHost.Event.SpawnFailed({ at, generation: number, detail: spawned.left.message }))
+        yield* emit((at) => ExtensionHost.Event.Failed({ at, reason: spawned.left.message }))
+        return yield* setStatus("Failed")
+      }
+      const process = spawned.right
+      yield* emit((at) => ExtensionHost.Event.Spawned({ at, generation: number, pid: process.pid }))
+      const exit = yield* Deferred.make<Spawner.ExitStatus>()
+      yield* process.exit.pipe(Effect.flatMap((s) => Deferred.succeed(exit, s)), Effect.forkIn(scope))
+      const windowFibers = yield* Scope.extend(FiberMap.make<string>(), scope)
+      const generation: Generation = {
+        number,
+        scope,
+        process,
+        exit,
+        windows: windowFibers,
+        connection: undefined,
+        stopping: false
+      }
+      yield* emit((at) => ExtensionHost.Event.Initializing({ at, generation: number }))
+      let answer: HermesProtocol.InitializeResult | undefined
+      const params: HermesProtocol.InitializeParams = {
+        hermesVersion: options.hermesVersion ?? "0.1.0",
+        protocolVersion: HermesProtocol.PROTOCOL_VERSION,
+        dataDir: options.dataDir,
+        hostPid: options.hostPid ?? 0
+      }
+      const made = yield* Connection.make({
+        protocol: HermesProtocol.Host,
+        transport: process.transport,
+        handlers: makeHandlers(generation),
+        handshake: Connection.initiate<HermesProtocol.HostServes, HermesProtocol.HostCalls>(
+          (peer) =>
+            peer.call(HermesProtocol.Initialize, params, { timeout: initializeTimeout }).pipe(
+              Effect.tap((result) => {
+                answer = result
+              }),
+              Effect.tap(() => peer.notify(HermesProtocol.Initialized, undefined))
+            ),
+          { timeout: initializeTimeout }
+        ),
+        policy: ShutdownPolicy.FailFast(),
+        requestTimeout: options.requestTimeout
+      }).pipe(Scope.extend(scope), Effect.either)
+
+      if (made._tag === "Left" || answer === undefined) {
+        const error = made._tag === "Left" ? made.left : undefined
+        const hasExited = yield* Deferred.isDone(exit)
+        const reason: ExtensionHost.InitializeFailure = hasExited || error instanceof PeerError.PeerClosed ||
+            error instanceof PeerError.PeerExited
+          ? "exited"
+          : error?._tag === "HandshakeTimeout" || error?._tag === "RequestTimeout"
+          ? "timeout"
+          : "error"
+        const detail = error === undefined
+          ? "no answer"
+          : error instanceof RpcError.RpcError
+          ? describeWireError(error)
+          : error.message
+        generation.stopping = true
+        yield* emit((at) => ExtensionHost.Event.InitializeFailed({ at, generation: number, reason, detail }))
+        const exitStatus = hasExited ? yield* Deferred.await(exit) : yield* kill(generation)
+        yield* Scope.close(scope, Exit.void)
+        yield* exited(generation, exitStatus, true)
+        yield* emit((at) => ExtensionHost.Event.Failed({ at, reason: `initialize ${reason}: ${detail}` }))
+        return yield* setStatus("Failed")
+      }
+
+      const connection = made.right
+      generation.connection = connection
+      current = generation
+      info = Option.some(answer)
+      const result = answer
+      yield* touch
+      yield* emit((at) =>
+        ExtensionHost.Event.Ready({
+          at,
+          generation: number,
+          name: result.name,
+          version: result.version,
+          commands: result.commands
+        })
+      )
+      yield* setStatus("Ready")
+      // A crash is an exit, or a connection lost, that the host did not ask for.
+      yield* Effect.raceFirst(Deferred.await(exit), connection.peer.closed).pipe(
+        Effect.zipRight(lock.withPermits(1)(onCrash(generation))),
+        Effect.forkIn(scope)
+      )
+    })
+
+    const onCrash = (generation: Generation): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        if (generation.stopping || current !== generation) return
+        generation.stopping = true
+        current = undefined
+        info = Option.none()
+        const exitStatus = Option.getOrUndefined(yield* awaitExit(generation, Duration.millis(100))) ??
+          (yield* kill(generation))
+        yield* exited(generation, exitStatus, false)
+        yield* Effect.logWarning(`extension crashed (code ${exitStatus.code}, signal ${exitStatus.signal})`).pipe(
+          Effect.annotateLogs({ extension: label })
+        )
+        const now = yield* Clock.currentTimeMillis
+        restarts = restarts.filter((at) => now - at < Duration.toMillis(restartWindow))
+        if (restarts.length >= maxRestarts) {
+          const reason = `crashed after ${restarts.length} restart(s) within ${Duration.format(restartWindow)}: ` +
+            `the restart budget (${maxRestarts}) is exhausted`
+          yield* emit((at) => ExtensionHost.Event.Failed({ at, reason }))
+          yield* setStatus("Failed")
+        } else {
+          restarts.push(now)
+          yield* emit((at) => ExtensionHost.Event.Restarting({ at, restart: restarts.length, maxRestarts }))
+          yield* setStatus("Restarting")
+          yield* launch
+        }
+        // Closed last: this fiber lives in that scope.
+        yield* Effect.forkDaemon(Scope.close(generation.scope, Exit.void))
+      })
+
+    /** Seed 000's sequence: `shutdown` within the timeout, then the process exits by itself or is made to. */
+    const stopGeneration = (generation: Generation, reason: HermesProtocol.ShutdownReason) =>
+      Effect.gen(function*() {
+        generation.stopping = true
+        const startedAt = yield* Clock.currentTimeMillis
+        yield* setStatus("Stopping")
+        yield* emit((at) => ExtensionHost.Event.ShutdownStarted({ at, reason }))
+        yield* FiberMap.clear(generation.windows)
+        const connection = generation.connection!
+        const answer = yield* connection.peer.call(HermesProtocol.Shutdown, { reason }, { timeout: shutdownTimeout })
+          .pipe(
+            Effect.interruptible,
+            Effect.exit
+          )
+        let responded = false
+        let success = false
+        let error: string | undefined
+        let timedOut = false
+        if (Exit.isSuccess(answer)) {
+          responded = true
+          success = answer.value.success
+          if (!success) error = "the extension answered { success: false }"
+        } else {
+          const failure = Cause.failureOption(answer.cause)
+          if (Option.isSome(failure) && failure.value instanceof RpcError.RpcError) {
+            responded = true
+            error = describeWireError(failure.value)
+            yield* Effect.logWarning(`shutdown answered with an error: ${error}`).pipe(
+              Effect.annotateLogs({ extension: label })
+            )
+          } else if (Option.isSome(failure) && failure.value instanceof PeerError.RequestTimeout) {
+            timedOut = true
+            error = `no answer within ${Duration.format(shutdownTimeout)}`
+          } else {
+            error = Option.match(failure, { onNone: () => Cause.pretty(answer.cause), onSome: (e) => e.message })
+          }
+        }
+        // Ends stdin: a well-behaved extension exits now if it has not already.
+        yield* connection.stop("Stop")
+        let killed = false
+        let terminated = false
+        let exitStatus: Option.Option<Spawner.ExitStatus> = Option.none()
+        if (timedOut) {
+          killed = true
+          exitStatus = Option.some(yield* kill(generation))
+        } else {
+          exitStatus = yield* awaitExit(generation, responded && success ? exitGrace : killGrace)
+          if (Option.isNone(exitStatus)) {
+            terminated = true
+            yield* generation.process.kill("SIGTERM")
+            exitStatus = yield* awaitExit(generation, killGrace)
+          }
+          if (Option.isNone(exitStatus)) {
+            killed = true
+            exitStatus = Option.some(yield* kill(generation))
+          }
+        }
+        const exitValue = Option.getOrElse(exitStatus, () => unknownExit)
+        yield* Scope.close(generation.scope, Exit.void)
+        const summary: ExtensionHost.ShutdownSummary = {
+          reason,
+          responded,
+          success,
+          error,
+          killed,
+          terminated,
+          exit: exitValue,
+          elapsedMs: (yield* Clock.currentTimeMillis) - startedAt
+        }
+        yield* emit((at) => ExtensionHost.Event.ShutdownFinished({ at, summary }))
+        yield* exited(generation, exitValue, true)
+        if (current === generation) {
+          current = undefined
+          info = Option.none()
+        }
+        return summary
+      })
+
+    const shutdown = (reason: HermesProtocol.ShutdownReason = "closing") =>
+      lock.withPermits(1)(Effect.gen(function*() {
+        const generation = current
+        if (generation === undefined) {
+          const now = yield* SubscriptionRef.get(status)
+          if (reason === "disabled" && (now === "Stopped" || now === "Failed")) yield* setStatus("Disabled")
+          return Option.none<ExtensionHost.ShutdownSummary>()
+        }
+        const summary = yield* stopGeneration(generation, reason)
+        yield* setStatus(reason === "disabled" ? "Disabled" : "Stopped")
+        return Option.some(summary)
+      }))
+
+    // Run in a fiber of its own: a finalizer of an interrupted fiber could not wait on the Clock-bound steps.
+    yield* Effect.addFinalizer(() => Effect.flatMap(Effect.forkDaemon(shutdown("closing")), Fiber.join))
+
+    const awaitStatus = (predicate: (s: ExtensionHost.Status) => boolean) =>
+      status.changes.pipe(
+        Stream.filter(predicate),
+        Stream.runHead,
+        Effect.flatMap(Option.match({ onNone: () => SubscriptionRef.get(status), onSome: Effect.succeed }))
+      )
+
+    const awaitQuiet = (settle: Duration.DurationInput) => {
+      const settleMillis = Duration.toMillis(Duration.decode(settle))
+      const loop: Effect.Effect<void> = Effect.suspend(() => {
+        if (current === undefined) return Effect.void
+        return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const quietFor = now - lastActivity
+          if (activeRequests === 0 && quietFor >= settleMillis) return Effect.void
+          return Effect.zipRight(Effect.sleep(Duration.millis(Math.max(settleMillis - quietFor, 10))), loop)
+        })
+      })
+      return loop
+    }
+
+    const execute = (command: string, args?: ReadonlyArray<unknown>) =>
+      Effect.gen(function*() {
+        const generation = current
+        const state = yield* SubscriptionRef.get(status)
+        if (generation === undefined || state !== "Ready" || generation.connection === undefined) {
+          return yield* new ExtensionHost.CommandRefused({
+            command,
+            reason: "NotReady",
+            detail: `the extension is ${state}`
+          })
+        }
+        const known = Option.exists(info, (i) => i.commands.some((c) => c.id === command))
+        if (!known) {
+          return yield* new ExtensionHost.CommandRefused({
+            command,
+            reason: "UnknownCommand",
+            detail: "the extension did not announce it in initialize"
+          })
+        }
+        yield* generation.connection.peer.notify(
+          HermesProtocol.ExecuteCommand,
+          args === undefined ? { command } : { command, arguments: args }
+        ).pipe(
+          Effect.mapError((e) =>
+            new ExtensionHost.CommandRefused({ command, reason: "Disconnected", detail: e.message })
+          )
+        )
+        yield* touch
+        yield* emit((at) => ExtensionHost.Event.CommandSent({ at, command }))
+      })
+
+    yield* launch
+
+    const handle: ExtensionHost.Extension = {
+      spec,
+      status: SubscriptionRef.get(status),
+      statusChanges: status.changes,
+      events,
+      history: Effect.sync(() => history.slice()),
+      info: Effect.sync(() => info),
+      execute,
+      shutdown,
+      disable: shutdown("disabled"),
+      reload: Effect.zipRight(
+        lock.withPermits(1)(Effect.gen(function*() {
+          if (current !== undefined) yield* stopGeneration(current, "reload")
+          restarts = []
+          yield* launch
+        })),
+        SubscriptionRef.get(status)
+      ),
+      awaitStatus,
+      awaitQuiet
+    }
+    return handle
+  })

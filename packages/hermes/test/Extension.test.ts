@@ -1,0 +1,401 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Editor, Extension, HermesProtocol, MessageStore } from "@lifeline/hermes"
+import { RpcError } from "@lifeline/jsonrpc"
+import { Peer, ShutdownPolicy, TestTransport, Transport } from "@lifeline/kernel"
+import type { Duration } from "effect"
+import { Deferred, Effect, Exit, Fiber, Option, Ref, Schema, SubscriptionRef, TestClock } from "effect"
+import type { MemoryFs } from "./utils.js"
+import { eventually, makeMemoryFs, makeRaw } from "./utils.js"
+
+const sample = "MSH|^~\\&|LAB|HOSP|||20240101||ADT^A01|42|P|2.5\rPID|1||123||DOE^JOHN||19800101"
+const dataDir = "/data"
+const stateFile = "/data/extensions/counter/state.json"
+
+const State = Schema.Struct({ runs: Schema.Number })
+
+interface Probe {
+  readonly started: Deferred.Deferred<void>
+  readonly finished: Ref.Ref<number>
+  readonly cancelled: Ref.Ref<number>
+  readonly released: Ref.Ref<Array<string>>
+}
+
+const makeProbe = Effect.gen(function*() {
+  return {
+    started: yield* Deferred.make<void>(),
+    finished: yield* Ref.make(0),
+    cancelled: yield* Ref.make(0),
+    released: yield* Ref.make<Array<string>>([])
+  } satisfies Probe
+})
+
+/** An extension with a fast command that patches the message, a slow one, and a resource whose release is recorded. */
+const counter = (
+  probe: Probe,
+  options: { readonly policy?: ShutdownPolicy.Policy; readonly budget?: Duration.DurationInput } = {}
+) =>
+  Extension.make({
+    name: "counter",
+    version: "1.2.3",
+    state: { schema: State, initial: { runs: 0 } },
+    policy: options.policy ?? ShutdownPolicy.FailFast(),
+    shutdownBudget: options.budget,
+    resources: Effect.acquireRelease(
+      Effect.succeed({ server: "http://127.0.0.1:1234" }),
+      () => Ref.update(probe.released, (r) => [...r, "server"])
+    ),
+    commands: {
+      "counter.mark": {
+        title: "Mark the message",
+        run: ({ state }) =>
+          Effect.gen(function*() {
+            const { runs } = yield* SubscriptionRef.updateAndGet(state, (s) => ({ runs: s.runs + 1 }))
+            yield* Editor.patchMessage([{ path: "PID-5.1", value: `RUN${runs}` }])
+          })
+      },
+      "counter.slow": {
+        title: "Work for two seconds",
+        description: "Sleeps on the Clock, then counts",
+        run: () =>
+          Deferred.succeed(probe.started, void 0).pipe(
+            Effect.zipRight(Effect.sleep("2 seconds")),
+            Effect.zipRight(Ref.update(probe.finished, (n) => n + 1)),
+            Effect.onInterrupt(() => Ref.update(probe.cancelled, (n) => n + 1))
+          )
+      }
+    }
+  })
+
+/** Runs `extension` on one end of a pair, and a host peer serving `editor/*` from a store on the other. */
+const harness = <S, Res>(extension: Extension.Extension<S, Res, never>, fs: MemoryFs = makeMemoryFs()) =>
+  Effect.gen(function*() {
+    const pair = yield* TestTransport.makePair()
+    const store = yield* MessageStore.make(sample)
+    const fiber = yield* Extension.run(extension).pipe(
+      Effect.provideService(Transport.Transport, pair.right),
+      Effect.provide(fs.layer),
+      Effect.fork
+    )
+    const host = yield* Peer.make({
+      protocol: HermesProtocol.Host,
+      transport: pair.left,
+      requestTimeout: "1 hour",
+      handlers: {
+        "editor/getMessage": (params) =>
+          Effect.map(Effect.orDie(store.get(params?.format ?? "raw")), (message) => ({ message })),
+        "editor/patchMessage": ({ patches }) =>
+          store.patch(patches).pipe(
+            Effect.map((applied) => ({ applied })),
+            Effect.mapError((e) => RpcError.RpcError.invalidParams({ reason: e.reason, detail: e.detail }))
+          ),
+        "editor/setMessage": ({ message }) => Effect.as(Effect.orDie(store.set(message)), { success: true }),
+        "ui/openWindow": () => Effect.succeed({ windowId: "w1" })
+      }
+    })
+    const initialize = host.call(HermesProtocol.Initialize, {
+      hermesVersion: "test",
+      protocolVersion: HermesProtocol.PROTOCOL_VERSION,
+      dataDir,
+      hostPid: 1
+    })
+    return { pair, store, fiber, host, fs, initialize }
+  })
+
+describe("Extension", () => {
+  it.scoped("answers initialize with its name, version and commands, and loads its state", () =>
+    Effect.gen(function*() {
+      const probe = yield* makeProbe
+      const fs = makeMemoryFs({ [stateFile]: JSON.stringify({ runs: 41 }) })
+      const { host, initialize, store } = yield* harness(counter(probe), fs)
+      const result = yield* initialize
+      assert.deepStrictEqual(result, {
+        name: "counter",
+        version: "1.2.3",
+        commands: [
+          { id: "counter.mark", title: "Mark the message" },
+          { id: "counter.slow", title: "Work for two seconds", description: "Sleeps on the Clock, then counts" }
+        ]
+      })
+      yield* host.notify(HermesProtocol.Initialized, undefined)
+      yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.mark" })
+      yield* eventually(Effect.map(store.current, (m) => m.includes("RUN42")), "the state was loaded")
+    }))
+
+  it.scoped("command/execute is a notification: never answered, and the command works through editor/*", () =>
+    Effect.gen(function*() {
+      const probe = yield* makeProbe
+      const pair = yield* TestTransport.makePair()
+      yield* Extension.run(counter(probe)).pipe(
+        Effect.provideService(Transport.Transport, pair.right),
+        Effect.provide(makeMemoryFs().layer),
+        Effect.forkScoped
+      )
+      const raw = yield* makeRaw(pair.left)
+      yield* raw.send({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { hermesVersion: "t", protocolVersion: "1.0", dataDir, hostPid: 1 }
+      })
+      assert.strictEqual((yield* raw.next).id, 1)
+      yield* raw.send({ jsonrpc: "2.0", method: "initialized" })
+      yield* raw.send({ jsonrpc: "2.0", method: "command/execute", params: { command: "counter.mark" } })
+      // The first thing the extension sends is its own request, not an answer.
+      const request = yield* raw.next
+      assert.strictEqual(request.method, "editor/patchMessage")
+      assert.deepStrictEqual(request.params, { patches: [{ path: "PID-5.1", value: "RUN1" }] })
+      yield* raw.send({ jsonrpc: "2.0", id: request.id, result: { applied: 1 } })
+      // An unknown command is logged, not answered either.
+      yield* raw.send({ jsonrpc: "2.0", method: "command/execute", params: { command: "nope" } })
+      yield* raw.send({ jsonrpc: "2.0", id: 2, method: "shutdown", params: { reason: "closing" } })
+      const answer = yield* raw.next
+      assert.deepStrictEqual(answer, { jsonrpc: "2.0", id: 2, result: { success: true } })
+    }))
+
+  it.scoped("shutdown: cancels commands (fail-fast), releases resources, persists state atomically, answers, exits", () =>
+    Effect.gen(function*() {
+      const probe = yield* makeProbe
+      const { fiber, fs, host, initialize, store } = yield* harness(counter(probe))
+      yield* initialize
+      yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.mark" })
+      yield* eventually(Effect.map(store.current, (m) => m.includes("RUN1^")), "marked")
+      yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.slow" })
+      yield* Deferred.await(probe.started)
+      // No clock moves: fail-fast waits for nothing.
+      const answer = yield* host.call(HermesProtocol.Shutdown, { reason: "closing" })
+      assert.deepStrictEqual(answer, { success: true })
+      assert.strictEqual(yield* Ref.get(probe.cancelled), 1)
+      assert.deepStrictEqual(yield* Ref.get(probe.released), ["server"])
+      assert.deepStrictEqual(JSON.parse(fs.files.get(stateFile)!), { runs: 1 })
+      // Written to a temporary file, flushed, then renamed over the old one.
+      const writes = fs.log.filter((line) => !line.startsWith("mkdir"))
+      assert.strictEqual(writes.length, 3)
+      assert.match(writes[0], /^open \/data\/extensions\/counter\/state\.json\..+\.tmp$/)
+      assert.strictEqual(writes[1], `sync ${writes[0].slice(5)}`)
+      assert.strictEqual(writes[2], `rename ${writes[0].slice(5)} ${stateFile}`)
+      const outcome = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(outcome, { _tag: "Shutdown", reason: "closing", failures: [], cancelled: 1 })
+      // The extension ended its side: the host sees the connection close.
+      assert.strictEqual((yield* host.closed)._tag, "PeerClosed")
+    }))
+
+  it.scoped("shutdown under drain lets a command finish within the policy's timeout", () =>
+    Effect.gen(function*() {
+      const probe = yield* makeProbe
+      const { fiber, host, initialize } = yield* harness(counter(probe, { policy: ShutdownPolicy.drain("3 seconds") }))
+      yield* initialize
+      yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.slow" })
+      yield* Deferred.await(probe.started)
+      const answer = yield* Effect.fork(host.call(HermesProtocol.Shutdown, { reason: "disabled" }))
+      // New work is refused while draining.
+      yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.slow" })
+      yield* TestClock.adjust("1999 millis")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(answer)))
+      yield* TestClock.adjust("1 milli")
+      assert.deepStrictEqual(yield* Fiber.join(answer), { success: true })
+      assert.strictEqual(yield* Ref.get(probe.finished), 1)
+      assert.strictEqual(yield* Ref.get(probe.cancelled), 0)
+      assert.strictEqual((yield* Fiber.join(fiber)).cancelled, 0)
+    }))
+
+  it.scoped("a drain longer than the shutdown budget is cut short, so the answer is in time", () =>
+    Effect.gen(function*() {
+      const probe = yield* makeProbe
+      const extension = counter(probe, { policy: ShutdownPolicy.drain("30 seconds"), budget: "1500 millis" })
+      const { host, initialize } = yield* harness(extension)
+      yield* initialize
+      yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.slow" })
+      yield* Deferred.await(probe.started)
+      const answer = yield* Effect.fork(host.call(HermesProtocol.Shutdown, { reason: "closing" }))
+      // The budget keeps one second for cleanup, but never less than a quarter second for the drain.
+      yield* TestClock.adjust("499 millis")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(answer)))
+      yield* TestClock.adjust("1 milli")
+      assert.deepStrictEqual(yield* Fiber.join(answer), { success: true })
+      assert.strictEqual(yield* Ref.get(probe.cancelled), 1)
+    }))
+
+  it.scoped("a cleanup that fails answers -32000 with the reason in data (seed 000)", () =>
+    Effect.gen(function*() {
+      const probe = yield* makeProbe
+      const fs = makeMemoryFs({ [stateFile]: JSON.stringify({ runs: 7 }) })
+      fs.failRename = true
+      const { fiber, host, initialize } = yield* harness(counter(probe), fs)
+      yield* initialize
+      yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.mark" })
+      yield* eventually(Effect.map(host.stats, (s) => s.requestsReceived === 1), "the command ran")
+      const error = yield* Effect.flip(host.call(HermesProtocol.Shutdown, { reason: "closing" }))
+      assert.strictEqual(error._tag, "RpcError")
+      const wire = error as RpcError.RpcError
+      assert.strictEqual(wire.code, -32000)
+      assert.strictEqual(wire.message, "Shutdown failed")
+      assert.match(String(wire.data), /^Could not save state to disk: .*PermissionDenied/)
+      // The old state is intact and no temporary file is left behind.
+      assert.deepStrictEqual([...fs.files.keys()], [stateFile])
+      assert.deepStrictEqual(JSON.parse(fs.files.get(stateFile)!), { runs: 7 })
+      const outcome = yield* Fiber.join(fiber)
+      assert.strictEqual(outcome.failures.length, 1)
+    }))
+
+  it.scoped("a crash in the middle of writing the state leaves the previous state intact", () =>
+    Effect.gen(function*() {
+      const probe = yield* makeProbe
+      const fs = makeMemoryFs({ [stateFile]: JSON.stringify({ runs: 7 }) })
+      fs.crashMidWrite = true
+      const { host, initialize } = yield* harness(counter(probe), fs)
+      yield* initialize
+      yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.mark" })
+      yield* eventually(Effect.map(host.stats, (s) => s.requestsReceived === 1), "the command ran")
+      const error = yield* Effect.flip(host.call(HermesProtocol.Shutdown, { reason: "closing" }))
+      assert.strictEqual((error as RpcError.RpcError).code, -32000)
+      assert.deepStrictEqual(JSON.parse(fs.files.get(stateFile)!), { runs: 7 })
+    }))
+
+  it.scoped("state is persisted at one run's end and loaded at the next start", () =>
+    Effect.gen(function*() {
+      const fs = makeMemoryFs()
+      for (const expected of [1, 2, 3]) {
+        const probe = yield* makeProbe
+        const { fiber, host, initialize, store } = yield* harness(counter(probe), fs)
+        yield* initialize
+        yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.mark" })
+        yield* eventually(Effect.map(store.current, (m) => m.includes(`RUN${expected}^`)), `run ${expected}`)
+        yield* host.call(HermesProtocol.Shutdown, { reason: "reload" })
+        yield* Fiber.join(fiber)
+        assert.deepStrictEqual(JSON.parse(fs.files.get(stateFile)!), { runs: expected })
+      }
+    }))
+
+  it.scoped("a state file that does not decode is reported and replaced by the initial state", () =>
+    Effect.gen(function*() {
+      const probe = yield* makeProbe
+      const fs = makeMemoryFs({ [stateFile]: "{ not json" })
+      const { fiber, host, initialize } = yield* harness(counter(probe), fs)
+      yield* initialize
+      yield* host.call(HermesProtocol.Shutdown, undefined)
+      yield* Fiber.join(fiber)
+      assert.deepStrictEqual(JSON.parse(fs.files.get(stateFile)!), { runs: 0 })
+    }))
+
+  it.scoped("end of input (the host went away) runs the same checklist", () =>
+    Effect.gen(function*() {
+      const probe = yield* makeProbe
+      const { fiber, fs, host, initialize, pair } = yield* harness(counter(probe))
+      yield* initialize
+      yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.slow" })
+      yield* Deferred.await(probe.started)
+      yield* pair.leftToRight.close
+      const outcome = yield* Fiber.join(fiber)
+      assert.strictEqual(outcome._tag, "EndOfInput")
+      assert.strictEqual(outcome.cancelled, 1)
+      assert.deepStrictEqual(yield* Ref.get(probe.released), ["server"])
+      assert.deepStrictEqual(JSON.parse(fs.files.get(stateFile)!), { runs: 0 })
+    }))
+
+  it.scoped("interruption (a signal) runs the checklist as a finalizer", () =>
+    Effect.gen(function*() {
+      const probe = yield* makeProbe
+      const { fiber, fs, host, initialize } = yield* harness(counter(probe))
+      yield* initialize
+      yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.slow" })
+      yield* Deferred.await(probe.started)
+      const exit = yield* Fiber.interrupt(fiber)
+      assert.isTrue(Exit.isInterrupted(exit))
+      assert.strictEqual(yield* Ref.get(probe.cancelled), 1)
+      assert.deepStrictEqual(yield* Ref.get(probe.released), ["server"])
+      assert.isTrue(fs.files.has(stateFile))
+    }))
+
+  it.scoped("a second shutdown gets the same answer", () =>
+    Effect.gen(function*() {
+      const probe = yield* makeProbe
+      const pair = yield* TestTransport.makePair()
+      yield* Extension.run(counter(probe)).pipe(
+        Effect.provideService(Transport.Transport, pair.right),
+        Effect.provide(makeMemoryFs().layer),
+        Effect.forkScoped
+      )
+      const raw = yield* makeRaw(pair.left)
+      const params = { hermesVersion: "t", protocolVersion: "1.0", dataDir, hostPid: 1 }
+      yield* raw.send({ jsonrpc: "2.0", id: 1, method: "initialize", params })
+      yield* raw.next
+      yield* raw.send({ jsonrpc: "2.0", id: 2, method: "shutdown" })
+      yield* raw.send({ jsonrpc: "2.0", id: 3, method: "shutdown" })
+      const answers = [yield* raw.next, yield* raw.next].sort((a, b) => a.id - b.id)
+      assert.deepStrictEqual(answers, [
+        { jsonrpc: "2.0", id: 2, result: { success: true } },
+        { jsonrpc: "2.0", id: 3, result: { success: true } }
+      ])
+    }))
+
+  it.scoped("window/closed may arrive while the extension waits for editor/patchMessage (seed 002)", () =>
+    Effect.gen(function*() {
+      const closedSeen = yield* Deferred.make<string>()
+      const patched = yield* Deferred.make<number>()
+      const extension = Extension.make({
+        name: "windows",
+        version: "1.0.0",
+        commands: {
+          "report.open": {
+            title: "Open a report, then patch",
+            run: () =>
+              Effect.gen(function*() {
+                const window = yield* Editor.openWindow({ url: "http://127.0.0.1:1/report" })
+                yield* Effect.forkDaemon(Effect.zipRight(window.closed, Deferred.succeed(closedSeen, window.windowId)))
+                yield* Deferred.succeed(patched, yield* Editor.patchMessage([{ path: "PID-5.1", value: "X" }]))
+              })
+          }
+        }
+      })
+      const pair = yield* TestTransport.makePair()
+      yield* Extension.run(extension).pipe(
+        Effect.provideService(Transport.Transport, pair.right),
+        Effect.provide(makeMemoryFs().layer),
+        Effect.forkScoped
+      )
+      const raw = yield* makeRaw(pair.left)
+      yield* raw.send({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { hermesVersion: "t", protocolVersion: "1.0", dataDir, hostPid: 1 }
+      })
+      yield* raw.next
+      yield* raw.send({ jsonrpc: "2.0", method: "command/execute", params: { command: "report.open" } })
+      const open = yield* raw.next
+      assert.strictEqual(open.method, "ui/openWindow")
+      yield* raw.send({ jsonrpc: "2.0", id: open.id, result: { windowId: "w7" } })
+      const patch = yield* raw.next
+      assert.strictEqual(patch.method, "editor/patchMessage")
+      // The notification comes between the request and its answer.
+      yield* raw.send({ jsonrpc: "2.0", method: "window/closed", params: { windowId: "w7" } })
+      yield* raw.send({ jsonrpc: "2.0", id: patch.id, result: { applied: 1 } })
+      assert.strictEqual(yield* Deferred.await(patched), 1)
+      assert.strictEqual(yield* Deferred.await(closedSeen), "w7")
+    }))
+
+  it.scoped("resources that fail to start answer initialize with an error", () =>
+    Effect.gen(function*() {
+      const extension = Extension.make({
+        name: "broken",
+        version: "0.0.1",
+        resources: Effect.fail("port 8080 is taken"),
+        commands: {}
+      })
+      const { initialize } = yield* harness(extension)
+      const error = yield* Effect.flip(initialize)
+      assert.strictEqual(error._tag, "RpcError")
+      assert.strictEqual((error as RpcError.RpcError).code, -32000)
+      assert.include(String((error as RpcError.RpcError).data), "port 8080 is taken")
+    }))
+
+  it.effect("a name that is not a plain directory name is a defect", () =>
+    Effect.gen(function*() {
+      const exit = yield* Extension.run(Extension.make({ name: "../evil", version: "1", commands: {} })).pipe(
+        Effect.provideService(Transport.Transport, {} as Transport.Transport.Service),
+        Effect.provide(makeMemoryFs().layer),
+        Effect.exit
+      )
+      assert.isTrue(Exit.isFailure(exit))
+    }))
+})

@@ -1,0 +1,441 @@
+import { assert, describe, it } from "@effect/vitest"
+import {
+  Editor,
+  Extension,
+  ExtensionHost,
+  HermesProtocol,
+  MessageStore,
+  Spawner,
+  TestSpawner,
+  Windows
+} from "@lifeline/hermes"
+import { ShutdownPolicy, Transport } from "@lifeline/kernel"
+import type { Duration } from "effect"
+import { Deferred, Effect, Fiber, Option, Queue, Ref, Schema, SubscriptionRef, TestClock } from "effect"
+import type { Raw } from "./utils.js"
+import { eventually, makeMemoryFs, makeRaw } from "./utils.js"
+
+const sample = "MSH|^~\\&|LAB|HOSP|||20240101||ADT^A01|42|P|2.5\rPID|1||123||DOE^JOHN||19800101"
+const spec: Spawner.Spec = { command: "hl7-extension" }
+const options: ExtensionHost.Options = { dataDir: "/data", hermesVersion: "test", hostPid: 1 }
+
+/** A real SDK extension: marks the message, counts runs in its state, opens a window, works slowly if asked. */
+const marker = (fs = makeMemoryFs(), policy: ShutdownPolicy.Policy = ShutdownPolicy.FailFast()) =>
+  Extension.run(Extension.make({
+    name: "marker",
+    version: "2.0.0",
+    policy,
+    state: { schema: Schema.Struct({ runs: Schema.Number }), initial: { runs: 0 } },
+    commands: {
+      "marker.mark": {
+        title: "Mark",
+        run: ({ state }) =>
+          Effect.gen(function*() {
+            const { runs } = yield* SubscriptionRef.updateAndGet(state, (s) => ({ runs: s.runs + 1 }))
+            yield* Editor.patchMessage([{ path: "PID-5.1", value: `RUN${runs}` }])
+          })
+      },
+      "marker.bad": {
+        title: "Patch a bad path",
+        run: () => Effect.ignore(Editor.patchMessage([{ path: "PID5", value: "x" }]))
+      },
+      "marker.slow": { title: "Work for two seconds", run: () => Effect.sleep("2 seconds") },
+      "marker.window": {
+        title: "Open a window",
+        run: () =>
+          Effect.gen(function*() {
+            const window = yield* Editor.openWindow({ url: "http://127.0.0.1:9/report", title: "Report" })
+            yield* window.closed
+            yield* Editor.patchMessage([{ path: "PID-5.2", value: `CLOSED-${window.windowId}` }])
+          })
+      }
+    }
+  })).pipe(Effect.provide(fs.layer))
+
+/** A hand-written extension: `script` drives the wire itself. */
+const raw = (script: (raw: Raw) => Effect.Effect<unknown, unknown>): TestSpawner.Behaviour =>
+  Effect.scoped(Effect.flatMap(Transport.Transport, (transport) => Effect.flatMap(makeRaw(transport), script)))
+
+const answerInitialize = (raw: Raw) =>
+  Effect.flatMap(raw.next, (request) =>
+    raw.send({
+      jsonrpc: "2.0",
+      id: request.id,
+      result: { name: "raw", version: "0.0.1", commands: [{ id: "raw.run", title: "Run" }] }
+    }))
+
+/** Answers `initialize` and `shutdown`, hands every other message to `onMessage`, and crashes when `crash` fails. */
+const polite = (
+  options: {
+    readonly onMessage?: (message: any) => Effect.Effect<void>
+    readonly crash?: Effect.Effect<void, unknown>
+  } = {}
+) =>
+  raw((raw) =>
+    Effect.gen(function*() {
+      yield* answerInitialize(raw)
+      const serve = Effect.gen(function*() {
+        for (;;) {
+          const message = yield* raw.next
+          if (message.method === "shutdown") {
+            return yield* raw.send({ jsonrpc: "2.0", id: message.id, result: { success: true } })
+          }
+          if (options.onMessage !== undefined) yield* options.onMessage(message)
+        }
+      })
+      yield* Effect.raceFirst(serve, Effect.zipRight(options.crash ?? Effect.never, Effect.never))
+    })
+  )
+
+/** Moves the clock in small steps until `fiber` is done: for sequences whose sleeps start at unknown moments. */
+const advanceUntilDone = <A, E>(fiber: Fiber.Fiber<A, E>, step: Duration.DurationInput = "100 millis", max = 200) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < max && Option.isNone(yield* Fiber.poll(fiber)); i++) {
+      yield* TestClock.adjust(step)
+      yield* eventually(Effect.succeed(true))
+    }
+    return yield* Fiber.join(fiber)
+  })
+
+const layers = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  spawner: TestSpawner.TestSpawner,
+  store?: MessageStore.MessageStore.Service
+) =>
+  Effect.gen(function*() {
+    const messages = store ?? (yield* MessageStore.make(sample))
+    return yield* self.pipe(
+      Effect.provideService(Spawner.Spawner, spawner),
+      Effect.provideService(MessageStore.MessageStore, messages),
+      Effect.provideService(Windows.Windows, {
+        present: (window) => Effect.succeed({ skipped: `test: ${window.url}` })
+      })
+    )
+  })
+
+const tags = (events: ReadonlyArray<ExtensionHost.Event>) =>
+  events.filter((e) => e._tag !== "StatusChanged" && e._tag !== "RequestServed").map((e) => e._tag)
+
+describe("ExtensionHost", () => {
+  it.scoped("starts, initializes, executes commands, serves editor/*, and shuts down with closing", () =>
+    Effect.gen(function*() {
+      const spawner = yield* TestSpawner.make(() => marker())
+      const store = yield* MessageStore.make(sample)
+      yield* Effect.gen(function*() {
+        const extension = yield* ExtensionHost.start(spec, options)
+        assert.strictEqual(yield* extension.status, "Ready")
+        const info = Option.getOrThrow(yield* extension.info)
+        assert.strictEqual(info.name, "marker")
+        assert.deepStrictEqual(info.commands.map((c) => c.id), [
+          "marker.mark",
+          "marker.bad",
+          "marker.slow",
+          "marker.window"
+        ])
+        yield* extension.execute("marker.mark")
+        yield* eventually(Effect.map(store.current, (m) => m.includes("RUN1^JOHN")), "the message was patched")
+        yield* extension.awaitQuiet("300 millis").pipe(Effect.fork, Effect.zipLeft(TestClock.adjust("300 millis")))
+        const summary = Option.getOrThrow(yield* extension.shutdown("closing"))
+        assert.deepStrictEqual(
+          { ...summary, elapsedMs: 0 },
+          {
+            reason: "closing",
+            responded: true,
+            success: true,
+            error: undefined,
+            killed: false,
+            terminated: false,
+            exit: { code: 0, signal: null },
+            elapsedMs: 0
+          }
+        )
+        assert.strictEqual(yield* extension.status, "Stopped")
+        assert.deepStrictEqual(tags(yield* extension.history), [
+          "Spawned",
+          "Initializing",
+          "Ready",
+          "CommandSent",
+          "ShutdownStarted",
+          "ShutdownFinished",
+          "Exited"
+        ])
+        const served = (yield* extension.history).filter((e) => e._tag === "RequestServed")
+        assert.deepStrictEqual(served.map((e) => [e.method, e.ok]), [["editor/patchMessage", true]])
+        assert.deepStrictEqual((yield* spawner.spawned)[0].env, { HERMES_DATA_DIR: "/data" })
+      }).pipe((self) => layers(self, spawner, store))
+    }))
+
+  it.scoped("initialize timeout: the extension is marked failed and its process killed", () =>
+    Effect.gen(function*() {
+      const spawner = yield* TestSpawner.make(() => Effect.never)
+      yield* Effect.gen(function*() {
+        const starting = yield* Effect.fork(ExtensionHost.start(spec, options))
+        yield* TestClock.adjust("9999 millis")
+        assert.isTrue(Option.isNone(yield* Fiber.poll(starting)))
+        yield* TestClock.adjust("1 milli")
+        const extension = yield* Fiber.join(starting)
+        assert.strictEqual(yield* extension.status, "Failed")
+        const history = yield* extension.history
+        const failed = history.find((e) => e._tag === "InitializeFailed")
+        assert.strictEqual(failed?._tag === "InitializeFailed" && failed.reason, "timeout")
+        const exited = history.find((e) => e._tag === "Exited")
+        assert.deepStrictEqual(exited?._tag === "Exited" && exited.status, { code: null, signal: "SIGKILL" })
+        assert.strictEqual((yield* Effect.flip(extension.execute("anything"))).reason, "NotReady")
+      }).pipe((self) => layers(self, spawner))
+    }))
+
+  it.scoped("initialize error and exit before initialize are failures too", () =>
+    Effect.gen(function*() {
+      const refusing = yield* TestSpawner.make(() =>
+        raw((raw) =>
+          Effect.flatMap(raw.next, (request) =>
+            Effect.zipRight(
+              raw.send({ jsonrpc: "2.0", id: request.id, error: { code: -32000, message: "no licence" } }),
+              Effect.never
+            ))
+        )
+      )
+      const crashing = yield* TestSpawner.make(() => Effect.fail("segfault"))
+      for (
+        const [spawner, reason, detail] of [[refusing, "error", "-32000 no licence"], [crashing, "exited", ""]] as const
+      ) {
+        yield* Effect.gen(function*() {
+          const extension = yield* ExtensionHost.start(spec, options)
+          assert.strictEqual(yield* extension.status, "Failed")
+          const failed = (yield* extension.history).find((e) => e._tag === "InitializeFailed")
+          assert.strictEqual(failed?._tag === "InitializeFailed" && failed.reason, reason)
+          if (detail !== "") assert.strictEqual(failed?._tag === "InitializeFailed" && failed.detail, detail)
+        }).pipe((self) => layers(self, spawner))
+      }
+    }))
+
+  it.scoped("shutdown within 5 s: a draining extension finishes its command, answers success and exits", () =>
+    Effect.gen(function*() {
+      const spawner = yield* TestSpawner.make(() => marker(makeMemoryFs(), ShutdownPolicy.drain("3 seconds")))
+      yield* Effect.gen(function*() {
+        const extension = yield* ExtensionHost.start(spec, options)
+        yield* extension.execute("marker.slow")
+        const stopping = yield* Effect.fork(extension.shutdown("disabled"))
+        yield* TestClock.adjust("2 seconds")
+        const summary = Option.getOrThrow(yield* Fiber.join(stopping))
+        assert.isTrue(summary.responded && summary.success && !summary.killed)
+        assert.strictEqual(summary.elapsedMs, 2000)
+        assert.strictEqual(yield* extension.status, "Disabled")
+        assert.strictEqual((yield* Effect.flip(extension.execute("marker.mark"))).reason, "NotReady")
+      }).pipe((self) => layers(self, spawner))
+    }))
+
+  it.scoped("shutdown timeout: no answer within 5 s, the process is killed", () =>
+    Effect.gen(function*() {
+      const spawner = yield* TestSpawner.make(() => raw((raw) => Effect.zipRight(answerInitialize(raw), Effect.never)))
+      yield* Effect.gen(function*() {
+        const extension = yield* ExtensionHost.start(spec, options)
+        const stopping = yield* Effect.fork(extension.shutdown())
+        yield* TestClock.adjust("4999 millis")
+        assert.isTrue(Option.isNone(yield* Fiber.poll(stopping)))
+        yield* TestClock.adjust("1 milli")
+        const summary = Option.getOrThrow(yield* Fiber.join(stopping))
+        assert.isFalse(summary.responded)
+        assert.isTrue(summary.killed)
+        assert.deepStrictEqual(summary.exit, { code: null, signal: "SIGKILL" })
+        assert.strictEqual(summary.elapsedMs, 5000)
+        assert.strictEqual(summary.error, "no answer within 5s")
+        assert.strictEqual(yield* extension.status, "Stopped")
+      }).pipe((self) => layers(self, spawner))
+    }))
+
+  it.scoped("an error answer to shutdown is logged and the process still terminated", () =>
+    Effect.gen(function*() {
+      // One that exits by itself after answering the error (the SDK), one that stays and must be signalled.
+      const fs = makeMemoryFs()
+      fs.failRename = true
+      const sdk = yield* TestSpawner.make(() => marker(fs))
+      const stubborn = yield* TestSpawner.make(() =>
+        raw((raw) =>
+          Effect.gen(function*() {
+            yield* answerInitialize(raw)
+            for (;;) {
+              const message = yield* raw.next
+              if (message.method === "shutdown") {
+                yield* raw.send({
+                  jsonrpc: "2.0",
+                  id: message.id,
+                  error: { code: -32000, message: "Shutdown failed", data: "Could not save state to disk" }
+                })
+              }
+            }
+          })
+        )
+      )
+      yield* Effect.gen(function*() {
+        const extension = yield* ExtensionHost.start(spec, options)
+        const summary = Option.getOrThrow(yield* extension.shutdown())
+        assert.isTrue(summary.responded)
+        assert.isFalse(summary.success)
+        assert.match(summary.error!, /^-32000 Shutdown failed: Could not save state to disk: /)
+        assert.deepStrictEqual(summary.exit, { code: 0, signal: null })
+      }).pipe((self) => layers(self, sdk))
+      yield* Effect.gen(function*() {
+        const extension = yield* ExtensionHost.start(spec, options)
+        const summary = Option.getOrThrow(yield* advanceUntilDone(yield* Effect.fork(extension.shutdown())))
+        assert.strictEqual(summary.error, "-32000 Shutdown failed: Could not save state to disk")
+        assert.isTrue(summary.terminated)
+        assert.isFalse(summary.killed)
+        assert.deepStrictEqual(summary.exit, { code: null, signal: "SIGTERM" })
+      }).pipe((self) => layers(self, stubborn))
+    }))
+
+  it.scoped("command/execute goes out as a notification: no id, never answered", () =>
+    Effect.gen(function*() {
+      const seen = yield* Queue.unbounded<any>()
+      const spawner = yield* TestSpawner.make(() => polite({ onMessage: (m) => Queue.offer(seen, m) }))
+      yield* Effect.gen(function*() {
+        const extension = yield* ExtensionHost.start(spec, options)
+        assert.deepStrictEqual(yield* Queue.take(seen), { jsonrpc: "2.0", method: "initialized" })
+        yield* extension.execute("raw.run", [1, "two"])
+        assert.deepStrictEqual(yield* Queue.take(seen), {
+          jsonrpc: "2.0",
+          method: "command/execute",
+          params: { command: "raw.run", arguments: [1, "two"] }
+        })
+        assert.strictEqual((yield* Effect.flip(extension.execute("raw.other"))).reason, "UnknownCommand")
+      }).pipe((self) => layers(self, spawner))
+    }))
+
+  it.scoped("a bad patch path gets -32602 with the reason; the message is unchanged", () =>
+    Effect.gen(function*() {
+      const spawner = yield* TestSpawner.make(() => marker())
+      const store = yield* MessageStore.make(sample)
+      yield* Effect.gen(function*() {
+        const extension = yield* ExtensionHost.start(spec, options)
+        yield* extension.execute("marker.bad")
+        yield* eventually(
+          Effect.map(extension.history, (h) => h.some((e) => e._tag === "RequestServed")),
+          "the patch was served"
+        )
+        const served = (yield* extension.history).find((e) => e._tag === "RequestServed")
+        assert.isTrue(served?._tag === "RequestServed" && !served.ok)
+        assert.match(served?._tag === "RequestServed" ? served.detail! : "", /^-32602 Invalid params: .*InvalidPath/)
+        assert.strictEqual(yield* store.current, sample)
+      }).pipe((self) => layers(self, spawner, store))
+    }))
+
+  it.scoped("ui/openWindow: recorded, presented, closed, and window/closed sent to the extension", () =>
+    Effect.gen(function*() {
+      const spawner = yield* TestSpawner.make(() => marker())
+      const store = yield* MessageStore.make(sample)
+      yield* Effect.gen(function*() {
+        const extension = yield* ExtensionHost.start(spec, options)
+        yield* extension.execute("marker.window")
+        yield* eventually(Effect.map(store.current, (m) => m.includes("CLOSED-window-1")), "the window closed")
+        const history = yield* extension.history
+        assert.deepStrictEqual(tags(history).slice(3), ["CommandSent", "WindowOpened", "WindowShown", "WindowClosed"])
+        const shown = history.find((e) => e._tag === "WindowShown")
+        assert.deepStrictEqual(shown?._tag === "WindowShown" && shown.presentation, {
+          skipped: "test: http://127.0.0.1:9/report"
+        })
+      }).pipe((self) => layers(self, spawner, store))
+    }))
+
+  it.scoped("a crash is followed by a restart; when the restart budget is exhausted it stays failed", () =>
+    Effect.gen(function*() {
+      const crash = yield* Queue.unbounded<void>()
+      const spawner = yield* TestSpawner.make(() =>
+        polite({ crash: Effect.zipRight(Queue.take(crash), Effect.fail("crash")) })
+      )
+      yield* Effect.gen(function*() {
+        const extension = yield* ExtensionHost.start(spec, {
+          ...options,
+          restart: { maxRestarts: 2, within: "1 minute" }
+        })
+        for (const generation of [2, 3]) {
+          yield* Queue.offer(crash, void 0)
+          yield* eventually(Effect.map(spawner.spawned, (s) => s.length === generation), "restarted")
+          yield* extension.awaitStatus((s) => s === "Ready")
+          const ready = (yield* extension.history).filter((e) => e._tag === "Ready")
+          assert.strictEqual(ready[ready.length - 1]._tag === "Ready" && ready[ready.length - 1].generation, generation)
+        }
+        yield* Queue.offer(crash, void 0)
+        assert.strictEqual(yield* extension.awaitStatus((s) => s === "Failed"), "Failed")
+        const history = yield* extension.history
+        const crashes = history.filter((e) => e._tag === "Exited" && !e.expected)
+        assert.strictEqual(crashes.length, 3)
+        const failed = history[history.length - 2]
+        assert.isTrue(failed._tag === "Failed" && failed.reason.includes("restart budget (2) is exhausted"))
+        assert.strictEqual((yield* spawner.spawned).length, 3)
+        assert.isTrue(Option.isNone(yield* extension.shutdown()))
+      }).pipe((self) => layers(self, spawner))
+    }))
+
+  it.scoped("crashes further apart than the window never exhaust the budget", () =>
+    Effect.gen(function*() {
+      const crash = yield* Queue.unbounded<void>()
+      const spawner = yield* TestSpawner.make(() =>
+        polite({ crash: Effect.zipRight(Queue.take(crash), Effect.fail("crash")) })
+      )
+      yield* Effect.gen(function*() {
+        const extension = yield* ExtensionHost.start(spec, {
+          ...options,
+          restart: { maxRestarts: 1, within: "1 minute" }
+        })
+        for (let i = 0; i < 3; i++) {
+          yield* Queue.offer(crash, void 0)
+          yield* eventually(Effect.map(spawner.spawned, (s) => s.length === i + 2), "restarted")
+          yield* extension.awaitStatus((s) => s === "Ready")
+          yield* TestClock.adjust("61 seconds")
+        }
+        assert.strictEqual((yield* spawner.spawned).length, 4)
+      }).pipe((self) => layers(self, spawner))
+    }))
+
+  it.scoped("reload shuts down with reason reload and starts again; state carries over", () =>
+    Effect.gen(function*() {
+      const fs = makeMemoryFs()
+      const reasons = yield* Ref.make<Array<string>>([])
+      const spawner = yield* TestSpawner.make(() =>
+        marker(fs).pipe(Effect.tap((outcome) => Ref.update(reasons, (r) => [...r, String(outcome.reason)])))
+      )
+      const store = yield* MessageStore.make(sample)
+      yield* Effect.gen(function*() {
+        const extension = yield* ExtensionHost.start(spec, options)
+        yield* extension.execute("marker.mark")
+        yield* eventually(Effect.map(store.current, (m) => m.includes("RUN1^")), "first run")
+        assert.strictEqual(yield* extension.reload, "Ready")
+        yield* extension.execute("marker.mark")
+        yield* eventually(Effect.map(store.current, (m) => m.includes("RUN2^")), "second run, state reloaded")
+        assert.deepStrictEqual(yield* Ref.get(reasons), ["reload"])
+        const started = (yield* extension.history).filter((e) => e._tag === "ShutdownStarted")
+        assert.deepStrictEqual(started.map((e) => e._tag === "ShutdownStarted" && e.reason), ["reload"])
+        assert.strictEqual((yield* spawner.spawned).length, 2)
+      }).pipe((self) => layers(self, spawner, store))
+    }))
+
+  it.scoped("each shutdown reason reaches the extension and ends in the matching status", () =>
+    Effect.gen(function*() {
+      const expected = { closing: "Stopped", disabled: "Disabled", reload: "Stopped", error: "Stopped" } as const
+      for (const reason of HermesProtocol.ShutdownReason.literals) {
+        const received = yield* Deferred.make<string>()
+        const spawner = yield* TestSpawner.make(() =>
+          marker().pipe(Effect.tap((outcome) => Deferred.succeed(received, String(outcome.reason))))
+        )
+        yield* Effect.gen(function*() {
+          const extension = yield* ExtensionHost.start(spec, options)
+          const summary = Option.getOrThrow(yield* extension.shutdown(reason))
+          assert.strictEqual(summary.reason, reason)
+          assert.isTrue(summary.success)
+          assert.strictEqual(yield* Deferred.await(received), reason)
+          assert.strictEqual(yield* extension.status, expected[reason])
+        }).pipe(Effect.scoped, (self) => layers(self, spawner))
+      }
+    }))
+
+  it.scoped("closing the host's scope shuts the extension down with reason closing", () =>
+    Effect.gen(function*() {
+      const reason = yield* Deferred.make<string>()
+      const spawner = yield* TestSpawner.make(() =>
+        marker().pipe(Effect.tap((outcome) => Deferred.succeed(reason, String(outcome.reason))))
+      )
+      yield* Effect.scoped(ExtensionHost.start(spec, options)).pipe((self) => layers(self, spawner))
+      assert.strictEqual(yield* Deferred.await(reason), "closing")
+    }))
+})
