@@ -10,6 +10,14 @@
 export * as Connection from "./Connection.js"
 
 /**
+ * A durable record of operations that must survive a crash: each one is written before it starts and again when it
+ * ends, so that on start-up `Recovery` finds what was interrupted and resumes or fails it instead of losing it.
+ *
+ * @since 0.1.0
+ */
+export * as Journal from "./Journal.js"
+
+/**
  * The lifecycle of a peer as a state machine: `Starting → Initializing → Ready → Closing → Closed`, and `Failed` from
  * any state that has not ended. Only the transitions in one table are possible; each one is published as an event
  * stamped by the Clock and logged, so tests, UIs and telemetry all read the same story.
@@ -49,6 +57,15 @@ export * as PeerError from "./PeerError.js"
  * @since 0.1.0
  */
 export * as Protocol from "./Protocol.js"
+
+/**
+ * What a host does on start-up with the operations its journal says were interrupted: resume each one or fail it with
+ * a typed `InterruptedByCrash` the user can retry, per kind, as the app decides. Also the host's record of the child
+ * processes it spawned, so that a restarted host can find and kill the ones its crashed predecessor left behind.
+ *
+ * @since 0.1.0
+ */
+export * as Recovery from "./Recovery.js"
 
 /**
  * What a peer does with work in flight when it stops: fail it at once (`FailFast`, seed 003's default) or let it

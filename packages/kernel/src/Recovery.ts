@@ -1,0 +1,348 @@
+/**
+ * What a host does on start-up with the operations its journal says were interrupted: resume each one or fail it with
+ * a typed `InterruptedByCrash` the user can retry, per kind, as the app decides. Also the host's record of the child
+ * processes it spawned, so that a restarted host can find and kill the ones its crashed predecessor left behind.
+ *
+ * @since 0.1.0
+ */
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as internal from "./internal/journalRecovery.js"
+import type * as Journal from "./Journal.js"
+import type * as Peer from "./Peer.js"
+import type * as ShutdownPolicy from "./ShutdownPolicy.js"
+
+/**
+ * The operation was interrupted (a crash, a kill, a restart, or a shutdown that cut it off) and was not resumed. It is
+ * recorded as the entry's error, so the user can be shown it and retry: beginning the same key again starts a new
+ * attempt. `detail` says why it was not resumed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InterruptedByCrash extends Schema.TaggedError<InterruptedByCrash>("@lifeline/kernel/InterruptedByCrash")(
+  "InterruptedByCrash",
+  {
+    key: Schema.String,
+    kind: Schema.String,
+    attempts: Schema.Int,
+    startedAt: Schema.Number,
+    detail: Schema.String
+  }
+) {
+  override get message(): string {
+    return `${this.kind} ${this.key} was interrupted (attempt ${this.attempts}): ${this.detail}`
+  }
+}
+
+/**
+ * The `InterruptedByCrash` recorded on an entry, if that is why it failed.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Option } from "effect"
+ * import { Journal, Recovery } from "@lifeline/kernel"
+ *
+ * const canRetry = (key: string) =>
+ *   Effect.gen(function*() {
+ *     const journal = yield* Journal.Journal
+ *     const entry = yield* journal.get(key)
+ *     return Option.isSome(Option.flatMap(entry, Recovery.interruptedByCrash))
+ *   })
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const interruptedByCrash: (entry: Journal.Entry) => Option.Option<InterruptedByCrash> =
+  internal.interruptedByCrash
+
+/**
+ * What to do with one interrupted operation.
+ *
+ * - `Resume`: run `run` again under the same key, as one more attempt, and record its end. Its value is stored as
+ *   the entry's result when it is JSON.
+ * - `Fail`: record an {@link InterruptedByCrash}, with `detail` if given.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Decision<R = never> =
+  | { readonly _tag: "Resume"; readonly run: (entry: Journal.Entry) => Effect.Effect<unknown, unknown, R> }
+  | { readonly _tag: "Fail"; readonly detail?: string | undefined }
+
+/**
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Recovery } from "@lifeline/kernel"
+ *
+ * const decision = Recovery.resume((entry) => Effect.succeed({ resumed: entry.key }))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const resume = <R>(run: (entry: Journal.Entry) => Effect.Effect<unknown, unknown, R>): Decision<R> => ({
+  _tag: "Resume",
+  run
+})
+
+/**
+ * @example
+ * ```ts
+ * import { Recovery } from "@lifeline/kernel"
+ *
+ * const decision = Recovery.fail("the tool's side effects are unknown")
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fail = (detail?: string): Decision<never> => ({ _tag: "Fail", detail })
+
+/**
+ * Decides for one interrupted operation of a kind. A plain function of the entry: its payload, attempts, and status
+ * (`InFlight` after a crash, `NeedsRecovery` after a drain timeout).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Decide<R = never> = (entry: Journal.Entry) => Decision<R>
+
+/**
+ * What went wrong with one entry during recovery: its resumer failed (the entry is then `Failed` with that error),
+ * or a journal step failed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface EntryError {
+  readonly key: string
+  readonly kind: string
+  readonly error: unknown
+}
+
+/**
+ * What happened to an orphan process.
+ *
+ * - `Killed`: it was alive and was ours; it is gone now.
+ * - `Gone`: it had already exited.
+ * - `Reused`: its pid now belongs to another process, which was left alone.
+ * - `Unverified`: it could not be told apart from a process that reused its pid, so it was left alone.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ReapOutcome = "Killed" | "Gone" | "Reused" | "Unverified"
+
+/**
+ * What `run` did.
+ *
+ * - `resumed`: resumed and completed;
+ * - `failed`: recorded as `InterruptedByCrash` (the default decision, or too many attempts);
+ * - `errors`: resumers that failed (recorded as `Failed` with their error) and journal steps that failed;
+ * - `skipped`: run by a fiber of this process right now, or taken by another recovery in the meantime;
+ * - `reaped`: orphan child processes, with what happened to each.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Report {
+  readonly resumed: ReadonlyArray<Journal.Entry>
+  readonly failed: ReadonlyArray<Journal.Entry>
+  readonly errors: ReadonlyArray<EntryError>
+  readonly skipped: ReadonlyArray<Journal.Entry>
+  readonly reaped: ReadonlyArray<{ readonly entry: Journal.Entry; readonly outcome: ReapOutcome }>
+}
+
+/**
+ * A child process the host spawned, as its journal entry records it. `startedAt` is epoch milliseconds, which tells
+ * the process apart from a later one that reused its pid.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ProcessInfo = Schema.Struct({
+  pid: Schema.Int,
+  startedAt: Schema.Number,
+  command: Schema.Array(Schema.String)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ProcessInfo extends Schema.Schema.Type<typeof ProcessInfo> {}
+
+/**
+ * Kills an orphan child process if it is still alive and still the one that was recorded. Node's implementation is
+ * `SqliteJournal.reapProcess` in `@lifeline/node`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Reaper<R = never> = (process: ProcessInfo) => Effect.Effect<ReapOutcome, unknown, R>
+
+/**
+ * The journal kind of child-process entries.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const processKind = "process"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<R = never> {
+  /** A decision per kind; kinds without one are failed with `InterruptedByCrash`. */
+  readonly decisions?: { readonly [kind: string]: Decide<R> } | undefined
+  /** Whose operations to recover. Default: the `Journal.Owner` of the calling fiber. */
+  readonly owner?: string | undefined
+  /**
+   * An operation that has been started this many times is failed instead of resumed, so that an operation that
+   * crashes its host cannot crash it forever. Default 3.
+   */
+  readonly maxAttempts?: number | undefined
+  /** How many resumers run at once. Default 4. */
+  readonly concurrency?: number | "unbounded" | undefined
+  /** Kills orphan child processes. Without it, `process` entries are left for `reapOrphans`. */
+  readonly reap?: Reaper<R> | undefined
+}
+
+/**
+ * Recovers every unfinished operation of the owner: for each `InFlight` or `NeedsRecovery` entry that no fiber of this
+ * process runs, asks the decision of its kind and resumes it (one more attempt under the same key, recorded when it
+ * ends) or records an `InterruptedByCrash`. Each entry is taken under a guard, so an operation is never resumed
+ * twice, even by two recoveries at once. Waits for the resumers; fork it to let start-up go on.
+ *
+ * Fails only when the journal cannot be listed; what goes wrong with one entry is in the report's `errors`.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Journal, Recovery } from "@lifeline/kernel"
+ *
+ * const requestLlm = (turn: unknown) => Effect.succeed({ text: "continued", turn })
+ *
+ * const startUp = Recovery.run({
+ *   decisions: {
+ *     // an interrupted LLM request is safe to send again
+ *     llm: (entry) => Recovery.resume(() => requestLlm(entry.payload)),
+ *     // a tool's side effects are unknown: let the user retry
+ *     tool: () => Recovery.fail("the tool was executing")
+ *   }
+ * }).pipe(Effect.provide(Journal.layerMemory))
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const run: <R = never>(
+  options?: Options<R>
+) => Effect.Effect<Report, Journal.JournalError, Journal.Journal | R> = internal.run
+
+/**
+ * Records a child process right after it was spawned, as an `InFlight` entry of kind `process` owned by the current
+ * `Journal.Owner`; returns its key. A crash between the spawn and this write leaves the child unrecorded, which is
+ * why a child also shuts down when its stdin ends.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Journal, Recovery } from "@lifeline/kernel"
+ *
+ * const program = Effect.gen(function*() {
+ *   const key = yield* Recovery.recordProcess({ pid: 4242, command: ["node", "extension.js"] })
+ *   // ... the child runs, then exits
+ *   yield* Recovery.processExited(key, { exitCode: 0, signal: null })
+ * }).pipe(Effect.provide(Journal.layerMemory))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const recordProcess: (process: {
+  readonly pid: number
+  readonly command: ReadonlyArray<string>
+}) => Effect.Effect<string, Journal.JournalError, Journal.Journal> = internal.recordProcess
+
+/**
+ * Records that a recorded child exited (or was killed), so that a restart does not look for it.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const processExited: (
+  key: string,
+  exit?: { readonly exitCode: number | null; readonly signal: string | null }
+) => Effect.Effect<void, Journal.JournalError, Journal.Journal> = internal.processExited
+
+/**
+ * Finds the child processes the owner recorded and never saw exit (its previous run crashed), kills those still
+ * alive with `reap`, and records each one as ended. Children recorded by this run are left alone.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Journal, Recovery } from "@lifeline/kernel"
+ *
+ * const reapNothing: Recovery.Reaper = () => Effect.succeed("Gone")
+ *
+ * const startUp = Recovery.reapOrphans(reapNothing).pipe(Effect.provide(Journal.layerMemory))
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const reapOrphans: <R = never>(
+  reap: Reaper<R>,
+  options?: { readonly owner?: string | undefined }
+) => Effect.Effect<Report, Journal.JournalError, Journal.Journal | R> = internal.reapOrphans
+
+/**
+ * The part of a connection's shutdown report that the journal needs; `Connection.ShutdownReport` is one.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ShutdownReport {
+  readonly policy: ShutdownPolicy.Policy
+  readonly reason: string
+  readonly drained: boolean
+  readonly cutOff: ReadonlyArray<Peer.CutOff>
+}
+
+/**
+ * Records in the journal what a shutdown cut off, as a connection's `onShutdown`: under `Drain` (its deadline
+ * passed) the operations become `NeedsRecovery`, to be resumed or failed at the next start; under `FailFast` they
+ * are recorded as `Failed` with a `ShutdownError` carrying the shutdown's reason.
+ *
+ * `keysOf` maps a cut-off request to the journal key of its operation. Without it, every `InFlight` operation of
+ * the owner that no fiber of this process still runs counts as cut off. Journal failures are logged, not raised:
+ * a shutdown must finish.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Journal, Recovery } from "@lifeline/kernel"
+ *
+ * const onShutdown = Effect.map(Journal.Journal, (journal) =>
+ *   Recovery.recordShutdown(journal, {
+ *     keysOf: (cutOff) => `rpc/${cutOff.direction}/${cutOff.id}`
+ *   }))
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const recordShutdown: (
+  journal: Journal.Journal.Service,
+  options?: {
+    readonly keysOf?: ((cutOff: Peer.CutOff) => string | undefined) | undefined
+    readonly owner?: string | undefined
+  }
+) => (report: ShutdownReport) => Effect.Effect<void> = internal.recordShutdown

@@ -1,0 +1,245 @@
+/**
+ * The embedded default journal: SQLite through `@effect/sql-sqlite-node`, in WAL mode, with every write synced before
+ * it returns, in one file under the data directory. Also kills the child processes a crashed host left behind.
+ *
+ * @since 0.1.0
+ */
+import type * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Journal from "@lifeline/kernel/Journal"
+import type * as Recovery from "@lifeline/kernel/Recovery"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+import * as Path from "node:path"
+import * as internal from "./internal/sqliteJournal.js"
+import * as orphans from "./internal/sqliteOrphans.js"
+
+/**
+ * How SQLite syncs a commit to disk in WAL mode.
+ *
+ * - `FULL` (default): the WAL is synced on every commit, so an entry `begin` returned survives a power loss or an OS
+ *   crash, as the journal promises.
+ * - `NORMAL`: the WAL is synced only at checkpoints. An entry still survives a crash or a SIGKILL of the process (the
+ *   write is in the OS's page cache), but the last commits may be lost if the machine itself goes down.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Synchronous = internal.Synchronous
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** The database file; its directory is created when missing. */
+  readonly filename: string
+  readonly synchronous?: Synchronous | undefined
+}
+
+/**
+ * The table that holds the entries, and the one that records which migrations ran.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const tables: { readonly journal: string; readonly migrations: string } = {
+  journal: internal.table,
+  migrations: internal.migrationsTable
+}
+
+/**
+ * The schema migrations, for `Migrator.fromRecord`. The SQL is portable (SQLite, PostgreSQL, MySQL), so that a
+ * shared server can hold the journal of several hosts, each under its own `Journal.Owner`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = internal.migrations
+
+/**
+ * A journal over the `SqlClient` in context: sets the SQLite pragmas (synchronous, a 5 s busy timeout for writes
+ * from other processes), runs the migrations, and builds the journal.
+ *
+ * @example
+ * ```ts
+ * import { SqliteClient } from "@effect/sql-sqlite-node"
+ * import { Effect } from "effect"
+ * import { SqliteJournal } from "@lifeline/node"
+ *
+ * const journal = SqliteJournal.make().pipe(Effect.provide(SqliteClient.layer({ filename: "journal.db" })))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make: (
+  options?: { readonly synchronous?: Synchronous | undefined }
+) => Effect.Effect<Journal.Journal.Service, Journal.JournalError, SqlClient.SqlClient> = internal.make
+
+/**
+ * Opens the database file (creating its directory) as a `SqliteClient`, closed with the Scope. An app that keeps its
+ * own tables in the same file can give this client to {@link make} and write its state and the journal in one
+ * transaction.
+ *
+ * @example
+ * ```ts
+ * import { SqlClient } from "@effect/sql"
+ * import { Effect } from "effect"
+ * import { SqliteJournal } from "@lifeline/node"
+ *
+ * const program = Effect.gen(function*() {
+ *   const client = yield* SqliteJournal.makeClient("/tmp/lifeline/journal.db")
+ *   return yield* SqliteJournal.make().pipe(Effect.provideService(SqlClient.SqlClient, client))
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeClient: (
+  filename: string
+) => Effect.Effect<SqliteClient.SqliteClient, Journal.JournalError, Scope.Scope> = internal.makeClient
+
+/**
+ * Opens (and creates) the database file and builds the journal on it; the file is closed with the Scope.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { SqliteJournal } from "@lifeline/node"
+ *
+ * const program = Effect.gen(function*() {
+ *   const journal = yield* SqliteJournal.makeFile({ filename: "/tmp/lifeline/journal.db" })
+ *   return yield* journal.unfinished()
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeFile = (options: Options): Effect.Effect<Journal.Journal.Service, Journal.JournalError, Scope.Scope> =>
+  Effect.flatMap(
+    internal.makeClient(options.filename),
+    (client) =>
+      internal.make({ synchronous: options.synchronous }).pipe(Effect.provideService(internal.SqlClientTag, client))
+  )
+
+/**
+ * The journal in a SQLite file.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Journal } from "@lifeline/kernel"
+ * import { SqliteJournal } from "@lifeline/node"
+ *
+ * const program = Effect.flatMap(Journal.Journal, (journal) => journal.unfinished()).pipe(
+ *   Effect.provide(SqliteJournal.layer({ filename: "/var/lib/myapp/lifeline/journal.db" }))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options): Layer.Layer<Journal.Journal, Journal.JournalError> =>
+  Layer.scoped(Journal.Journal, makeFile(options))
+
+/**
+ * The variables naming the data directory, in order of precedence.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const DATA_DIR_VARIABLES: ReadonlyArray<string> = ["LIFELINE_DATA_DIR", "HERMES_DATA_DIR"]
+
+/**
+ * The variable choosing `FULL` or `NORMAL` sync.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const SYNCHRONOUS_VARIABLE = "LIFELINE_JOURNAL_SYNCHRONOUS"
+
+/**
+ * The journal's options from the environment: `<dir>/lifeline/journal.db`, where `<dir>` is `LIFELINE_DATA_DIR`,
+ * else `HERMES_DATA_DIR`, else `XDG_DATA_HOME`, else `$HOME/.local/share`; `LIFELINE_JOURNAL_SYNCHRONOUS` is `FULL`
+ * (default) or `NORMAL`.
+ *
+ * @example
+ * ```ts
+ * import { ConfigProvider, Effect } from "effect"
+ * import { SqliteJournal } from "@lifeline/node"
+ *
+ * const options = SqliteJournal.config.pipe(
+ *   Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["HERMES_DATA_DIR", "/data/hermes"]])))
+ * ) // { filename: "/data/hermes/lifeline/journal.db", synchronous: "FULL" }
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const config: Config.Config<Required<Options>> = Config.all({
+  directory: Config.nonEmptyString("LIFELINE_DATA_DIR").pipe(
+    Config.orElse(() => Config.nonEmptyString("HERMES_DATA_DIR")),
+    Config.orElse(() => Config.nonEmptyString("XDG_DATA_HOME")),
+    Config.orElse(() => Config.map(Config.nonEmptyString("HOME"), (home) => Path.join(home, ".local", "share"))),
+    Config.withDescription("The data directory: the journal is <dir>/lifeline/journal.db")
+  ),
+  synchronous: Config.literal("FULL", "NORMAL")(SYNCHRONOUS_VARIABLE).pipe(
+    Config.withDefault("FULL" as const),
+    Config.withDescription("How SQLite syncs the journal: FULL (default, survives power loss) or NORMAL")
+  )
+}).pipe(
+  Config.map(({ directory, synchronous }) => ({
+    filename: Path.join(directory, "lifeline", "journal.db"),
+    synchronous
+  }))
+)
+
+/**
+ * The journal in the data directory read by {@link config}: the default when nothing else is configured.
+ *
+ * @example
+ * ```ts
+ * import { Layer } from "effect"
+ * import { SqliteJournal } from "@lifeline/node"
+ *
+ * // LIFELINE_DATA_DIR=/var/lib/myapp node host.js
+ * const JournalLive = SqliteJournal.layerConfig
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig: Layer.Layer<Journal.Journal, Journal.JournalError | ConfigError.ConfigError> = Layer.scoped(
+  Journal.Journal,
+  Effect.flatMap(config, makeFile)
+)
+
+/**
+ * Kills an orphan child process for `Recovery.run({ reap })` or `Recovery.reapOrphans`: if a process with the
+ * recorded pid is alive and started when the record says (Linux `/proc`, `ps` elsewhere), it gets SIGTERM (its
+ * process group when it leads one), then SIGKILL after `grace` (default 2 s). A pid that now names another process
+ * is left alone (`Reused`), as is one whose start time cannot be read (`Unverified`). Bounds run on the Clock.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Recovery } from "@lifeline/kernel"
+ * import { SqliteJournal } from "@lifeline/node"
+ *
+ * const startUp = Recovery.run({ reap: SqliteJournal.reapProcess({ grace: "1 second" }) }).pipe(
+ *   Effect.provide(SqliteJournal.layerConfig)
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const reapProcess: (options?: { readonly grace?: Duration.DurationInput | undefined }) => Recovery.Reaper =
+  orphans.reapProcess

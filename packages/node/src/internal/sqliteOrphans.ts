@@ -1,0 +1,122 @@
+/** @internal */
+import type * as Recovery from "@lifeline/kernel/Recovery"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs/promises"
+
+// A process is the recorded one when it started within this much of the recorded spawn time. The boot time Linux
+// reports has a resolution of one second and `ps` prints seconds; a pid is not reused within seconds of its spawn.
+const startTolerance = 3_000
+
+// Linux reports start times in USER_HZ ticks, which is 100 on every architecture Node runs on.
+const userHz = 100
+
+type Identity = "Ours" | Exclude<Recovery.ReapOutcome, "Killed">
+
+interface ProcStat {
+  readonly state: string
+  readonly processGroup: number
+  readonly startedAt: number
+}
+
+const errorCode = (error: unknown): string | undefined =>
+  typeof error === "object" && error !== null && typeof (error as { code?: unknown }).code === "string"
+    ? (error as { code: string }).code
+    : undefined
+
+/** `true` alive, `false` gone; EPERM means it belongs to another user, so not to a host we ran. */
+const probe = (pid: number): "Alive" | "Gone" | "Foreign" => {
+  try {
+    process.kill(pid, 0)
+    return "Alive"
+  } catch (error) {
+    return errorCode(error) === "EPERM" ? "Foreign" : "Gone"
+  }
+}
+
+const readProcStat = (pid: number): Effect.Effect<Option.Option<ProcStat>> =>
+  Effect.promise(async () => {
+    try {
+      const [stat, system] = await Promise.all([
+        Fs.readFile(`/proc/${pid}/stat`, "utf8"),
+        Fs.readFile("/proc/stat", "utf8")
+      ])
+      const bootSeconds = /^btime (\d+)$/m.exec(system)
+      // The command name (field 2) may hold spaces and parentheses: fields are counted from the last ")".
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      if (bootSeconds === null || fields.length < 20) return Option.none()
+      return Option.some({
+        state: fields[0],
+        processGroup: Number(fields[2]),
+        startedAt: Number(bootSeconds[1]) * 1000 + (Number(fields[19]) * 1000) / userHz
+      })
+    } catch {
+      return Option.none()
+    }
+  })
+
+// Elsewhere (macOS, the BSDs) `ps` prints the start time, to the second, in local time.
+const psStart = (pid: number): Effect.Effect<Option.Option<number>> =>
+  Effect.async<Option.Option<number>>((resume) => {
+    const child = ChildProcess.execFile("ps", ["-o", "lstart=", "-p", String(pid)], (error, stdout) => {
+      const startedAt = error === null ? Date.parse(stdout.trim()) : NaN
+      resume(Effect.succeed(Number.isNaN(startedAt) ? Option.none() : Option.some(startedAt)))
+    })
+    return Effect.sync(() => child.kill())
+  })
+
+const identify = (info: Recovery.ProcessInfo): Effect.Effect<Identity> =>
+  Effect.gen(function*() {
+    const alive = probe(info.pid)
+    if (alive === "Gone") return "Gone"
+    if (alive === "Foreign") return "Reused"
+    const stat = yield* readProcStat(info.pid)
+    if (Option.isSome(stat) && stat.value.state === "Z") return "Gone"
+    const startedAt = Option.isSome(stat) ? Option.some(stat.value.startedAt) : yield* psStart(info.pid)
+    if (Option.isNone(startedAt)) return "Unverified"
+    return Math.abs(startedAt.value - info.startedAt) <= startTolerance ? "Ours" : "Reused"
+  })
+
+const isGone = (pid: number): Effect.Effect<boolean> =>
+  probe(pid) !== "Alive"
+    ? Effect.succeed(true)
+    : Effect.map(readProcStat(pid), Option.exists((stat) => stat.state === "Z"))
+
+// A child spawned in its own process group (as the host spawns them) is signalled with its group, so that whatever
+// it started goes too; otherwise only the process.
+const signal = (pid: number, name: NodeJS.Signals): Effect.Effect<void> =>
+  Effect.sync(() => {
+    try {
+      process.kill(-pid, name)
+    } catch {
+      try {
+        process.kill(pid, name)
+      } catch {
+        // gone in the meantime
+      }
+    }
+  })
+
+const awaitGone = (pid: number): Effect.Effect<void> =>
+  Effect.flatMap(isGone(pid), (gone) => gone ? Effect.void : Effect.zipRight(Effect.sleep("20 millis"), awaitGone(pid)))
+
+const exitsWithin = (pid: number, grace: Duration.Duration): Effect.Effect<boolean> =>
+  awaitGone(pid).pipe(Effect.timeoutTo({ duration: grace, onTimeout: () => false, onSuccess: () => true }))
+
+/** @internal */
+export const reapProcess = (options?: { readonly grace?: Duration.DurationInput | undefined }): Recovery.Reaper => {
+  const grace = Duration.decode(options?.grace ?? "2 seconds")
+  return (info) =>
+    Effect.gen(function*() {
+      const identity = yield* identify(info)
+      if (identity !== "Ours") return identity
+      yield* signal(info.pid, "SIGTERM")
+      if (yield* exitsWithin(info.pid, grace)) return "Killed"
+      yield* Effect.logWarning(`orphan process ${info.pid} ignored SIGTERM for ${Duration.format(grace)}: SIGKILL`)
+      yield* signal(info.pid, "SIGKILL")
+      yield* exitsWithin(info.pid, grace)
+      return "Killed"
+    })
+}

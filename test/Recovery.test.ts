@@ -1,0 +1,442 @@
+/**
+ * Crash recovery with real processes, signals and files: a host (`fixtures/recovery-worker.ts`) journals operations
+ * in SQLite and is killed with SIGKILL at the moment under test; a new journal on the same file then finds what was
+ * interrupted and recovers it. Runs on the live clock: the bounds are real process start-up and exit.
+ */
+import { SqlClient } from "@effect/sql"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Journal, Recovery } from "@lifeline/kernel"
+import * as SqliteJournal from "@lifeline/node/SqliteJournal"
+import { Effect, Option } from "effect"
+import type { Scope } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Url from "node:url"
+
+const here = Path.dirname(Url.fileURLToPath(import.meta.url))
+const root = Path.join(here, "..")
+const fixture = Path.join(here, "fixtures", "recovery-worker.ts")
+
+// Each test starts one to six processes through tsx, which takes seconds on a busy machine.
+const processTimeout = 120_000
+
+const directory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-recovery-"))
+afterAll(() => Fs.rmSync(directory, { recursive: true, force: true }))
+let files = 0
+const freshFile = () => Path.join(directory, `case-${++files}`, "journal.db")
+
+interface Worker {
+  readonly child: ChildProcess.ChildProcess
+  /** The first stdout line that starts with `prefix` (already written or still to come). */
+  readonly line: (prefix: string) => Effect.Effect<string, Error>
+  readonly kill: (signal: NodeJS.Signals) => Effect.Effect<void>
+  readonly exited: Effect.Effect<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }, Error>
+}
+
+/** Starts the worker fixture; the Scope SIGKILLs it if it is still running. */
+const worker = (filename: string, mode: string, ...args: Array<string>): Effect.Effect<Worker, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.sync((): Worker => {
+      const child = ChildProcess.spawn(process.execPath, ["--import", "tsx", fixture, filename, mode, ...args], {
+        cwd: root,
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      const lines: Array<string> = []
+      const waiting = new Set<() => void>()
+      let buffered = ""
+      let stderr = ""
+      child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
+        buffered += chunk
+        let end: number
+        while ((end = buffered.indexOf("\n")) >= 0) {
+          lines.push(buffered.slice(0, end))
+          buffered = buffered.slice(end + 1)
+        }
+        for (const wake of waiting) wake()
+      })
+      child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
+      const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+        child.on("exit", (code, signal) => {
+          resolve({ code, signal })
+          for (const wake of waiting) wake()
+        })
+      )
+      return {
+        child,
+        line: (prefix) =>
+          Effect.async<string, Error>((resume) => {
+            const check = () => {
+              const found = lines.find((line) => line.startsWith(prefix))
+              if (found !== undefined) {
+                waiting.delete(check)
+                resume(Effect.succeed(found))
+              } else if (child.exitCode !== null || child.signalCode !== null) {
+                waiting.delete(check)
+                resume(Effect.fail(new Error(`the worker exited before "${prefix}": ${stderr}`)))
+              }
+            }
+            waiting.add(check)
+            check()
+            return Effect.sync(() => waiting.delete(check))
+          }).pipe(
+            Effect.timeoutFail({
+              duration: "20 seconds",
+              onTimeout: () => new Error(`no "${prefix}" from the worker within 20 s: ${stderr}`)
+            })
+          ),
+        kill: (signal) => Effect.sync(() => void child.kill(signal)),
+        exited: Effect.promise(() => exit).pipe(
+          Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error("the worker did not exit") })
+        )
+      }
+    }),
+    (worker) =>
+      Effect.sync(() => {
+        if (worker.child.exitCode === null && worker.child.signalCode === null) worker.child.kill("SIGKILL")
+      })
+  )
+
+const crash = (running: Worker) =>
+  Effect.gen(function*() {
+    yield* running.kill("SIGKILL")
+    const exit = yield* running.exited
+    assert.strictEqual(exit.signal, "SIGKILL")
+  })
+
+/** Alive and not a zombie: an orphan's new parent (PID 1 in a container) may never reap it. */
+const isAlive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+  } catch {
+    return false
+  }
+  try {
+    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
+  } catch {
+    return true
+  }
+}
+
+/** A process that sleeps until killed, in its own group, killed with the Scope. */
+const sleeper = Effect.acquireRelease(
+  Effect.sync(() => {
+    const child = ChildProcess.spawn(process.execPath, ["-e", "setInterval(() => {}, 1000)"], {
+      detached: true,
+      stdio: "ignore"
+    })
+    return { pid: child.pid!, startedAt: Date.now(), child }
+  }),
+  ({ child }) => Effect.sync(() => void child.kill("SIGKILL"))
+)
+
+const entries = (journal: Journal.Journal.Service, keys: ReadonlyArray<string>) =>
+  Effect.forEach(keys, (key) => Effect.map(journal.get(key), Option.getOrThrow))
+
+describe("Recovery with real processes", () => {
+  it.live(
+    "an operation begun by a process killed with SIGKILL is InFlight when the journal is reopened",
+    () =>
+      Effect.gen(function*() {
+        const filename = freshFile()
+        const host = yield* worker(filename, "begin", "llm/turn-1", "tool/call-1")
+        yield* host.line("begun")
+        yield* crash(host)
+        const journal = yield* SqliteJournal.makeFile({ filename })
+        const [turn, call] = yield* entries(journal, ["llm/turn-1", "tool/call-1"])
+        assert.deepStrictEqual([turn.status, turn.kind, turn.attempts, turn.payload], [
+          "InFlight",
+          "llm",
+          1,
+          { key: "llm/turn-1" }
+        ])
+        assert.deepStrictEqual([call.status, call.kind], ["InFlight", "tool"])
+        assert.deepStrictEqual((yield* journal.unfinished()).map((entry) => entry.key), ["llm/turn-1", "tool/call-1"])
+      }).pipe(Effect.scoped),
+    processTimeout
+  )
+
+  it.live(
+    "seed cases 1 and 2 after SIGKILL: the LLM request auto-continues once; the tool shows InterruptedByCrash and is retried",
+    () =>
+      Effect.gen(function*() {
+        const filename = freshFile()
+        const host = yield* worker(filename, "begin", "llm/turn-1", "tool/call-1")
+        yield* host.line("begun")
+        yield* crash(host)
+
+        let llmRuns = 0
+        const decisions = {
+          llm: () => Recovery.resume(() => Effect.sync(() => ({ text: "continued", run: ++llmRuns }))),
+          tool: () => Recovery.fail("the tool was executing; its side effects are unknown")
+        }
+        const restart = Effect.scoped(Effect.gen(function*() {
+          const journal = yield* SqliteJournal.makeFile({ filename })
+          return yield* Recovery.run({ decisions }).pipe(Effect.provideService(Journal.Journal, journal))
+        }))
+
+        const report = yield* restart
+        assert.deepStrictEqual(report.resumed.map((entry) => [entry.key, entry.attempts, entry.result]), [
+          ["llm/turn-1", 2, { text: "continued", run: 1 }]
+        ])
+        assert.deepStrictEqual(report.failed.map((entry) => entry.key), ["tool/call-1"])
+
+        // another restart finds nothing: nothing runs twice
+        const again = yield* restart
+        assert.deepStrictEqual([again.resumed, again.failed, again.errors], [[], [], []])
+        assert.strictEqual(llmRuns, 1)
+
+        const journal = yield* SqliteJournal.makeFile({ filename })
+        const call = Option.getOrThrow(yield* journal.get("tool/call-1"))
+        const error = Option.getOrThrow(Recovery.interruptedByCrash(call))
+        assert.strictEqual(error._tag, "InterruptedByCrash")
+        assert.strictEqual(error.detail, "the tool was executing; its side effects are unknown")
+        // the user retries the tool under the same key
+        yield* Effect.succeed("tool output").pipe(
+          Journal.track("tool", "tool/call-1", { retry: true }),
+          Effect.provideService(Journal.Journal, journal)
+        )
+        const retried = Option.getOrThrow(yield* journal.get("tool/call-1"))
+        assert.deepStrictEqual([retried.status, retried.attempts], ["Completed", 2])
+      }).pipe(Effect.scoped),
+    processTimeout
+  )
+
+  it.live(
+    "SIGKILL in the middle of journal writes leaves a readable, consistent journal",
+    () =>
+      Effect.gen(function*() {
+        const filename = freshFile()
+        for (const delay of [5, 17, 31, 60, 95]) {
+          const host = yield* worker(filename, "churn")
+          yield* host.line("ready")
+          yield* Effect.sleep(`${delay} millis`)
+          yield* crash(host)
+        }
+        const sql = yield* SqliteJournal.makeClient(filename)
+        assert.deepStrictEqual(yield* sql.unsafe("PRAGMA integrity_check"), [{ integrity_check: "ok" }])
+        const journal = yield* SqliteJournal.make().pipe(Effect.provideService(SqlClient.SqlClient, sql))
+        // each run restarts at churn-0, which is then already completed: only the first run wrote new keys, and at
+        // most the one operation it was writing when killed is unfinished
+        const unfinished = yield* journal.unfinished()
+        assert.isAtMost(unfinished.length, 1)
+        const rows = yield* sql.unsafe<{ status: string; count: number }>(
+          `SELECT status, COUNT(*) AS count FROM ${SqliteJournal.tables.journal} GROUP BY status ORDER BY status`
+        )
+        assert.isTrue(rows.every((row) => row.status === "Completed" || row.status === "InFlight"))
+        assert.isAbove(rows.find((row) => row.status === "Completed")?.count ?? 0, 0)
+      }).pipe(Effect.scoped),
+    processTimeout
+  )
+
+  describe("orphan child processes", () => {
+    it.live(
+      "a host killed with SIGKILL leaves its child behind; the next host finds it and kills it",
+      () =>
+        Effect.gen(function*() {
+          const filename = freshFile()
+          const host = yield* worker(filename, "orphan")
+          const pid = Number((yield* host.line("orphan ")).split(" ")[1])
+          yield* Effect.addFinalizer(() =>
+            Effect.sync(() => {
+              if (isAlive(pid)) process.kill(pid, "SIGKILL")
+            })
+          )
+          yield* crash(host)
+          assert.isTrue(isAlive(pid), "the orphan outlived its host")
+
+          const journal = yield* SqliteJournal.makeFile({ filename })
+          const report = yield* Recovery.run({ reap: SqliteJournal.reapProcess({ grace: "2 seconds" }) }).pipe(
+            Effect.provideService(Journal.Journal, journal)
+          )
+          assert.deepStrictEqual(report.reaped.map(({ outcome }) => outcome), ["Killed"])
+          assert.isFalse(isAlive(pid))
+          const entry = report.reaped[0].entry
+          assert.deepStrictEqual([entry.status, entry.result], ["Completed", { outcome: "Killed" }])
+          assert.strictEqual((entry.payload as Recovery.ProcessInfo).pid, pid)
+        }).pipe(Effect.scoped),
+      processTimeout
+    )
+
+    it.live(
+      "a pid that now names another process is left alone, and one that exited is Gone",
+      () =>
+        Effect.gen(function*() {
+          const journal = yield* SqliteJournal.makeFile({ filename: freshFile() })
+          const stranger = yield* sleeper
+          // recorded an hour before this process started: the pid was reused
+          yield* journal.begin({
+            kind: Recovery.processKind,
+            key: "process/local/reused",
+            payload: { pid: stranger.pid, startedAt: stranger.startedAt - 3_600_000, command: ["old"] },
+            owner: "local"
+          })
+          const exited = ChildProcess.spawnSync(process.execPath, ["-e", "process.pid"])
+          yield* journal.begin({
+            kind: Recovery.processKind,
+            key: "process/local/gone",
+            payload: { pid: exited.pid, startedAt: Date.now(), command: ["gone"] },
+            owner: "local"
+          })
+          yield* journal.release("process/local/reused")
+          yield* journal.release("process/local/gone")
+          const report = yield* Recovery.reapOrphans(SqliteJournal.reapProcess()).pipe(
+            Effect.provideService(Journal.Journal, journal)
+          )
+          assert.deepStrictEqual(
+            report.reaped.map(({ entry, outcome }) => [entry.key, outcome]).sort(),
+            [["process/local/gone", "Gone"], ["process/local/reused", "Reused"]]
+          )
+          assert.isTrue(isAlive(stranger.pid))
+        }).pipe(Effect.scoped),
+      processTimeout
+    )
+  })
+
+  describe("an agent over stdio, stopped with SIGTERM under drain (seed cases 3 and 4)", () => {
+    const agentFixture = Path.join(here, "fixtures", "recovery-agent.ts")
+
+    interface Agent {
+      readonly request: (id: number, key: string, ms: number) => Effect.Effect<void>
+      readonly response: (id: number) => Effect.Effect<{ readonly result?: unknown; readonly error?: unknown }, Error>
+      readonly worker: Worker
+    }
+
+    /** The agent as a child process, spoken to with hand-made Content-Length frames. */
+    const agent = (filename: string, drainMs: number): Effect.Effect<Agent, never, Scope.Scope> =>
+      Effect.acquireRelease(
+        Effect.sync(() => {
+          const child = ChildProcess.spawn(process.execPath, [
+            "--import",
+            "tsx",
+            agentFixture,
+            filename,
+            String(drainMs)
+          ], {
+            cwd: root,
+            stdio: ["pipe", "pipe", "pipe"]
+          })
+          const responses = new Map<number, { result?: unknown; error?: unknown }>()
+          const waiting = new Set<() => void>()
+          let buffered = Buffer.alloc(0)
+          let stderr = ""
+          child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
+          child.stdout.on("data", (chunk: Buffer) => {
+            buffered = Buffer.concat([buffered, chunk])
+            for (;;) {
+              const header = buffered.indexOf("\r\n\r\n")
+              if (header < 0) break
+              const length = Number(/Content-Length: (\d+)/i.exec(buffered.subarray(0, header).toString())?.[1])
+              if (buffered.length < header + 4 + length) break
+              const message = JSON.parse(buffered.subarray(header + 4, header + 4 + length).toString())
+              buffered = buffered.subarray(header + 4 + length)
+              if (typeof message.id === "number") responses.set(message.id, message)
+            }
+            for (const wake of waiting) wake()
+          })
+          const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+            child.on("exit", (code, signal) => {
+              resolve({ code, signal })
+              for (const wake of waiting) wake()
+            })
+          )
+          const worker: Worker = {
+            child,
+            line: () => Effect.fail(new Error("the agent speaks JSON-RPC")),
+            kill: (signal) => Effect.sync(() => void child.kill(signal)),
+            exited: Effect.promise(() => exit).pipe(
+              Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => new Error(`no exit: ${stderr}`) })
+            )
+          }
+          return {
+            worker,
+            request: (id, key, ms) =>
+              Effect.sync(() => {
+                const body = JSON.stringify({ jsonrpc: "2.0", id, method: "turn", params: { key, ms } })
+                child.stdin.write(`Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+              }),
+            response: (id) =>
+              Effect.async<{ result?: unknown; error?: unknown }, Error>((resume) => {
+                const check = () => {
+                  const found = responses.get(id)
+                  if (found !== undefined) {
+                    waiting.delete(check)
+                    resume(Effect.succeed(found))
+                  } else if (child.exitCode !== null || child.signalCode !== null) {
+                    waiting.delete(check)
+                    resume(Effect.fail(new Error(`the agent exited without answering ${id}: ${stderr}`)))
+                  }
+                }
+                waiting.add(check)
+                check()
+                return Effect.sync(() => waiting.delete(check))
+              }).pipe(
+                Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => new Error(`no answer: ${stderr}`) })
+              )
+          }
+        }),
+        ({ worker }) =>
+          Effect.sync(() => {
+            if (worker.child.exitCode === null && worker.child.signalCode === null) worker.child.kill("SIGKILL")
+          })
+      )
+
+    /** Waits (on the live clock) until the journal, read through its own connection, shows `key` in `status`. */
+    const awaitStatus = (filename: string, key: string, status: Journal.Status) =>
+      Effect.scoped(Effect.gen(function*() {
+        const journal = yield* SqliteJournal.makeFile({ filename })
+        for (let i = 0; i < 1000; i++) {
+          const entry = yield* journal.get(key)
+          if (Option.isSome(entry) && entry.value.status === status) return entry.value
+          yield* Effect.sleep("20 millis")
+        }
+        return yield* Effect.dieMessage(`${key} never became ${status}`)
+      }))
+
+    it.live(
+      "seed case 3: SIGTERM during a request waits for the response, then a clean stop leaves nothing unfinished",
+      () =>
+        Effect.gen(function*() {
+          const filename = freshFile()
+          const running = yield* agent(filename, 20_000)
+          yield* running.request(1, "turn-1", 1500)
+          yield* awaitStatus(filename, "turn-1", "InFlight")
+          yield* running.worker.kill("SIGTERM")
+          assert.deepStrictEqual(
+            yield* running.response(1),
+            { jsonrpc: "2.0", id: 1, result: "answered turn-1" } as any
+          )
+          assert.deepStrictEqual(yield* running.worker.exited, { code: 143, signal: null })
+          const journal = yield* SqliteJournal.makeFile({ filename })
+          assert.strictEqual(Option.getOrThrow(yield* journal.get("turn-1")).status, "Completed")
+          assert.deepStrictEqual(yield* journal.unfinished(), [])
+        }).pipe(Effect.scoped),
+      processTimeout
+    )
+
+    it.live(
+      "seed case 4: SIGTERM past the drain deadline marks the request NeedsRecovery; a restart auto-continues it",
+      () =>
+        Effect.gen(function*() {
+          const filename = freshFile()
+          const first = yield* agent(filename, 300)
+          yield* first.request(1, "turn-2", 60_000)
+          yield* awaitStatus(filename, "turn-2", "InFlight")
+          yield* first.worker.kill("SIGTERM")
+          // the cut-off request gets no answer: its id is tombstoned and the connection closed
+          assert.deepStrictEqual(yield* first.worker.exited, { code: 143, signal: null })
+          const cut = yield* awaitStatus(filename, "turn-2", "NeedsRecovery")
+          assert.match(cut.reason ?? "", /drain timeout/)
+
+          const second = yield* agent(filename, 300)
+          const resumed = yield* awaitStatus(filename, "turn-2", "Completed")
+          assert.deepStrictEqual([resumed.attempts, resumed.result], [2, "continued turn-2"])
+          second.worker.child.stdin!.end() // the host goes away: the agent stops by itself
+          assert.deepStrictEqual(yield* second.worker.exited, { code: 0, signal: null })
+        }).pipe(Effect.scoped),
+      processTimeout
+    )
+  })
+})
