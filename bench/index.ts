@@ -8,7 +8,7 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const here = dirname(fileURLToPath(import.meta.url))
-const all = ["framing", "peer", "shutdown", "journal"] as const
+const all = ["framing", "peer", "shutdown", "journal", "lsp"] as const
 const wanted = process.argv.slice(2)
 const chosen = wanted.length === 0 ? all : all.filter((name) => wanted.includes(name))
 

@@ -5,7 +5,7 @@
 // stdout stays the protocol channel.
 import { build } from "esbuild"
 import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs"
-import { basename, dirname, join, resolve } from "node:path"
+import { dirname, join, relative, resolve } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
@@ -16,7 +16,8 @@ if (entry === undefined) {
 }
 const cache = join(root, "node_modules", ".cache", "lifeline")
 mkdirSync(cache, { recursive: true })
-const outfile = join(cache, `${basename(entry, ".ts")}.mjs`)
+// Keyed by the entry's path in the repository: two programs may both be called main.ts.
+const outfile = join(cache, `${relative(root, resolve(entry)).replace(/\.ts$/, "").replace(/[\\/]/g, "__")}.mjs`)
 const metafile = `${outfile}.inputs.json`
 
 /** The bundle is reused while none of the files it was built from changed since. */

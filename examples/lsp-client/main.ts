@@ -1,0 +1,329 @@
+/**
+ * A generic LSP client for the command line: it spawns a language server with the kernel's child-process transport
+ * (Content-Length framing), runs its whole lifecycle (`initialize`, `initialized`, `textDocument/didOpen`, one request,
+ * `shutdown`, `exit`), answers every request the server sends back, and reports timings, the server's requests, the
+ * result and how the process ended.
+ *
+ *   examples/lsp-client/bin/lsp-client --server "vscode-json-language-server --stdio" --file package.json --json
+ */
+// Deep imports keep start-up short: the barrels would load every module of every package.
+import * as Command from "@effect/platform/Command"
+import type * as Message from "@lifeline/jsonrpc/Message"
+import * as RpcError from "@lifeline/jsonrpc/RpcError"
+import * as Protocol from "@lifeline/kernel/Protocol"
+import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
+import * as NodeSignals from "@lifeline/node/NodeSignals"
+import * as Effect from "effect/Effect"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as Url from "node:url"
+import * as Util from "node:util"
+import { splitCommandLine } from "../hermes-node.js"
+
+const usage = `lsp-client: drive a language server over stdio through its whole lifecycle
+
+  lsp-client --server "<command line>" --file PATH [--request documentSymbol|hover|completion] [--root DIR]
+             [--line N --character N] [--init-options JSON] [--settings JSON] [--json] [--verbose]
+
+  --server        the server's command line, e.g. "vscode-json-language-server --stdio"
+  --file          the document to open
+  --request       what to ask about it (default documentSymbol)
+  --line          0-based position of hover/completion (default: just inside the first string of the file)
+  --character
+  --root          the workspace folder (default: the file's directory)
+  --init-options  initializationOptions of initialize, as JSON
+  --settings      settings, as JSON: workspace/configuration is answered by section from them, and they are pushed
+                  once with workspace/didChangeConfiguration
+  --json          print one JSON report instead of the transcript`
+
+const { values: args } = Util.parseArgs({
+  options: {
+    server: { type: "string" },
+    file: { type: "string" },
+    request: { type: "string", default: "documentSymbol" },
+    line: { type: "string" },
+    character: { type: "string" },
+    root: { type: "string" },
+    "init-options": { type: "string" },
+    settings: { type: "string" },
+    json: { type: "boolean", default: false },
+    verbose: { type: "boolean", default: false },
+    help: { type: "boolean", default: false }
+  }
+})
+
+const fail = (message: string): never => {
+  process.stderr.write(`lsp-client: ${message}\n\n${usage}\n`)
+  process.exit(2)
+}
+
+if (args.help) {
+  process.stdout.write(usage + "\n")
+  process.exit(0)
+}
+const requests = {
+  documentSymbol: "textDocument/documentSymbol",
+  hover: "textDocument/hover",
+  completion: "textDocument/completion"
+} as const
+const requestKind = args.request as keyof typeof requests
+if (!(requestKind in requests)) fail(`unknown --request ${args.request}`)
+const serverLine = splitCommandLine(args.server ?? fail("--server is required"))
+if (serverLine.length === 0) fail("--server is empty")
+const file = Path.resolve(args.file ?? fail("--file is required"))
+const root = Path.resolve(args.root ?? Path.dirname(file))
+const parseJson = (name: string, text: string | undefined): unknown => {
+  if (text === undefined) return undefined
+  try {
+    return JSON.parse(text)
+  } catch (error) {
+    return fail(`--${name} is not JSON: ${String(error)}`)
+  }
+}
+const initOptions = parseJson("init-options", args["init-options"])
+const settings = parseJson("settings", args.settings)
+let text = ""
+try {
+  text = Fs.readFileSync(file, "utf8")
+} catch (error) {
+  fail(`cannot read ${file}: ${String(error)}`)
+}
+
+const languageIds: Record<string, string> = {
+  ".json": "json",
+  ".jsonc": "jsonc",
+  ".css": "css",
+  ".scss": "scss",
+  ".less": "less",
+  ".html": "html",
+  ".md": "markdown",
+  ".js": "javascript",
+  ".ts": "typescript"
+}
+const languageId = languageIds[Path.extname(file).toLowerCase()] ?? "plaintext"
+
+/** Just inside the first string of the document: a JSON key, an HTML attribute, a quoted word. */
+const defaultPosition = (): { readonly line: number; readonly character: number } => {
+  const lines = text.split(/\r?\n/)
+  for (let line = 0; line < lines.length; line++) {
+    const character = lines[line]!.indexOf("\"")
+    if (character >= 0) return { line, character: character + 1 }
+  }
+  return { line: 0, character: 0 }
+}
+const position = args.line !== undefined || args.character !== undefined
+  ? { line: Number(args.line ?? 0), character: Number(args.character ?? 0) }
+  : defaultPosition()
+
+/** `workspace/configuration` by section: `a.b` is `settings.a.b`, or a flat `settings["a.b"]`; no section is all. */
+const section = (name: string | undefined): unknown => {
+  if (name === undefined || name === "") return settings ?? null
+  if (typeof settings !== "object" || settings === null) return null
+  const flat = (settings as Record<string, unknown>)[name]
+  if (flat !== undefined) return flat
+  let value: unknown = settings
+  for (const key of name.split(".")) {
+    if (typeof value !== "object" || value === null || !(key in value)) return null
+    value = (value as Record<string, unknown>)[key]
+  }
+  return value
+}
+
+/** How long the server has to exit by itself after `exit` before it is stopped. */
+const exitWait = "2 seconds"
+
+const rootUri = Url.pathToFileURL(root).href
+const uri = Url.pathToFileURL(file).href
+const workspaceFolders = [{ uri: rootUri, name: Path.basename(root) }]
+
+/** What the server asks the client, and the answer: an empty or default result where LSP defines one, else -32601. */
+const answer = (method: string, params: unknown): Effect.Effect<unknown, RpcError.RpcError> => {
+  switch (method) {
+    case "workspace/configuration": {
+      const items = (params as { readonly items?: ReadonlyArray<{ readonly section?: string }> } | undefined)?.items
+      return Effect.succeed((items ?? []).map((item) => section(item.section)))
+    }
+    case "workspace/workspaceFolders":
+      return Effect.succeed(workspaceFolders)
+    case "client/registerCapability":
+    case "client/unregisterCapability":
+    case "window/workDoneProgress/create":
+    case "window/showMessageRequest":
+    case "workspace/codeLens/refresh":
+    case "workspace/semanticTokens/refresh":
+    case "workspace/inlayHint/refresh":
+    case "workspace/inlineValue/refresh":
+    case "workspace/diagnostic/refresh":
+    case "workspace/foldingRange/refresh":
+      return Effect.succeed(null)
+    case "window/showDocument":
+      return Effect.succeed({ success: false })
+    case "workspace/applyEdit":
+      return Effect.succeed({ applied: false, failureReason: "lsp-client does not edit files" })
+    default:
+      return Effect.fail(RpcError.RpcError.methodNotFound(method))
+  }
+}
+
+const elapsed = (start: number) => Math.round((performance.now() - start) * 10) / 10
+
+const program = Effect.gen(function*() {
+  const started = performance.now()
+  const log = (line: string) => {
+    if (!args.json) process.stdout.write(`${String(elapsed(started)).padStart(8)} ms  ${line}\n`)
+  }
+  const serverRequests: Array<string> = []
+  const notifications: Array<string> = []
+  const [program, ...programArgs] = serverLine
+  // The server runs in the root; a relative program path is meant from where the client was started.
+  const executable = program!.includes("/") ? Path.resolve(program!) : program!
+  const { child, peer } = yield* NodeChildProcess.makePeer({
+    command: Command.make(executable, ...programArgs).pipe(Command.workingDirectory(root)),
+    protocol: Protocol.make({}),
+    handlers: {},
+    requestTimeout: "15 seconds",
+    stderrLogLevel: args.verbose ? "Info" : "None",
+    stop: { exitTimeout: "1 second", terminateTimeout: "1 second", killTimeout: "1 second" },
+    onUnknownRequest: (method, params) => {
+      serverRequests.push(method)
+      return answer(method, params).pipe(
+        Effect.tap(() => Effect.sync(() => log(`← ${method} (answered)`))),
+        Effect.tapError(() => Effect.sync(() => log(`← ${method} (answered -32601)`)))
+      )
+    },
+    onUnknownNotification: (method) =>
+      Effect.sync(() => {
+        notifications.push(method)
+        if (args.verbose) log(`← ${method}`)
+      })
+  })
+  log(`spawned ${serverLine.join(" ")} (pid ${child.pid})`)
+
+  const initializeStart = performance.now()
+  const initialized = yield* peer.callUntyped("initialize", {
+    processId: process.pid,
+    clientInfo: { name: "lifeline-lsp-client", version: "0.1.0" },
+    locale: "en",
+    rootPath: root,
+    rootUri,
+    workspaceFolders,
+    ...(initOptions === undefined ? {} : { initializationOptions: initOptions }),
+    capabilities: {
+      workspace: {
+        configuration: true,
+        workspaceFolders: true,
+        applyEdit: false,
+        didChangeConfiguration: { dynamicRegistration: true }
+      },
+      window: { workDoneProgress: true, showMessage: {}, showDocument: { support: false } },
+      textDocument: {
+        synchronization: { dynamicRegistration: true, didSave: false },
+        documentSymbol: { dynamicRegistration: true, hierarchicalDocumentSymbolSupport: true },
+        formatting: { dynamicRegistration: true },
+        rangeFormatting: { dynamicRegistration: true },
+        hover: { dynamicRegistration: true, contentFormat: ["markdown", "plaintext"] },
+        completion: {
+          dynamicRegistration: true,
+          completionItem: { snippetSupport: false, documentationFormat: ["markdown", "plaintext"] }
+        },
+        publishDiagnostics: { relatedInformation: true }
+      },
+      general: { positionEncodings: ["utf-16"] }
+    }
+  } as Message.Params)
+  const initializeMs = elapsed(initializeStart)
+  const serverInfo = (initialized as { readonly serverInfo?: unknown } | null)?.serverInfo ?? null
+  log(`→ initialize: ${initializeMs} ms${serverInfo === null ? "" : ` (${JSON.stringify(serverInfo)})`}`)
+  yield* peer.notifyUntyped("initialized", {})
+  if (settings !== undefined) {
+    yield* peer.notifyUntyped("workspace/didChangeConfiguration", { settings } as Message.Params)
+  }
+  yield* peer.notifyUntyped("textDocument/didOpen", { textDocument: { uri, languageId, version: 1, text } })
+  log(`→ initialized, didOpen ${Path.relative(process.cwd(), file) || file} (${languageId})`)
+
+  const method = requests[requestKind]
+  const requestStart = performance.now()
+  const result = yield* peer.callUntyped(method, {
+    textDocument: { uri },
+    ...(requestKind === "documentSymbol" ? {} : { position })
+  })
+  const requestMs = elapsed(requestStart)
+  log(`→ ${method}: ${requestMs} ms`)
+
+  const shutdownStart = performance.now()
+  yield* peer.callUntyped("shutdown")
+  const shutdownAnsweredMs = elapsed(shutdownStart)
+  yield* peer.notifyUntyped("exit")
+  // LSP: the server exits by itself after `exit`. One that does not is stopped: end of stdin, SIGTERM, SIGKILL.
+  const exitedAfterExit = Option.isSome(yield* Effect.timeoutOption(child.exit, exitWait))
+  const stop = yield* child.stop
+  const shutdownMs = elapsed(shutdownStart)
+  log(
+    `→ shutdown answered in ${shutdownAnsweredMs} ms; ${
+      exitedAfterExit ? "exited after exit" : `did not exit after exit, stopped: ${stop.endedBy}`
+    }, ${shutdownMs} ms`
+  )
+  const exit = stop.exit === undefined ? null : { code: stop.exit.exitCode, signal: stop.exit.signal }
+  return {
+    ok: exitedAfterExit && exit?.code === 0,
+    server: serverLine,
+    file,
+    request: method,
+    ...(requestKind === "documentSymbol" ? {} : { position }),
+    initializeMs,
+    requestMs,
+    shutdownMs,
+    shutdownAnsweredMs,
+    serverInfo,
+    serverRequests,
+    notifications,
+    result,
+    exitedAfterExit,
+    stop: { endedBy: stop.endedBy, descendants: stop.descendants },
+    exit,
+    stderrTail: yield* child.stderrTail,
+    elapsedMs: elapsed(started)
+  }
+}).pipe(Effect.scoped)
+
+const report = (value: unknown) => {
+  if (args.json) {
+    process.stdout.write(JSON.stringify(value, null, 2) + "\n")
+  } else {
+    process.stdout.write(JSON.stringify(value, null, 2).split("\n").map((line) => `  ${line}`).join("\n") + "\n")
+  }
+}
+
+NodeSignals.runMain(
+  program.pipe(
+    Effect.flatMap((done) =>
+      Effect.sync(() => {
+        if (args.json) {
+          report(done)
+        } else {
+          process.stdout.write(`\n${done.ok ? "✔" : "✘"} ${done.request} result:\n`)
+          report(done.result)
+          process.stdout.write(`server requests: ${done.serverRequests.join(", ") || "none"}\n`)
+          process.stdout.write(`exit: ${JSON.stringify(done.exit)} (${done.stop.endedBy})\n`)
+        }
+        return done.ok
+      })
+    ),
+    Effect.catchAll((error) =>
+      Effect.sync(() => {
+        const message = typeof error === "object" && error !== null && "message" in error
+          ? String(error.message)
+          : String(error)
+        if (args.json) report({ ok: false, error: { _tag: (error as { _tag?: string })._tag ?? "Error", message } })
+        else process.stdout.write(`\n✘ ${message}\n`)
+        return false
+      })
+    ),
+    // runMain exits 1 on a failure (and logs it on stderr), whatever `process.exitCode` says.
+    Effect.flatMap((ok) => ok ? Effect.void : Effect.fail("the report is not ok")),
+    Logger.withMinimumLogLevel(args.verbose ? LogLevel.Debug : LogLevel.Warning)
+  )
+)

@@ -1,0 +1,201 @@
+/**
+ * The LSP client example (`examples/lsp-client`) against a real language server, vscode-json-language-server from
+ * vscode-langservers-extracted, and against a scripted server that asks the client everything a server may ask and
+ * then never exits after `exit`. The client runs as its own process, as a user runs it, and prints a JSON report.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Url from "node:url"
+
+const here = Path.dirname(Url.fileURLToPath(import.meta.url))
+const client = Path.join(here, "..", "examples", "lsp-client", "bin", "lsp-client")
+const jsonServer = Path.join(here, "node_modules", ".bin", "vscode-json-language-server")
+
+interface Report {
+  readonly ok: boolean
+  readonly initializeMs: number
+  readonly shutdownMs: number
+  readonly serverRequests: ReadonlyArray<string>
+  readonly result: unknown
+  readonly exitedAfterExit: boolean
+  readonly stop: { readonly endedBy: string }
+  readonly exit: { readonly code: number | null; readonly signal: string | null } | null
+}
+
+/** Runs the client to its end and reads its report; its exit code says whether the report is ok. */
+const runClient = (args: ReadonlyArray<string>) =>
+  Effect.async<{ readonly code: number | null; readonly report: Report; readonly stderr: string }>((resume) => {
+    const child = ChildProcess.execFile(client, [...args, "--json"], { timeout: 20_000 }, (_error, stdout, stderr) => {
+      resume(Effect.sync(() => ({ code: child.exitCode, report: JSON.parse(stdout) as Report, stderr })))
+    })
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+const tempDir = Effect.acquireRelease(
+  Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-lsp-"))),
+  (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+)
+
+const document = `{
+  "name": "demo",
+  "version": "1.0.0",
+  "scripts": { "build": "tsc" }
+}
+`
+
+const settings = {
+  json: {
+    schemas: [{
+      fileMatch: ["*.json"],
+      schema: {
+        type: "object",
+        properties: { name: { type: "string", description: "The package name." }, private: { type: "boolean" } }
+      }
+    }],
+    // The server registers its formatters dynamically once formatting is enabled.
+    format: { enable: true }
+  }
+}
+
+/**
+ * A scripted language server: it writes `Content-Type` before `Content-Length`, uses string ids, asks the client for
+ * configuration, a progress token, a registration and an unknown method, sends `$/progress` and `$/logTrace`, answers
+ * `documentSymbol` with the answers it got, and then neither exits after `exit`, nor at the end of its input, nor on
+ * SIGTERM.
+ */
+const stubbornServer = `
+let buffer = Buffer.alloc(0)
+const answers = {}
+let symbolRequest
+const send = (message) => {
+  const body = Buffer.from(JSON.stringify(message), "utf8")
+  process.stdout.write("Content-Type: application/vscode-jsonrpc; charset=utf-8\\r\\nContent-Length: " + body.length + "\\r\\n\\r\\n")
+  process.stdout.write(body)
+}
+const asked = ["workspace/configuration", "window/workDoneProgress/create", "client/registerCapability", "custom/unknown"]
+const maybeAnswerSymbols = () => {
+  if (symbolRequest !== undefined && Object.keys(answers).length === asked.length) {
+    send({ jsonrpc: "2.0", id: symbolRequest, result: answers })
+  }
+}
+const onMessage = (message) => {
+  if (message.method === "initialize") {
+    send({ jsonrpc: "2.0", id: message.id, result: { capabilities: { documentSymbolProvider: true } } })
+    send({ jsonrpc: "2.0", method: "$/logTrace", params: { message: "hello" } })
+    send({ jsonrpc: "2.0", id: "s1", method: asked[0], params: { items: [{ section: "demo.answer" }, { section: "missing" }, {}] } })
+    send({ jsonrpc: "2.0", id: "s2", method: asked[1], params: { token: "t" } })
+    send({ jsonrpc: "2.0", method: "$/progress", params: { token: "t", value: { kind: "begin", title: "indexing" } } })
+    send({ jsonrpc: "2.0", id: "s3", method: asked[2], params: { registrations: [{ id: "r", method: "workspace/didChangeWatchedFiles" }] } })
+    send({ jsonrpc: "2.0", id: "s4", method: asked[3], params: [] })
+  } else if (message.method === "textDocument/documentSymbol") {
+    symbolRequest = message.id
+    maybeAnswerSymbols()
+  } else if (message.method === "shutdown") {
+    send({ jsonrpc: "2.0", id: message.id, result: null })
+  } else if (message.method === undefined && typeof message.id === "string") {
+    answers[asked[Number(message.id.slice(1)) - 1]] = "error" in message ? { error: message.error.code } : { result: message.result }
+    maybeAnswerSymbols()
+  }
+}
+process.stdin.on("data", (chunk) => {
+  buffer = Buffer.concat([buffer, chunk])
+  for (;;) {
+    const end = buffer.indexOf("\\r\\n\\r\\n")
+    if (end < 0) return
+    const length = Number(/Content-Length: *(\\d+)/i.exec(buffer.subarray(0, end).toString())[1])
+    if (buffer.length < end + 4 + length) return
+    onMessage(JSON.parse(buffer.subarray(end + 4, end + 4 + length).toString("utf8")))
+    buffer = buffer.subarray(end + 4 + length)
+  }
+})
+process.stdin.on("end", () => {})
+process.on("SIGTERM", () => {})
+setInterval(() => {}, 1000)
+`
+
+describe("lsp-client", () => {
+  it.live(
+    "drives vscode-json-language-server through its lifecycle: documentSymbol lists the keys",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir
+        const file = Path.join(dir, "package.json")
+        Fs.writeFileSync(file, document)
+        const { code, report } = yield* runClient(["--server", `${jsonServer} --stdio`, "--file", file])
+        assert.strictEqual(code, 0)
+        assert.isTrue(report.ok)
+        const symbols = report.result as ReadonlyArray<{ name: string; children: ReadonlyArray<{ name: string }> }>
+        assert.deepStrictEqual(symbols.map((symbol) => symbol.name), ["name", "version", "scripts"])
+        assert.deepStrictEqual(symbols[2]!.children.map((symbol) => symbol.name), ["build"])
+        assert.isTrue(report.exitedAfterExit)
+        assert.deepStrictEqual(report.exit, { code: 0, signal: null })
+        assert.isBelow(report.initializeMs, 10_000)
+        assert.isBelow(report.shutdownMs, 2_000)
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  it.live(
+    "hover and completion use a schema given by --settings; the server's registrations are answered",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir
+        const file = Path.join(dir, "package.json")
+        Fs.writeFileSync(file, document)
+        const common = ["--server", `${jsonServer} --stdio`, "--file", file, "--settings", JSON.stringify(settings)]
+        const hover = yield* runClient([...common, "--request", "hover", "--line", "1", "--character", "4"])
+        assert.isTrue(hover.report.ok)
+        assert.include(JSON.stringify(hover.report.result), "The package name")
+        assert.isTrue(hover.report.serverRequests.includes("client/registerCapability"))
+        const completion = yield* runClient([...common, "--request", "completion"])
+        assert.isTrue(completion.report.ok)
+        const items = (completion.report.result as { items: ReadonlyArray<{ label: string }> }).items
+        assert.includeMembers(items.map((item) => item.label), ["name", "private"])
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  it.live(
+    "answers every server request; a server that never exits after exit is killed within the bound",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir
+        const server = Path.join(dir, "stubborn-server.mjs")
+        Fs.writeFileSync(server, stubbornServer)
+        const file = Path.join(dir, "package.json")
+        Fs.writeFileSync(file, document)
+        const { code, report } = yield* runClient([
+          "--server",
+          `${process.execPath} ${server}`,
+          "--file",
+          file,
+          "--settings",
+          JSON.stringify({ demo: { answer: 42 } })
+        ])
+        assert.deepStrictEqual(report.serverRequests, [
+          "workspace/configuration",
+          "window/workDoneProgress/create",
+          "client/registerCapability",
+          "custom/unknown"
+        ])
+        assert.deepStrictEqual(report.result, {
+          "workspace/configuration": { result: [42, null, { demo: { answer: 42 } }] },
+          "window/workDoneProgress/create": { result: null },
+          "client/registerCapability": { result: null },
+          "custom/unknown": { error: -32601 }
+        })
+        // 2 s to exit after `exit`, then end of stdin (1 s), SIGTERM (ignored, 1 s), SIGKILL.
+        assert.isFalse(report.exitedAfterExit)
+        assert.strictEqual(report.stop.endedBy, "Kill")
+        assert.deepStrictEqual(report.exit, { code: null, signal: "SIGKILL" })
+        assert.isBelow(report.shutdownMs, 6_000)
+        assert.isFalse(report.ok)
+        assert.strictEqual(code, 1)
+      }).pipe(Effect.scoped),
+    20_000
+  )
+})
