@@ -17,7 +17,7 @@ import {
   Stream,
   TestClock
 } from "effect"
-import { makeRaw } from "./utils.js"
+import { eventually, makeRaw } from "./utils.js"
 
 const Work = Method.request("work", { params: Schema.Struct({ ms: Schema.Number }), result: Schema.Number })
 const Initialize = Method.request("initialize", {
@@ -29,15 +29,6 @@ const Ping = Method.notification("ping", { params: Schema.Struct({ ms: Schema.Nu
 
 const Server = Protocol.make({ serves: [Work, Initialize, Initialized, Ping], calls: [Work] })
 const Client = Protocol.flip(Server)
-
-const eventually = (condition: Effect.Effect<boolean>, what = "condition") =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 10_000; i++) {
-      if (yield* condition) return
-      yield* Effect.yieldNow()
-    }
-    return yield* Effect.dieMessage(`never reached: ${what}`)
-  })
 
 /** Counts what handlers acquire and release, to prove every path runs the finalizers. */
 const makeCounter = Effect.map(Ref.make({ acquired: 0, released: 0 }), (ref) => ({

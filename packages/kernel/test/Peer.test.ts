@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { ErrorCode, RpcError } from "@lifeline/jsonrpc"
 import { Method, Peer, PeerError, Protocol, TestTransport } from "@lifeline/kernel"
 import { Deferred, Duration, Effect, Exit, FastCheck as fc, Fiber, Option, Ref, Schema, Scope, TestClock } from "effect"
-import { makeRaw } from "./utils.js"
+import { eventually, makeRaw } from "./utils.js"
 
 class Nope
   extends Schema.TaggedError<Nope>()("Nope", { code: Schema.Number, message: Schema.String, why: Schema.String })
@@ -19,16 +19,6 @@ const Quick = Method.request("quick", { params: Schema.Struct({}), result: Schem
 
 const Server = Protocol.make({ serves: [Echo, Sleep, Fails, Refuses, Boom, Log], calls: [Ask] })
 const Client = Protocol.flip(Server)
-
-/** Lets the other fibers run until `condition` holds; fails the test instead of hanging. */
-const eventually = (condition: Effect.Effect<boolean>, what = "condition") =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 10_000; i++) {
-      if (yield* condition) return
-      yield* Effect.yieldNow()
-    }
-    return yield* Effect.dieMessage(`never reached: ${what}`)
-  })
 
 type ServerOptions = Partial<Omit<Peer.Options<never, never, never>, "protocol" | "handlers" | "transport">>
 

@@ -1,4 +1,4 @@
-import { Framing, Message } from "@lifeline/jsonrpc"
+import { Framing } from "@lifeline/jsonrpc"
 import type { Transport } from "@lifeline/kernel"
 import { Effect, Queue, Stream } from "effect"
 import type { Scope } from "effect"
@@ -32,4 +32,12 @@ export const makeRaw = (
     }
   })
 
-export const request = Message.request
+/** Lets the other fibers run until `condition` holds; fails the test instead of hanging. */
+export const eventually = (condition: Effect.Effect<boolean>, what = "condition") =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 10_000; i++) {
+      if (yield* condition) return
+      yield* Effect.yieldNow()
+    }
+    return yield* Effect.dieMessage(`never reached: ${what}`)
+  })
