@@ -81,6 +81,11 @@ export interface Cancellation {
   readonly method: string
   readonly encode: (id: Message.RequestId) => Message.Params
   readonly decode: (params: unknown) => Message.RequestId | undefined
+  /**
+   * Whether a request the peer cancelled is still answered, with -32800 `RequestCancelled`. Default true: LSP wants
+   * an answer; MCP says the receiver of `notifications/cancelled` SHOULD NOT send one (set it to false).
+   */
+  readonly answerCancelled?: boolean | undefined
 }
 
 /**
