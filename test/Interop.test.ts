@@ -1,14 +1,16 @@
 /**
- * Our peer against vscode-jsonrpc's `MessageConnection`, over a pair of in-memory Node streams: what each side sends,
- * the other must understand, in both directions. vscode-jsonrpc schedules with real timers (`setImmediate`), so these
- * tests run on the live clock; none of them sleeps.
+ * Our peer against vscode-jsonrpc's `MessageConnection`, over a pair of in-memory Node streams (ours reads and writes
+ * them through `NodeStdio`, the transport it uses on a real stdio): what each side sends, the other must understand,
+ * in both directions. vscode-jsonrpc schedules with real timers (`setImmediate`), so these tests run on the live
+ * clock; none of them sleeps.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ErrorCode, Framing, RpcError } from "@lifeline/jsonrpc"
-import { Method, Peer, Protocol, Transport } from "@lifeline/kernel"
-import { Deferred, Effect, Exit, Fiber, FiberId, Logger, LogLevel, Schema, Stream } from "effect"
+import { Method, Peer, Protocol } from "@lifeline/kernel"
+import { NodeStdio } from "@lifeline/node"
+import { Deferred, Effect, Exit, Fiber, FiberId, Logger, LogLevel, Schema } from "effect"
 import { PassThrough } from "node:stream"
-import type { Readable, Writable } from "node:stream"
+import type { Readable } from "node:stream"
 import {
   CancellationTokenSource,
   createMessageConnection,
@@ -17,46 +19,6 @@ import {
   StreamMessageWriter
 } from "vscode-jsonrpc/node.js"
 import type { CancellationToken, MessageConnection } from "vscode-jsonrpc/node.js"
-
-// -- a Node stream pair as our Transport ---------------------------------------------------------------------------
-
-const closedError = () => new Transport.TransportError({ reason: "Closed", message: "the stream is closed" })
-
-/** Reads `readable` and writes `writable`; a write waits for `drain` when the stream's buffer is full. */
-const fromStreams = (readable: Readable, writable: Writable): Transport.Transport.Service => ({
-  incoming: Stream.asyncPush<Uint8Array, Transport.TransportError>((emit) =>
-    Effect.acquireRelease(
-      Effect.sync(() => {
-        const onData = (chunk: Uint8Array) => emit.single(chunk)
-        const onEnd = () => emit.end()
-        const onError = (error: Error) =>
-          emit.fail(new Transport.TransportError({ reason: "Read", message: error.message }))
-        readable.on("data", onData).on("end", onEnd).on("error", onError)
-        return () => readable.off("data", onData).off("end", onEnd).off("error", onError)
-      }),
-      (off) => Effect.sync(off)
-    ), { bufferSize: "unbounded" }),
-  send: (chunks) =>
-    Effect.suspend(() => {
-      if (writable.writableEnded || writable.destroyed) return Effect.fail(closedError())
-      let ready = true
-      for (const chunk of chunks) ready = writable.write(chunk)
-      if (ready) return Effect.void
-      return Effect.async<void, Transport.TransportError>((resume) => {
-        const onDrain = () => done(Effect.void)
-        const onClose = () => done(Effect.fail(closedError()))
-        const done = (effect: Effect.Effect<void, Transport.TransportError>) => {
-          writable.off("drain", onDrain).off("close", onClose)
-          resume(effect)
-        }
-        writable.on("drain", onDrain).on("close", onClose)
-        return Effect.sync(() => writable.off("drain", onDrain).off("close", onClose))
-      })
-    }),
-  end: Effect.sync(() => {
-    if (!writable.writableEnded) writable.end()
-  })
-})
 
 // -- the protocol: what our side serves (vscode calls it) and what it calls (vscode serves it) ------------------------
 
@@ -155,9 +117,15 @@ const setup = Effect.gen(function*() {
     })
   )
 
+  const transport = yield* NodeStdio.make({
+    stdin: toOurs,
+    stdout: toVscode,
+    stderr: new PassThrough(),
+    guardStdout: false
+  })
   const peer = yield* Peer.make({
     protocol: Ours,
-    transport: fromStreams(toOurs, toVscode),
+    transport,
     handlers: {
       "ours/echo": ({ text }) => Effect.succeed(text),
       "ours/fails": () => Effect.fail(new Nope({ code: 7, message: "nope", why: "because" })),
