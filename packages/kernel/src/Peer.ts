@@ -124,6 +124,11 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
   readonly outboundCapacity?: number | undefined
   /** How many abandoned ids are remembered to recognise late answers. Default 10,000. */
   readonly tombstoneCapacity?: number | undefined
+  /**
+   * A span (`rpc.serve <method>`) and log annotations (`rpc.method`, `rpc.id`) around every inbound request. Default
+   * true; turning it off roughly halves the CPU a pipelined call costs (bench/peer.ts).
+   */
+  readonly tracing?: boolean | undefined
   /** Put the pretty-printed cause of a handler defect in the -32603 answer's `data`. Default false. */
   readonly exposeDefects?: boolean | undefined
   readonly cancellation?: Cancellation | undefined

@@ -226,6 +226,34 @@ describe("Peer", () => {
       }))
   })
 
+  describe("tracing", () => {
+    for (const tracing of [true, false]) {
+      it.scoped(`tracing: ${tracing} ${tracing ? "wraps" : "does not wrap"} each request in an rpc.serve span`, () =>
+        Effect.gen(function*() {
+          const Span = Method.request("span", { params: Schema.Struct({}), result: Schema.String })
+          const pair = yield* TestTransport.makePair()
+          yield* Peer.make({
+            protocol: Protocol.make({ serves: [Span] }),
+            transport: pair.left,
+            tracing,
+            handlers: {
+              span: () =>
+                Effect.map(
+                  Effect.option(Effect.currentSpan),
+                  (span) => Option.match(span, { onNone: () => "none", onSome: (s) => s.name })
+                )
+            }
+          })
+          const client = yield* Peer.make({
+            protocol: Protocol.make({ calls: [Span] }),
+            transport: pair.right,
+            handlers: {}
+          })
+          assert.strictEqual(yield* client.call(Span, {}), tracing ? "rpc.serve span" : "none")
+        }))
+    }
+  })
+
   describe("timeouts", () => {
     it.scoped("a call fails with RequestTimeout exactly at its timeout, then a late answer is dropped", () =>
       Effect.gen(function*() {

@@ -92,6 +92,27 @@ const safely = <A>(
   }
 }
 
+interface CallCodecs {
+  readonly encodeParams: (u: unknown) => Either.Either<unknown, string>
+  readonly decodeResult: (u: unknown) => Either.Either<unknown, string>
+  readonly decodeError: ((u: unknown) => Either.Either<unknown, string>) | undefined
+}
+
+/** A method's call codecs, built once per method definition rather than on every call. */
+const callCodecs = new WeakMap<Method.AnyRequest, CallCodecs>()
+const codecsOf = (method: Method.AnyRequest): CallCodecs => {
+  let codecs = callCodecs.get(method)
+  if (codecs === undefined) {
+    codecs = {
+      encodeParams: safely(Schema.encodeUnknownEither(method.params)),
+      decodeResult: safely(Schema.decodeUnknownEither(method.result)),
+      decodeError: isNever(method.error) ? undefined : safely(Schema.decodeUnknownEither(method.error))
+    }
+    callCodecs.set(method, codecs)
+  }
+  return codecs
+}
+
 const isNever = (schema: Schema.Schema.AnyNoContext): boolean => SchemaAST.isNeverKeyword(schema.ast)
 
 /**
@@ -151,6 +172,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
   const flushTimeout = Duration.decode(options.flushTimeout ?? Duration.seconds(1))
   const cancellation = options.cancellation ?? lspCancellation
   const exposeDefects = options.exposeDefects ?? false
+  const tracing = options.tracing ?? true
   const gate = options.gate
 
   const serves = new Map<string, Serve>()
@@ -408,9 +430,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     })
 
   const call = (method: Method.AnyRequest, params: unknown, callOptions?: Peer.CallOptions) => {
-    const encodeParams = safely(Schema.encodeUnknownEither(method.params))
-    const decodeResult = safely(Schema.decodeUnknownEither(method.result))
-    const decodeError = isNever(method.error) ? undefined : safely(Schema.decodeUnknownEither(method.error))
+    const { decodeError, decodeResult, encodeParams } = codecsOf(method)
     return Effect.mapError(encodeParams(params), (issue) => RpcError.RpcError.invalidParams(issue)).pipe(
       Effect.flatMap((encoded) =>
         callUntyped(
@@ -453,6 +473,21 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     )
   }
 
+  // Per-request spans and log annotations cost about half of a pipelined call's CPU on these machines (bench/peer.ts),
+  // so they can be turned off; they are on by default.
+  const traced = (method: string, id: RequestId) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    tracing
+      ? effect.pipe(
+        Effect.annotateLogs({ "rpc.method": method, "rpc.id": id }),
+        // No stack trace: it would point here, never at the caller, and capturing it cost ~8 µs per request.
+        Effect.withSpan(`rpc.serve ${method}`, {
+          kind: "server",
+          attributes: { "rpc.id": id },
+          captureStackTrace: false
+        })
+      )
+      : effect
+
   const serveRequest = (request: Message.Request, serve: Serve): Effect.Effect<void, never, any> => {
     const id = request.id
     const context: Peer.HandlerContext = { id, method: request.method }
@@ -477,13 +512,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
         cancelledInbound.delete(id)
         wakeIdle()
       })),
-      Effect.annotateLogs({ "rpc.method": request.method, "rpc.id": id }),
-      // No stack trace: it would point here, never at the caller, and capturing it cost ~8 µs per request.
-      Effect.withSpan(`rpc.serve ${request.method}`, {
-        kind: "server",
-        attributes: { "rpc.id": id },
-        captureStackTrace: false
-      })
+      traced(request.method, id)
     )
   }
 
