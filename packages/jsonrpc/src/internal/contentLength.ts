@@ -30,7 +30,7 @@
  * length costs no memory and is not bound by `maxHeaderBytes`. The new header block starts at that `C`. Everything
  * from the first byte of the malformed block up to the `C` is added to `skippedBytes`: bytes count as soon as they are
  * known to be skipped, except a partial `Content-Length:` match at a line start, which counts once it fails; at
- * `end()` the trailing garbage counts too. So a stray `console.log("hello")` on stdout ("hello\n") before a frame is
+ * `end()` the trailing garbage counts too. So stray output such as a console log call ("hello\n") before a frame is
  * skipped exactly. Two limits follow from reading forward only: text without a trailing newline glues onto the next
  * header name and costs that frame, and a stray line that happens to be a well-formed header line ("X: y\r\n") is
  * not stray at all, it joins the next header block.
