@@ -222,12 +222,12 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
           const isHandshake = handshakeMessages.has(method)
           const state = lifecycle.unsafeState()
           // The side that initiates serves what the other side asks while the handshake runs.
-          if (!accepting && !Lifecycle.isShuttingDown(state) && !Lifecycle.isTerminal(state)) return undefined
+          if (!accepting && !Lifecycle.isShuttingDown(state)) return undefined
           return Lifecycle.inboundGate(state, method, isHandshake)
         },
         inboundNotification: (method) => {
           const state = lifecycle.unsafeState()
-          if (Lifecycle.isShuttingDown(state) || Lifecycle.isTerminal(state)) return false
+          if (Lifecycle.isShuttingDown(state)) return false
           return !accepting || state._tag === "Ready" || handshakeMessages.has(method)
         },
         outbound: () => lifecycle.outboundGate()

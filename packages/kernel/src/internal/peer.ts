@@ -231,8 +231,9 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     idleWaiters = []
     for (const waiter of waiters) Deferred.unsafeDone(waiter, Exit.void)
   }
-  // `unsafeSize` counts a waiting taker (the idle writer) as -1.
-  const isFlushed = () => !writing && Option.getOrElse(outbound.unsafeSize(), () => 0) <= 0
+  /** Frames waiting in the outbound queue (the writer takes without waiting, so this is never negative). */
+  const queued = () => Option.getOrElse(outbound.unsafeSize(), () => 0)
+  const isFlushed = () => !writing && queued() === 0
   const wakeFlushed = () => {
     if (flushWaiters.length === 0 || !isFlushed()) return
     const waiters = flushWaiters
@@ -261,7 +262,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     resume(Effect.void)
   }
   const writerIdle = Effect.async<void>((resume) => {
-    if (Option.getOrElse(outbound.unsafeSize(), () => 0) > 0) return resume(Effect.void)
+    if (queued() > 0) return resume(Effect.void)
     parkedWriter = resume
     return Effect.sync(() => {
       parkedWriter = undefined
@@ -346,6 +347,15 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     }
   })
 
+  /** The caller was interrupted while its call was pending: end the call and tell the other side. */
+  const cancelByCaller = (call: PendingCall): void => {
+    if (!call.live) return
+    call.live = false
+    call.resume = undefined
+    stats.cancelledByUs++
+    abandon(call)
+  }
+
   const awaitCall = (
     call: PendingCall
   ): Effect.Effect<unknown, RpcError.RpcError | PeerError.RequestTimeout | PeerError.Disconnect> =>
@@ -356,14 +366,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
         return resume(exit)
       }
       call.resume = resume
-      return Effect.sync(() => {
-        // The caller was interrupted while waiting.
-        if (!call.live) return
-        call.live = false
-        call.resume = undefined
-        stats.cancelledByUs++
-        abandon(call)
-      })
+      return Effect.sync(() => cancelByCaller(call))
     })
 
   const callUntyped = (
@@ -407,14 +410,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
           if (Option.isSome(offered)) call.enqueued = true
           return awaitCall(call)
         }),
-        Effect.onInterrupt(() =>
-          Effect.sync(() => {
-            if (!call.live) return
-            call.live = false
-            stats.cancelledByUs++
-            abandon(call)
-          })
-        )
+        Effect.onInterrupt(() => Effect.sync(() => cancelByCaller(call)))
       )
     })
 
