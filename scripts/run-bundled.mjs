@@ -5,6 +5,7 @@
 // stdout stays the protocol channel.
 import { build } from "esbuild"
 import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
 import { dirname, join, relative, resolve } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 
@@ -19,6 +20,19 @@ mkdirSync(cache, { recursive: true })
 // Keyed by the entry's path in the repository: two programs may both be called main.ts.
 const outfile = join(cache, `${relative(root, resolve(entry)).replace(/\.ts$/, "").replace(/[\\/]/g, "__")}.mjs`)
 const metafile = `${outfile}.inputs.json`
+
+// Packages with a native addon find their `.node` file next to their own sources (better-sqlite3, through
+// `bindings`), which a bundle moves away: they stay outside it, imported from where they are installed.
+const nativePackages = /^(better-sqlite3)$/
+const keepNative = {
+  name: "keep-native",
+  setup(build) {
+    build.onResolve({ filter: nativePackages }, (args) => ({
+      path: pathToFileURL(createRequire(join(args.resolveDir, "index.js")).resolve(args.path)).href,
+      external: true
+    }))
+  }
+}
 
 /** The bundle is reused while none of the files it was built from changed since. */
 const fresh = () => {
@@ -44,6 +58,7 @@ if (!fresh()) {
     outfile: scratch,
     metafile: true,
     logLevel: "error",
+    plugins: [keepNative],
     banner: {
       js:
         "import { createRequire as __lifelineRequire } from 'node:module'; const require = __lifelineRequire(import.meta.url);"

@@ -1,8 +1,11 @@
 import { Command } from "@effect/platform"
 import { assert, layer } from "@effect/vitest"
-import { Connection, Lifecycle, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
-import { NodeChildProcess } from "@lifeline/node"
-import { Effect, Exit, Schema, Scope } from "effect"
+import { Connection, Journal, Lifecycle, Method, Protocol, Recovery, ShutdownPolicy } from "@lifeline/kernel"
+import { NodeChildProcess, SqliteJournal } from "@lifeline/node"
+import { Effect, Exit, Option, Schedule, Schema, Scope } from "effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import { Client, Echo, Log, Pid, Shutdown, Sleep } from "./fixtures/protocol.js"
 import * as Fixtures from "./support/fixtures.js"
 import { awaitGone, eventually, isAlive } from "./support/processes.js"
@@ -259,6 +262,73 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
           })
         )
         assert.strictEqual(badDir.reason, "BadDirectory")
+      }))
+
+    it.scoped("with a journal: the child is InFlight in it while it runs, Completed with its exit after", () =>
+      Effect.gen(function*() {
+        const directory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-recorded-"))
+        yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(directory, { recursive: true, force: true })))
+        const journal = yield* SqliteJournal.makeFile({ filename: Path.join(directory, "journal.db") })
+        const processEntries = Effect.map(
+          journal.unfinished(),
+          (entries) => entries.filter((entry) => entry.kind === Recovery.processKind)
+        )
+
+        // stopped by the Scope: the stop sequence's shutdown step, then the end of its input
+        const scope = yield* Scope.make()
+        const { child, peer } = yield* NodeChildProcess.makePeer({
+          command: yield* Fixtures.command("server"),
+          protocol: Client,
+          handlers: {},
+          shutdown: (peer) => peer.call(Shutdown, {}),
+          journal
+        }).pipe(Scope.extend(scope))
+        assert.strictEqual(yield* peer.call(Pid, {}), child.pid)
+        const [running] = yield* processEntries
+        assert.strictEqual(running.status, "InFlight")
+        const info = running.payload as Recovery.ProcessInfo
+        assert.strictEqual(info.pid, child.pid)
+        assert.strictEqual(info.command[0], process.execPath)
+        assert.isBelow(Math.abs(info.startedAt - Date.now()), 10_000)
+        yield* Scope.close(scope, Exit.void)
+        const stopped = Option.getOrThrow(yield* journal.get(running.key))
+        assert.deepStrictEqual([stopped.status, stopped.result], ["Completed", { exitCode: 0, signal: null }])
+
+        // killed from outside while the Scope is still open: recorded when it exits
+        const killed = yield* NodeChildProcess.make({
+          command: Command.make(process.execPath, "-e", "setInterval(() => {}, 1000)"),
+          journal
+        })
+        const [alive] = yield* processEntries
+        assert.strictEqual((alive.payload as Recovery.ProcessInfo).pid, killed.pid)
+        yield* killed.kill("SIGKILL")
+        yield* killed.exit
+        // recorded by a watcher, a moment after the exit
+        const ended = yield* journal.get(alive.key).pipe(
+          Effect.map(Option.getOrThrow),
+          Effect.filterOrFail((entry) => entry.status !== "InFlight"),
+          Effect.retry({ schedule: Schedule.spaced("10 millis"), times: 200 })
+        )
+        assert.deepStrictEqual([ended.status, ended.result], ["Completed", { exitCode: null, signal: "SIGKILL" }])
+        assert.deepStrictEqual(yield* processEntries, [])
+        assert.deepStrictEqual(yield* journal.running, [])
+      }))
+
+    it.scoped("with a journal that cannot record, the spawn fails with SpawnError Unrecorded", () =>
+      Effect.gen(function*() {
+        const memory = yield* Journal.makeMemory
+        const journal: Journal.Journal.Service = {
+          ...memory,
+          begin: () => Effect.fail(new Journal.JournalError({ reason: "Storage", detail: "disk full" }))
+        }
+        const error = yield* Effect.flip(
+          NodeChildProcess.make({
+            command: Command.make(process.execPath, "-e", "setInterval(() => {}, 1000)"),
+            journal
+          })
+        )
+        assert.strictEqual(error.reason, "Unrecorded")
+        assert.match(error.detail, /disk full/)
       }))
 
     it.scoped("arguments, environment and working directory reach the child", () =>

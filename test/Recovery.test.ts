@@ -261,6 +261,37 @@ describe("Recovery with real processes", () => {
     )
 
     it.live(
+      "a child spawned by NodeChildProcess with a journal is recorded by it: after a SIGKILL of its host, reaped",
+      () =>
+        Effect.gen(function*() {
+          const filename = freshFile()
+          const host = yield* worker(filename, "spawned")
+          const pid = Number((yield* host.line("spawned ")).split(" ")[1])
+          yield* Effect.addFinalizer(() =>
+            Effect.sync(() => {
+              if (isAlive(pid)) process.kill(pid, "SIGKILL")
+            })
+          )
+          yield* crash(host)
+          assert.isTrue(isAlive(pid), "the orphan outlived its host")
+
+          const journal = yield* SqliteJournal.makeFile({ filename })
+          const [recorded] = yield* journal.unfinished()
+          assert.deepStrictEqual([recorded.kind, recorded.status], [Recovery.processKind, "InFlight"])
+          assert.strictEqual((recorded.payload as Recovery.ProcessInfo).pid, pid)
+          const report = yield* Recovery.run({ reap: SqliteJournal.reapProcess({ grace: "2 seconds" }) }).pipe(
+            Effect.provideService(Journal.Journal, journal)
+          )
+          assert.deepStrictEqual(report.reaped.map(({ entry, outcome }) => [entry.key, outcome]), [
+            [recorded.key, "Killed"]
+          ])
+          assert.isFalse(isAlive(pid))
+          assert.deepStrictEqual(yield* journal.unfinished(), [])
+        }).pipe(Effect.scoped),
+      processTimeout
+    )
+
+    it.live(
       "a pid that now names another process is left alone, and one that exited is Gone",
       () =>
         Effect.gen(function*() {

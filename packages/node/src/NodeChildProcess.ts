@@ -16,6 +16,7 @@
  */
 import type * as Command from "@effect/platform/Command"
 import * as Connection from "@lifeline/kernel/Connection"
+import type * as Journal from "@lifeline/kernel/Journal"
 import type * as Lifecycle from "@lifeline/kernel/Lifecycle"
 import type * as Method from "@lifeline/kernel/Method"
 import type * as Peer from "@lifeline/kernel/Peer"
@@ -33,15 +34,18 @@ import * as NodeSignals from "./NodeSignals.js"
 
 /**
  * The child could not be started: the program was not found or may not be run, the working directory does not exist,
- * or the `Command` is a pipeline (spawn one program; use a shell command line for a pipeline).
+ * or the `Command` is a pipeline (spawn one program; use a shell command line for a pipeline). `Unrecorded`: the child
+ * was to be recorded in a journal (`Options.journal`) and the journal failed, so it was killed at once, before
+ * anything talked to it; `cause` is the `JournalError`.
  *
  * @since 0.1.0
  * @category errors
  */
 export class SpawnError extends Schema.TaggedError<SpawnError>("@lifeline/node/SpawnError")("SpawnError", {
-  reason: Schema.Literal("NotFound", "PermissionDenied", "BadDirectory", "Unsupported", "Unknown"),
+  reason: Schema.Literal("NotFound", "PermissionDenied", "BadDirectory", "Unsupported", "Unrecorded", "Unknown"),
   command: Schema.String,
-  detail: Schema.String
+  detail: Schema.String,
+  cause: Schema.optional(Schema.Defect)
 }) {
   override get message(): string {
     return `cannot spawn ${this.command}: ${this.detail}`
@@ -137,6 +141,32 @@ export interface Options {
   readonly stop?: StopOptions | undefined
   /** The protocol's shutdown step (e.g. a `shutdown` request), run first when the child is stopped. */
   readonly shutdown?: Effect.Effect<unknown, unknown> | undefined
+  /**
+   * Records the child in this journal, so that a host that crashes leaves no orphan: right after the spawn, its pid,
+   * start time and command become an `InFlight` entry of kind `process` (`Recovery.recordProcess`, under the fiber's
+   * `Journal.Owner`), and its exit is recorded when it exits, on its own or killed by the stop sequence
+   * (`Recovery.processExited`). After a crash, the next start's `Recovery.run({ reap: SqliteJournal.reapProcess() })`
+   * finds the entries still `InFlight` and kills those children.
+   *
+   * If the spawn cannot be recorded, the child is killed at once and the spawn fails with `SpawnError` `Unrecorded`.
+   * If its exit cannot be recorded, a warning is logged and the entry stays `InFlight`: the next start finds the pid
+   * gone (or reused) and leaves it alone. A child that even SIGKILL did not end (`Unkillable`) stays `InFlight` too,
+   * for the next start to try again. Default: nothing is recorded.
+   *
+   * @example
+   * ```ts
+   * import { Command } from "@effect/platform"
+   * import { Effect, Layer } from "effect"
+   * import { Journal } from "@lifeline/kernel"
+   * import { NodeChildProcess, SqliteJournal } from "@lifeline/node"
+   *
+   * const TransportLive = Layer.unwrapEffect(
+   *   Effect.map(Journal.Journal, (journal) =>
+   *     NodeChildProcess.layer({ command: Command.make("my-language-server", "--stdio"), journal }))
+   * ).pipe(Layer.provide(SqliteJournal.layerConfig))
+   * ```
+   */
+  readonly journal?: Journal.Journal.Service | undefined
 }
 
 /**
@@ -169,8 +199,10 @@ export interface Child {
 const nameOf = (command: Command.Command): string =>
   command._tag === "StandardCommand" ? command.command.split(/[\\/]/).pop() ?? command.command : "pipeline"
 
-const commandLine = (command: Command.Command): string =>
-  command._tag === "StandardCommand" ? [command.command, ...command.args].join(" ") : "pipeline"
+const argv = (command: Command.Command): ReadonlyArray<string> =>
+  command._tag === "StandardCommand" ? [command.command, ...command.args] : ["pipeline"]
+
+const commandLine = (command: Command.Command): string => argv(command).join(" ")
 
 const makeInternal = (options: Options): Effect.Effect<internal.Internal, SpawnError, Scope.Scope> =>
   Effect.gen(function*() {
@@ -180,6 +212,19 @@ const makeInternal = (options: Options): Effect.Effect<internal.Internal, SpawnE
       internal.spawnHandle(options.command),
       (failure) => new SpawnError({ ...failure, command: commandLine(options.command) })
     )
+    if (options.journal !== undefined) {
+      // Before the stop finalizer that `internal.make` registers, so the exit is recorded after the stop has run.
+      yield* internal.record(handle, options.journal, argv(options.command)).pipe(
+        Effect.mapError((error) =>
+          new SpawnError({
+            reason: "Unrecorded",
+            command: commandLine(options.command),
+            detail: `the child could not be recorded in the journal, so it was killed: ${error.message}`,
+            cause: error
+          })
+        )
+      )
+    }
     return yield* internal.make(handle, {
       name: options.name ?? nameOf(options.command),
       stderrTailLines: options.stderrTailLines ?? 50,

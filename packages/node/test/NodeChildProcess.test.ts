@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Framing } from "@lifeline/jsonrpc"
-import { Method, Protocol } from "@lifeline/kernel"
+import { Journal, Method, Protocol, Recovery } from "@lifeline/kernel"
 import type { NodeChildProcess } from "@lifeline/node"
 import {
   Clock,
@@ -494,4 +494,77 @@ describe("stderr lines", () => {
       ])
     }).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, capture)))
   })
+})
+
+describe("NodeChildProcess recorded in a journal", () => {
+  const command = ["node", "worker.js"]
+
+  /** The unfinished process entries: the recorded children that have not exited. */
+  const processEntries = (journal: Journal.Journal.Service) =>
+    Effect.map(journal.unfinished(), (entries) => entries.filter((entry) => entry.kind === Recovery.processKind))
+
+  it.effect("the spawn is recorded InFlight at once; an exit on its own is recorded with its status", () =>
+    Effect.gen(function*() {
+      const journal = yield* Journal.makeMemory
+      const scope = yield* Scope.make()
+      const fake = yield* makeFake()
+      yield* internal.record(fake.handle, journal, command).pipe(Scope.extend(scope))
+      yield* internal.make(fake.handle, settings()).pipe(Scope.extend(scope))
+      const [entry] = yield* processEntries(journal)
+      assert.deepStrictEqual([entry.status, entry.payload], ["InFlight", { pid: 4242, startedAt: 0, command }])
+      assert.deepStrictEqual(yield* journal.running, [entry.key])
+      fake.exit({ exitCode: 3, signal: null })
+      yield* settle
+      const ended = Option.getOrThrow(yield* journal.get(entry.key))
+      assert.deepStrictEqual([ended.status, ended.result], ["Completed", { exitCode: 3, signal: null }])
+      yield* Scope.close(scope, Exit.void)
+      assert.deepStrictEqual(yield* journal.running, [])
+      assert.deepStrictEqual(yield* journal.unfinished(), [])
+    }))
+
+  it.effect("a child the stop sequence kills when the Scope closes is recorded with the signal", () =>
+    Effect.gen(function*() {
+      const journal = yield* Journal.makeMemory
+      const scope = yield* Scope.make()
+      const fake = yield* makeFake({ onEndOfInput: "ignore" })
+      yield* internal.record(fake.handle, journal, command).pipe(Scope.extend(scope))
+      yield* internal.make(fake.handle, settings()).pipe(Scope.extend(scope))
+      const [entry] = yield* processEntries(journal)
+      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+      yield* settle
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(closing)
+      const ended = Option.getOrThrow(yield* journal.get(entry.key))
+      assert.deepStrictEqual([ended.status, ended.result], ["Completed", { exitCode: null, signal: "SIGTERM" }])
+      assert.deepStrictEqual(yield* journal.running, [])
+    }))
+
+  it.effect("a child that survives SIGKILL stays InFlight for the next start's reaper", () =>
+    Effect.gen(function*() {
+      const journal = yield* Journal.makeMemory
+      const scope = yield* Scope.make()
+      const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: [] })
+      yield* internal.record(fake.handle, journal, command).pipe(Scope.extend(scope))
+      yield* internal.make(fake.handle, settings()).pipe(Scope.extend(scope))
+      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+      yield* settle
+      yield* TestClock.adjust("3 seconds")
+      yield* Fiber.join(closing)
+      const [entry] = yield* processEntries(journal)
+      assert.strictEqual(entry.status, "InFlight")
+      assert.deepStrictEqual(yield* journal.running, [], "not run by this process any more: a reaper may take it")
+    }))
+
+  it.scoped("a spawn the journal cannot record kills the child at once and fails", () =>
+    Effect.gen(function*() {
+      const memory = yield* Journal.makeMemory
+      const journal: Journal.Journal.Service = {
+        ...memory,
+        begin: () => Effect.fail(new Journal.JournalError({ reason: "Storage", detail: "disk full" }))
+      }
+      const fake = yield* makeFake()
+      const error = yield* Effect.flip(internal.record(fake.handle, journal, command))
+      assert.strictEqual(error.reason, "Storage")
+      assert.deepStrictEqual(signalsOf(fake.signals), ["SIGKILL@0"])
+    }))
 })

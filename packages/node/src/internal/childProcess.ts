@@ -5,9 +5,11 @@
  * @internal
  */
 import type * as Command from "@effect/platform/Command"
+import * as Journal from "@lifeline/kernel/Journal"
 import type * as Method from "@lifeline/kernel/Method"
 import * as Peer from "@lifeline/kernel/Peer"
 import * as PeerError from "@lifeline/kernel/PeerError"
+import * as Recovery from "@lifeline/kernel/Recovery"
 import * as Transport from "@lifeline/kernel/Transport"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
@@ -174,6 +176,44 @@ const signal = (child: ChildProcess.ChildProcess, sig: NodeJS.Signals): void => 
     // Already gone.
   }
 }
+
+/**
+ * Records the child in `journal` now, and its exit once: when it exits while the Scope is open (a watcher), or when
+ * the Scope closes. Called before `make`, so its finalizer runs after the stop sequence and sees how the child ended;
+ * a child still running then (`Unkillable`) stays `InFlight` for the next start's reaper. A failed spawn record kills
+ * the child at once: nothing talks to it yet, and an unrecorded child is what a crash must not leave.
+ *
+ * @internal
+ */
+export const record = (
+  handle: Handle,
+  journal: Journal.Journal.Service,
+  command: ReadonlyArray<string>
+): Effect.Effect<void, Journal.JournalError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const key = yield* Recovery.recordProcess({ pid: handle.pid, command }).pipe(
+      Effect.provideService(Journal.Journal, journal),
+      Effect.tapError(() => Effect.sync(() => handle.unsafeSignal("SIGKILL")))
+    )
+    const recordExit = yield* Effect.cached(
+      Effect.suspend(() => {
+        const status = handle.unsafeExitStatus()
+        // Not ended: leave it InFlight for a reaper, only forget that this process runs it.
+        if (status === undefined) return journal.release(key)
+        return Recovery.processExited(key, status).pipe(
+          Effect.provideService(Journal.Journal, journal),
+          Effect.catchAll((error) =>
+            Effect.logWarning(`could not record the exit of child process ${handle.pid}`, error).pipe(
+              Effect.zipRight(journal.release(key))
+            )
+          )
+        )
+      }).pipe(Effect.uninterruptible)
+    )
+    yield* Effect.addFinalizer(() => recordExit)
+    // Registered after the finalizer, so interrupted before it runs: whichever comes first records, once.
+    yield* Effect.forkScoped(Effect.zipRight(handle.exit, recordExit))
+  })
 
 const messageOf = (u: unknown): string => u instanceof Error ? u.message : String(u)
 
