@@ -3,7 +3,8 @@
  * platform Tags, and `@lifeline/node` knows nothing of Hermes, so the two meet here.
  *
  * - `runExtension`: runs an extension as the main program of its process (stdio transport, logs on stderr, files
- *   through Node's file system, SIGTERM/SIGINT run the shutdown checklist, exit code from the outcome).
+ *   through Node's file system, the host's pid watched, SIGTERM/SIGINT run the shutdown checklist, exit code from
+ *   the outcome).
  * - `SpawnerLive`: the host's `Spawner` as real child processes (`NodeChildProcess`), with their stderr kept.
  */
 // Deep imports: an extension starts within Hermes' 10 s initialize budget even on a busy machine when it loads only
@@ -12,6 +13,7 @@ import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
 import * as Command from "@effect/platform/Command"
 import * as Extension from "@lifeline/hermes/Extension"
+import * as HostMonitor from "@lifeline/hermes/HostMonitor"
 import * as Spawner from "@lifeline/hermes/Spawner"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
@@ -19,7 +21,18 @@ import * as NodeStdio from "@lifeline/node/NodeStdio"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 
-/** Runs `extension` on this process's stdin and stdout until the host shuts it down or goes away, then exits. */
+/**
+ * The host's pid from `initialize`, checked once a second: a host that was SIGKILLed while a grandchild holds our stdin
+ * open never ends that stdin, and the extension must not outlive it.
+ */
+export const HostMonitorLive: Layer.Layer<HostMonitor.HostMonitor> = HostMonitor.layer({
+  awaitExit: (pid) => NodeStdio.awaitHostExit(pid)
+})
+
+/**
+ * Runs `extension` on this process's stdin and stdout until the host shuts it down or goes away (its stdin ends, or
+ * the process named by `hostPid` exits), then exits.
+ */
 export const runExtension = <S, Res>(extension: Extension.Extension<S, Res, never>): void =>
   NodeSignals.runMain(
     Extension.run(extension).pipe(
@@ -28,7 +41,7 @@ export const runExtension = <S, Res>(extension: Extension.Extension<S, Res, neve
           Effect.annotateLogs({ reason: String(outcome.reason), failures: outcome.failures.join("; ") })
         )
       ),
-      Effect.provide(Layer.mergeAll(NodeStdio.layer(), NodeFileSystem.layer, NodePath.layer))
+      Effect.provide(Layer.mergeAll(NodeStdio.layer(), NodeFileSystem.layer, NodePath.layer, HostMonitorLive))
     )
   )
 

@@ -1,14 +1,20 @@
 /**
  * The headless Hermes host (examples/headless-host.ts) against real extension processes: the HL7 example extension
- * built with the SDK, and hand-written ones that misbehave. Every run is a real `hermes-host --json` process.
+ * built with the SDK, and hand-written ones that misbehave. Every run is a real `hermes-host --json` process. Then
+ * `ExtensionHost` in this process, over the Node wiring (`SpawnerLive`), against SDK extensions as real processes:
+ * notifications during requests, restarts after crashes, and an extension whose host dies without closing its stdin.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { ExtensionHost, Hl7, MessageStore, Windows } from "@lifeline/hermes"
+import type { Spawner } from "@lifeline/hermes"
+import { Deferred, Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
+import { SpawnerLive } from "../examples/hermes-node.js"
+import { eventually, isAlive } from "./support/processes.js"
 
 const root = Path.resolve(Path.dirname(Url.fileURLToPath(import.meta.url)), "..")
 const tsx = Path.join(root, "node_modules", ".bin", "tsx")
@@ -177,4 +183,246 @@ describe("Hermes: the headless host and real extension processes", () => {
       assert.include(methods(report), "editor/getMessage")
       assert.isTrue(report.shutdown.success)
     }), { timeout: 60_000 })
+})
+
+// -- ExtensionHost in this process, SDK extensions as real processes ------------------------------------------------
+
+/** The SDK extension of test/fixtures/hermes-probe.ts, run as a cached bundle (it starts in well under a second). */
+const probeArgv = [
+  Path.join(root, "scripts", "run-bundled.mjs"),
+  Path.join(root, "test", "fixtures", "hermes-probe.ts")
+]
+const probe: Spawner.Spec = { command: process.execPath, args: probeArgv }
+const hl7: Spawner.Spec = { command: Path.join(root, "examples", "hl7-extension", "bin", "hl7-extension") }
+const message = "MSH|^~\\&|LAB|HOSP|||20240101||ADT^A01|42|P|2.5\rPID|1||123^^^HOSP||DOE^JOHN||19800101|M"
+
+const field = (text: string, path: string) =>
+  Either.match(Hl7.parse(text), { onLeft: () => undefined, onRight: (m) => Hl7.get(m, path) })
+
+type Event = ExtensionHost.Event
+const ofTag = <T extends Event["_tag"]>(events: ReadonlyArray<Event>, tag: T) =>
+  events.filter((e): e is Extract<Event, { _tag: T }> => e._tag === tag)
+
+/** The host's lifecycle lines and the crash warnings these tests provoke are expected: only errors are printed. */
+const quiet = Logger.withMinimumLogLevel(LogLevel.Error)
+
+/** Waits until the status leaves `Ready` (a crash), then until it is `Ready` or `Failed` again. */
+const afterCrash = (extension: ExtensionHost.Extension) =>
+  Effect.gen(function*() {
+    yield* extension.awaitStatus((s) => s !== "Ready")
+    return yield* extension.awaitStatus((s) => s === "Ready" || s === "Failed")
+  }).pipe(Effect.timeoutFail({ duration: "15 seconds", onTimeout: () => "no restart within 15 s" }), Effect.orDie)
+
+/**
+ * `node <argv>` with pipes this test holds: Content-Length frames in on stdin, out on stdout (collected in
+ * `received`), stderr kept. Killed with the Scope if still running.
+ */
+const spawnFramed = (argv: ReadonlyArray<string>) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const child = ChildProcess.spawn(process.execPath, argv, { cwd: root, stdio: ["pipe", "pipe", "pipe"] })
+      const received: Array<any> = []
+      let buffer = Buffer.alloc(0)
+      child.stdout.on("data", (chunk: Buffer) => {
+        buffer = Buffer.concat([buffer, chunk])
+        for (;;) {
+          const end = buffer.indexOf("\r\n\r\n")
+          if (end < 0) return
+          const length = Number(/Content-Length: *(\d+)/i.exec(buffer.subarray(0, end).toString("ascii"))?.[1])
+          if (buffer.length < end + 4 + length) return
+          received.push(JSON.parse(buffer.subarray(end + 4, end + 4 + length).toString("utf8")))
+          buffer = buffer.subarray(end + 4 + length)
+        }
+      })
+      let stderr = ""
+      child.stderr.on("data", (chunk: Buffer) => {
+        stderr += chunk.toString("utf8")
+      })
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+        child.once("exit", (code, signal) => resolve({ code, signal }))
+      )
+      const send = (message: unknown) => {
+        const body = Buffer.from(JSON.stringify(message), "utf8")
+        child.stdin.write(Buffer.concat([Buffer.from(`Content-Length: ${body.length}\r\n\r\n`, "ascii"), body]))
+      }
+      return { child, received, stderr: () => stderr, exited, send }
+    }),
+    ({ child }) =>
+      Effect.sync(() => {
+        if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+      })
+  )
+
+describe("Hermes: ExtensionHost and SDK extensions as real processes", () => {
+  it.live(
+    "window/closed reaches the extension while it waits for editor/patchMessage (seed 002)",
+    () =>
+      Effect.gen(function*() {
+        const inner = yield* MessageStore.make(message)
+        const order: Array<string> = []
+        const patchPending = yield* Deferred.make<void>()
+        const closedHandled = yield* Deferred.make<void>()
+        // The host answers the first patch only once the extension has reacted to `window/closed` (its MSH-4 mark),
+        // and the window closes only once that patch is pending: `window/closed` travels between the request and its
+        // answer every time. An extension that read nothing but answers while it waits would never react.
+        const store: MessageStore.MessageStore.Service = {
+          ...inner,
+          patch: (patches) =>
+            patches[0]?.path === "MSH-4"
+              ? inner.patch(patches).pipe(
+                Effect.tap(() => order.push("window/closed handled")),
+                Effect.tap(() => Deferred.succeed(closedHandled, void 0))
+              )
+              : Effect.gen(function*() {
+                order.push("patch received")
+                yield* Deferred.succeed(patchPending, void 0)
+                yield* Deferred.await(closedHandled).pipe(Effect.timeoutOption("4 seconds"))
+                const applied = yield* inner.patch(patches)
+                order.push("patch answered")
+                return applied
+              })
+        }
+        const windows: Windows.Windows.Service = {
+          present: () => Effect.as(Deferred.await(patchPending), { skipped: "closed while a patch is pending" })
+        }
+        const extension = yield* ExtensionHost.start(probe, { dataDir: tempDir(), hostPid: process.pid }).pipe(
+          Effect.provideService(MessageStore.MessageStore, store),
+          Effect.provideService(Windows.Windows, windows)
+        )
+        assert.strictEqual(yield* extension.status, "Ready")
+        yield* extension.execute("probe.patchWhileWindowCloses")
+        yield* Deferred.await(closedHandled).pipe(Effect.timeout("8 seconds"))
+        yield* extension.awaitQuiet("200 millis")
+        const summary = yield* extension.shutdown("closing")
+        assert.isTrue(Option.isSome(summary) && summary.value.success)
+
+        assert.deepStrictEqual(order, ["patch received", "window/closed handled", "patch answered"])
+        const history = yield* extension.history
+        const closedAt = history.findIndex((e) => e._tag === "WindowClosed")
+        const patches = history.flatMap((e, i) =>
+          e._tag === "RequestServed" && e.method === "editor/patchMessage" ? [{ i, ok: e.ok }] : []
+        )
+        // Sent by the host before the answer to the pending patch, which is served last.
+        assert.deepStrictEqual(patches.map((p) => p.ok), [true, true])
+        assert.isAbove(closedAt, -1)
+        assert.isBelow(closedAt, patches[1].i)
+        // Both edits were applied: the pending patch was not lost or confused with the notification.
+        const after = yield* inner.current
+        assert.strictEqual(field(after, "PID-5.1"), "PATCHED")
+        assert.strictEqual(field(after, "MSH-4"), "WINDOW-CLOSED")
+        // The extension's own log: the window closed before its patch call returned.
+        const stderr = ofTag(history, "Exited")[0].stderrTail.join("\n")
+        const closedLine = stderr.indexOf("window window-1 closed")
+        assert.isAbove(closedLine, -1, stderr)
+        assert.isBelow(closedLine, stderr.indexOf("patch answered: 1 applied"), stderr)
+      }).pipe(Effect.scoped, Effect.provide(SpawnerLive), quiet),
+    { timeout: 30_000 }
+  )
+
+  it.live(
+    "a crashed extension is restarted within the budget; one crash more leaves it Failed, the host healthy",
+    () =>
+      Effect.gen(function*() {
+        const store = yield* MessageStore.make(message)
+        const dataDir = tempDir()
+        const extension = yield* ExtensionHost.start(probe, {
+          dataDir,
+          hostPid: process.pid,
+          restart: { maxRestarts: 1, within: "1 minute" }
+        }).pipe(Effect.provideService(MessageStore.MessageStore, store))
+        assert.strictEqual(yield* extension.status, "Ready")
+        const firstPid = ofTag(yield* extension.history, "Spawned")[0].pid!
+
+        // 1. A crash of its own (exit code 1 in the middle of a command): restarted, a new process, commands work.
+        yield* extension.execute("probe.crash")
+        assert.strictEqual(yield* afterCrash(extension), "Ready")
+        let history = yield* extension.history
+        assert.deepStrictEqual(
+          ofTag(history, "Exited").map((e) => ({ generation: e.generation, status: e.status, expected: e.expected })),
+          [{ generation: 1, status: { code: 1, signal: null }, expected: false }]
+        )
+        assert.deepStrictEqual(ofTag(history, "Restarting").map((e) => [e.restart, e.maxRestarts]), [[1, 1]])
+        assert.deepStrictEqual(ofTag(history, "Initializing").map((e) => e.generation), [1, 2])
+        assert.deepStrictEqual(ofTag(history, "Ready").map((e) => e.generation), [1, 2])
+        const secondPid = ofTag(history, "Spawned")[1].pid!
+        assert.notStrictEqual(secondPid, firstPid)
+        assert.isFalse(isAlive(firstPid))
+        yield* extension.execute("probe.sign")
+        yield* eventually(
+          () => field(Effect.runSync(store.current), "MSH-3") === `PROBE-${secondPid}`,
+          "the restarted extension signed the message"
+        )
+
+        // 2. Killed from outside (SIGKILL): the budget is spent, so it stays Failed.
+        process.kill(secondPid, "SIGKILL")
+        assert.strictEqual(yield* afterCrash(extension), "Failed")
+        history = yield* extension.history
+        assert.deepStrictEqual(ofTag(history, "Exited")[1].status, { code: null, signal: "SIGKILL" })
+        assert.include(ofTag(history, "Failed")[0].reason, "restart budget (1) is exhausted")
+        assert.lengthOf(ofTag(history, "Spawned"), 2)
+        const refused = yield* Effect.flip(extension.execute("probe.sign"))
+        assert.strictEqual(refused.reason, "NotReady")
+        assert.isTrue(Option.isNone(yield* extension.shutdown("closing")))
+        assert.strictEqual(yield* extension.status, "Failed")
+
+        // 3. The host is unharmed: it serves another extension, which shuts down cleanly.
+        const other = yield* ExtensionHost.start(hl7, { dataDir, hostPid: process.pid }).pipe(
+          Effect.provideService(MessageStore.MessageStore, store)
+        )
+        assert.strictEqual(yield* other.status, "Ready")
+        yield* other.execute("hl7.anonymise")
+        yield* eventually(
+          () => field(Effect.runSync(store.current), "PID-5.1") === "ANONYMOUS",
+          "the other extension anonymised the message"
+        )
+        yield* other.awaitQuiet("200 millis")
+        const summary = yield* other.shutdown("closing")
+        assert.isTrue(Option.isSome(summary) && summary.value.success && !summary.value.killed)
+        assert.strictEqual(yield* extension.status, "Failed")
+      }).pipe(Effect.scoped, Effect.provide(Layer.merge(SpawnerLive, Windows.layerRecordOnly)), quiet),
+    {
+      timeout: 60_000
+    }
+  )
+
+  it.live(
+    "an extension whose host exits without closing its stdin notices by the pid, persists its state, exits",
+    () =>
+      Effect.gen(function*() {
+        const dataDir = tempDir()
+        // The "host" is a throwaway process; this test holds the extension's stdin open, as an orphaned grandchild
+        // that inherited the pipe would.
+        const host = yield* Effect.acquireRelease(
+          Effect.sync(() => ChildProcess.spawn("sleep", ["60"], { stdio: "ignore" })),
+          (child) => Effect.sync(() => child.kill("SIGKILL"))
+        )
+        const extension = yield* spawnFramed(probeArgv)
+        extension.send({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "initialize",
+          params: { hermesVersion: "test", protocolVersion: "1.0", dataDir, hostPid: host.pid! }
+        })
+        yield* eventually(() => extension.received.some((m) => m.id === 1), "the answer to initialize")
+        assert.strictEqual(extension.received[0].result.name, "probe")
+        extension.send({ jsonrpc: "2.0", method: "initialized" })
+        extension.send({ jsonrpc: "2.0", method: "command/execute", params: { command: "probe.count" } })
+        yield* eventually(() => extension.stderr().includes("counted: 1"), "the command ran")
+        assert.isNull(extension.child.exitCode, "alive while its host is")
+
+        const killedAt = performance.now()
+        host.kill("SIGKILL")
+        const exit = yield* Effect.promise(() => extension.exited)
+        const elapsed = performance.now() - killedAt
+        assert.deepStrictEqual(exit, { code: 0, signal: null }, extension.stderr())
+        // NodeStdio.awaitHostExit looks once a second; the checklist takes milliseconds.
+        assert.isBelow(elapsed, 4000)
+        assert.include(extension.stderr(), `the host (pid ${host.pid}) exited without closing the connection`)
+        assert.include(extension.stderr(), "ended: HostExited")
+        const stateFile = Path.join(dataDir, "extensions", "probe", "state.json")
+        assert.deepStrictEqual(JSON.parse(Fs.readFileSync(stateFile, "utf8")), { runs: 1 })
+        assert.deepStrictEqual(Fs.readdirSync(Path.dirname(stateFile)), ["state.json"])
+      }).pipe(Effect.scoped),
+    { timeout: 30_000 }
+  )
 })

@@ -106,6 +106,8 @@ export interface Extension<S, Res, R> {
  * - `Shutdown`: the host asked (`reason` is the host's), and `failures` lists what the cleanup could not do (empty
  *   when the answer was `{ success: true }`).
  * - `EndOfInput`: the host closed the connection (it exited or crashed) without `shutdown`; the same checklist ran.
+ * - `HostExited`: the `HostMonitor` reported that the host process named in `initialize` (`hostPid`) is gone while
+ *   the connection was still open (someone else holds the pipe); the same checklist ran.
  * - `Interrupted`: the run was interrupted (SIGTERM, SIGINT): the checklist ran as a finalizer.
  * - `Failed`: the connection failed (broken framing, a handshake error) and the checklist ran.
  *
@@ -113,7 +115,7 @@ export interface Extension<S, Res, R> {
  * @category models
  */
 export interface Outcome {
-  readonly _tag: "Shutdown" | "EndOfInput" | "Interrupted" | "Failed"
+  readonly _tag: "Shutdown" | "EndOfInput" | "HostExited" | "Interrupted" | "Failed"
   readonly reason: HermesProtocol.ShutdownReason | undefined
   readonly failures: ReadonlyArray<string>
   /** Commands cancelled by the shutdown (after the drain, if any). */
@@ -164,6 +166,9 @@ export const make = <S = void, Res = void, R = never>(
  * Runs an extension over the `Transport` in the context (NodeStdio for a real extension) until the host shuts it
  * down or goes away, then does the shutdown checklist. State goes through the `FileSystem` and `Path` services. It
  * ends by itself; interrupting it (a signal) runs the same checklist.
+ *
+ * "Goes away" is the end of its input, or, when the context has a `HostMonitor` and `initialize` carries a `hostPid`
+ * other than 0, the exit of that process even though the input stays open (outcome `HostExited`).
  *
  * @example
  * ```ts

@@ -176,7 +176,10 @@ export interface Options {
   readonly hermesVersion?: string | undefined
   /** Hermes' data directory, sent in `initialize` and set as `HERMES_DATA_DIR` for the process. */
   readonly dataDir: string
-  /** Sent in `initialize` as `hostPid`. Default 0 (unknown). */
+  /**
+   * Sent in `initialize` as `hostPid`: an extension with a `HostMonitor` shuts down when this process is gone, even if
+   * its stdin stays open. Pass the host's own pid (`process.pid` in Node). Default 0 (unknown: nothing is watched).
+   */
   readonly hostPid?: number | undefined
   /** Default 10 seconds (seed 002). */
   readonly initializeTimeout?: Duration.DurationInput | undefined

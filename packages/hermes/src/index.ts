@@ -48,6 +48,16 @@ export * as HermesProtocol from "./HermesProtocol.js"
 export * as Hl7 from "./Hl7.js"
 
 /**
+ * How an extension learns that its host process is gone when nobody tells it: `initialize` carries the host's pid,
+ * and a host that dies while something else holds the extension's stdin open (a grandchild that inherited the pipe)
+ * never ends that stdin. The SDK races `awaitExit(hostPid)` against its work and runs the shutdown checklist when it
+ * wins. Without this service nothing is watched; the Node wiring provides one over `NodeStdio.awaitHostExit`.
+ *
+ * @since 0.1.0
+ */
+export * as HostMonitor from "./HostMonitor.js"
+
+/**
  * The message Hermes is editing, held by the host and served to extensions through `editor/*`: read it raw or as
  * JSON, patch fields by HL7 path (all patches or none), or replace it. Every change is published.
  *

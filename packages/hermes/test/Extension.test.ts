@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Editor, Extension, HermesProtocol, MessageStore } from "@lifeline/hermes"
+import { Editor, Extension, HermesProtocol, HostMonitor, MessageStore } from "@lifeline/hermes"
 import { RpcError } from "@lifeline/jsonrpc"
 import { Peer, ShutdownPolicy, TestTransport, Transport } from "@lifeline/kernel"
 import type { Duration } from "effect"
@@ -66,14 +66,22 @@ const counter = (
     }
   })
 
-/** Runs `extension` on one end of a pair, and a host peer serving `editor/*` from a store on the other. */
-const harness = <S, Res>(extension: Extension.Extension<S, Res, never>, fs: MemoryFs = makeMemoryFs()) =>
+/**
+ * Runs `extension` on one end of a pair, and a host peer serving `editor/*` from a store on the other. `hostPid` is
+ * what `initialize` says (default 1); `monitor`, when given, is provided to the extension as its `HostMonitor`.
+ */
+const harness = <S, Res>(
+  extension: Extension.Extension<S, Res, never>,
+  fs: MemoryFs = makeMemoryFs(),
+  options: { readonly hostPid?: number; readonly monitor?: HostMonitor.HostMonitor.Service } = {}
+) =>
   Effect.gen(function*() {
     const pair = yield* TestTransport.makePair()
     const store = yield* MessageStore.make(sample)
     const fiber = yield* Extension.run(extension).pipe(
       Effect.provideService(Transport.Transport, pair.right),
       Effect.provide(fs.layer),
+      options.monitor === undefined ? (self) => self : Effect.provide(HostMonitor.layer(options.monitor)),
       Effect.fork
     )
     const host = yield* Peer.make({
@@ -96,7 +104,7 @@ const harness = <S, Res>(extension: Extension.Extension<S, Res, never>, fs: Memo
       hermesVersion: "test",
       protocolVersion: HermesProtocol.PROTOCOL_VERSION,
       dataDir,
-      hostPid: 1
+      hostPid: options.hostPid ?? 1
     })
     return { pair, store, fiber, host, fs, initialize }
   })
@@ -187,6 +195,8 @@ describe("Extension", () => {
       yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.slow" })
       yield* Deferred.await(probe.started)
       const answer = yield* Effect.fork(host.call(HermesProtocol.Shutdown, { reason: "disabled" }))
+      // Let the forked call put `shutdown` on the wire first: a command sent before it is rightly accepted.
+      yield* Effect.yieldNow()
       // New work is refused while draining.
       yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.slow" })
       yield* TestClock.adjust("1999 millis")
@@ -290,6 +300,50 @@ describe("Extension", () => {
       assert.strictEqual(outcome.cancelled, 1)
       assert.deepStrictEqual(yield* Ref.get(probe.released), ["server"])
       assert.deepStrictEqual(JSON.parse(fs.files.get(stateFile)!), { runs: 0 })
+    }))
+
+  it.scoped("the host's exit, reported by the HostMonitor while stdin stays open, runs the same checklist", () =>
+    Effect.gen(function*() {
+      const probe = yield* makeProbe
+      const watched = yield* Ref.make<Array<number>>([])
+      // The host "dies" one second (TestClock) after the watch starts, while counter.slow still has a second to go.
+      const monitor: HostMonitor.HostMonitor.Service = {
+        awaitExit: (pid) => Effect.zipRight(Ref.update(watched, (w) => [...w, pid]), Effect.sleep("1 second"))
+      }
+      const { fiber, fs, host, initialize, store } = yield* harness(counter(probe), makeMemoryFs(), {
+        hostPid: 4242,
+        monitor
+      })
+      yield* initialize
+      assert.deepStrictEqual(yield* Ref.get(watched), [4242])
+      yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.mark" })
+      yield* eventually(Effect.map(store.current, (m) => m.includes("RUN1")), "the command ran")
+      yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.slow" })
+      yield* Deferred.await(probe.started)
+      yield* TestClock.adjust("500 millis")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)), "the host is still there")
+      // Nobody closes the transport: only the monitor can end the run.
+      yield* TestClock.adjust("500 millis")
+      const outcome = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(outcome, { _tag: "HostExited", reason: undefined, failures: [], cancelled: 1 })
+      assert.deepStrictEqual(yield* Ref.get(probe.released), ["server"])
+      assert.deepStrictEqual(JSON.parse(fs.files.get(stateFile)!), { runs: 1 })
+    }))
+
+  it.scoped("hostPid 0 means the host is unknown: the HostMonitor is never asked", () =>
+    Effect.gen(function*() {
+      const probe = yield* makeProbe
+      const watched = yield* Ref.make<Array<number>>([])
+      const monitor: HostMonitor.HostMonitor.Service = {
+        awaitExit: (pid) => Effect.zipRight(Ref.update(watched, (w) => [...w, pid]), Effect.void)
+      }
+      const { fiber, host, initialize } = yield* harness(counter(probe), makeMemoryFs(), { hostPid: 0, monitor })
+      yield* initialize
+      yield* TestClock.adjust("1 minute")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)))
+      assert.deepStrictEqual(yield* Ref.get(watched), [])
+      yield* host.call(HermesProtocol.Shutdown, { reason: "closing" })
+      assert.strictEqual((yield* Fiber.join(fiber))._tag, "Shutdown")
     }))
 
   it.scoped("interruption (a signal) runs the checklist as a finalizer", () =>

@@ -27,6 +27,7 @@ import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Editor from "../Editor.js"
 import type * as Extension from "../Extension.js"
 import * as HermesProtocol from "../HermesProtocol.js"
+import * as HostMonitor from "../HostMonitor.js"
 import * as StateFile from "./stateFile.js"
 
 type ExtensionPeer = Peer.Peer<
@@ -105,6 +106,8 @@ export const run = <S, Res, R>(
     const path = yield* Path.Path
     const context = (yield* Effect.context<never>()) as Context.Context<Exclude<R, Editor.Editor | Scope.Scope>>
     const policy = yield* resolvePolicy(options.policy)
+    const monitor = yield* Effect.serviceOption(HostMonitor.HostMonitor)
+    const runScope = yield* Effect.scope
     const budget = Duration.decode(options.shutdownBudget ?? Duration.seconds(4))
 
     const commands = yield* FiberSet.make<void, never>()
@@ -119,6 +122,21 @@ export const run = <S, Res, R>(
     const closedEarly = new Set<string>()
     const peerReady = yield* Deferred.make<ExtensionPeer>()
     const shutdownRequested = yield* Deferred.make<HermesProtocol.ShutdownReason | undefined>()
+    // Completed with the host's pid when the monitor reports that the host exited without closing our stdin.
+    const hostExited = yield* Deferred.make<number>()
+    let watchingHost = false
+
+    /** Watches the host named in `initialize`, once, for as long as the run lasts. 0 means unknown: no watch. */
+    const watchHost = (hostPid: number) =>
+      Effect.suspend(() => {
+        if (watchingHost || hostPid <= 0 || Option.isNone(monitor)) return Effect.void
+        watchingHost = true
+        return monitor.value.awaitExit(hostPid).pipe(
+          Effect.zipRight(Deferred.succeed(hostExited, hostPid)),
+          Effect.forkIn(runScope),
+          Effect.asVoid
+        )
+      })
 
     const withPeer = <A, E>(f: (peer: ExtensionPeer) => Effect.Effect<A, E>) =>
       Effect.flatMap(Deferred.await(peerReady), f)
@@ -246,6 +264,7 @@ export const run = <S, Res, R>(
       initialize: (params) =>
         Effect.gen(function*() {
           yield* Effect.logInfo(`initialize from Hermes ${params.hermesVersion} (pid ${params.hostPid})`)
+          yield* watchHost(params.hostPid)
           const dataDir = yield* resolveDataDir(path, params.dataDir)
           if (options.state !== undefined) {
             const file = StateFile.fileOf(path, dataDir, name)
@@ -316,20 +335,26 @@ export const run = <S, Res, R>(
     // reachable, and the connection is torn down after.
     yield* Effect.addFinalizer(() => Effect.asVoid(checklist))
 
-    const ending = yield* Effect.raceFirst(
+    const ending = yield* Effect.raceAll([
       Effect.map(Deferred.await(shutdownRequested), (reason) => ({ _tag: "Shutdown" as const, reason })),
       Effect.map(connection.peer.closed, (why) => ({
         _tag: why._tag === "PeerClosed" && why.reason === "TransportClosed" ? "EndOfInput" as const : "Failed" as const,
         reason: undefined
-      }))
-    )
+      })),
+      Effect.map(Deferred.await(hostExited), () => ({ _tag: "HostExited" as const, reason: undefined }))
+    ])
     if (ending._tag === "Shutdown") {
       // The answer is queued once the handler has finished; `stop` then writes it before it ends the transport.
       yield* Effect.timeoutOption(connection.peer.awaitIdle, Duration.seconds(1))
+    } else if (ending._tag === "HostExited") {
+      const hostPid = yield* Deferred.await(hostExited)
+      yield* Effect.logWarning(`the host (pid ${hostPid}) exited without closing the connection: shutting down`)
     } else {
       yield* Effect.logInfo(ending._tag === "EndOfInput" ? "the host closed the connection" : "the connection failed")
     }
-    yield* connection.stop(ending._tag === "Shutdown" ? "RemoteShutdown" : "TransportClosed")
+    yield* connection.stop(
+      ending._tag === "Shutdown" ? "RemoteShutdown" : ending._tag === "HostExited" ? "Stop" : "TransportClosed"
+    )
     const result = yield* checklist
     return { _tag: ending._tag, reason: ending.reason, failures: result.failures, cancelled: result.cancelled }
   }).pipe(
