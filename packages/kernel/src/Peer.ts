@@ -125,10 +125,13 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
   /** How many abandoned ids are remembered to recognise late answers. Default 10,000. */
   readonly tombstoneCapacity?: number | undefined
   /**
-   * A span (`rpc.serve <method>`) and log annotations (`rpc.method`, `rpc.id`) around every inbound request. Default
-   * true; turning it off roughly halves the CPU a pipelined call costs (bench/peer.ts).
+   * Log annotations (`rpc.method`, `rpc.id`) and a span (`rpc.serve <method>`) around every inbound request.
+   * - `"auto"` (the default): annotations always; the span only when a `Tracer` other than Effect's built-in one is
+   *   installed (an exporter such as `@effect/opentelemetry`), because nothing can see the built-in tracer's spans and
+   *   they cost about a third of a pipelined call's CPU (bench/peer.ts).
+   * - `true`: both, always. `false`: neither.
    */
-  readonly tracing?: boolean | undefined
+  readonly tracing?: boolean | "auto" | undefined
   /** Put the pretty-printed cause of a handler defect in the -32603 answer's `data`. Default false. */
   readonly exposeDefects?: boolean | undefined
   readonly cancellation?: Cancellation | undefined

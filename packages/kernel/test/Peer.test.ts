@@ -1,7 +1,22 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ErrorCode, RpcError } from "@lifeline/jsonrpc"
 import { Method, Peer, PeerError, Protocol, TestTransport } from "@lifeline/kernel"
-import { Deferred, Duration, Effect, Exit, FastCheck as fc, Fiber, Option, Ref, Schema, Scope, TestClock } from "effect"
+import {
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  FastCheck as fc,
+  Fiber,
+  FiberRef,
+  HashMap,
+  Option,
+  Ref,
+  Schema,
+  Scope,
+  TestClock,
+  Tracer
+} from "effect"
 import { eventually, makeRaw } from "./utils.js"
 
 class Nope
@@ -227,30 +242,58 @@ describe("Peer", () => {
   })
 
   describe("tracing", () => {
-    for (const tracing of [true, false]) {
-      it.scoped(`tracing: ${tracing} ${tracing ? "wraps" : "does not wrap"} each request in an rpc.serve span`, () =>
-        Effect.gen(function*() {
-          const Span = Method.request("span", { params: Schema.Struct({}), result: Schema.String })
-          const pair = yield* TestTransport.makePair()
-          yield* Peer.make({
-            protocol: Protocol.make({ serves: [Span] }),
-            transport: pair.left,
-            tracing,
-            handlers: {
-              span: () =>
-                Effect.map(
-                  Effect.option(Effect.currentSpan),
-                  (span) => Option.match(span, { onNone: () => "none", onSome: (s) => s.name })
-                )
-            }
+    // A tracer that is not Effect's built-in one, as an exporter would install.
+    const exporter = Effect.map(
+      Effect.tracer,
+      (builtIn) => Tracer.make({ span: builtIn.span, context: builtIn.context })
+    )
+    const cases = [
+      { tracing: true, exporter: false, span: true, annotated: true },
+      { tracing: false, exporter: true, span: false, annotated: false },
+      { tracing: "auto", exporter: false, span: false, annotated: true },
+      { tracing: "auto", exporter: true, span: true, annotated: true }
+    ] as const
+    for (const c of cases) {
+      it.scoped(
+        `tracing: ${c.tracing}${c.exporter ? " with an exporter" : ""}: ${c.span ? "a" : "no"} span, ${
+          c.annotated ? "with" : "without"
+        } log annotations`,
+        () =>
+          Effect.gen(function*() {
+            const Probe = Method.request("probe", {
+              params: Schema.Struct({}),
+              result: Schema.Struct({ span: Schema.String, method: Schema.optional(Schema.String) })
+            })
+            const pair = yield* TestTransport.makePair()
+            const server = Peer.make({
+              protocol: Protocol.make({ serves: [Probe] }),
+              transport: pair.left,
+              tracing: c.tracing,
+              handlers: {
+                probe: () =>
+                  Effect.gen(function*() {
+                    const span = yield* Effect.option(Effect.currentSpan)
+                    const annotations = yield* FiberRef.get(FiberRef.currentLogAnnotations)
+                    const method = HashMap.get(annotations, "rpc.method")
+                    return {
+                      span: Option.match(span, { onNone: () => "none", onSome: (s) => s.name }),
+                      ...(Option.isSome(method) ? { method: String(method.value) } : {})
+                    }
+                  })
+              }
+            })
+            yield* c.exporter ? Effect.withTracer(server, yield* exporter) : server
+            const client = yield* Peer.make({
+              protocol: Protocol.make({ calls: [Probe] }),
+              transport: pair.right,
+              handlers: {}
+            })
+            assert.deepStrictEqual(yield* client.call(Probe, {}), {
+              span: c.span ? "rpc.serve probe" : "none",
+              ...(c.annotated ? { method: "probe" } : {})
+            })
           })
-          const client = yield* Peer.make({
-            protocol: Protocol.make({ calls: [Span] }),
-            transport: pair.right,
-            handlers: {}
-          })
-          assert.strictEqual(yield* client.call(Span, {}), tracing ? "rpc.serve span" : "none")
-        }))
+      )
     }
   })
 

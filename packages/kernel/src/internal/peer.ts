@@ -16,12 +16,12 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
-import * as FiberMap from "effect/FiberMap"
-import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
 import * as Queue from "effect/Queue"
+import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import * as SchemaAST from "effect/SchemaAST"
 import type * as Scope from "effect/Scope"
@@ -35,14 +35,18 @@ import { Tombstones } from "./tombstones.js"
 
 type RequestId = Message.RequestId
 
-type CallExit = Exit.Exit<unknown, RpcError.RpcError | PeerError.RequestTimeout | PeerError.Disconnect>
+type CallExit = Exit.Exit<unknown, unknown>
 
 interface PendingCall extends Deadline {
   readonly id: RequestId
   readonly method: string
   readonly timeoutMillis: number
+  /** A typed call's codecs: its answer is decoded before its caller wakes, so the caller resumes with the result. */
+  readonly codecs: CallCodecs | undefined
   /** Set once the frame is in the outbound queue: a call abandoned before that needs no `$/cancelRequest`. */
   enqueued: boolean
+  /** Cleared once the call has ended. */
+  live: boolean
   /** The caller's resume callback, once it waits; an outcome that comes before that is kept in `exit`. */
   resume: ((exit: CallExit) => void) | undefined
   exit: CallExit | undefined
@@ -53,17 +57,46 @@ const complete = (call: PendingCall, exit: CallExit): void => {
   if (!call.live) return
   call.live = false
   const resume = call.resume
-  // The entry stays in the deadline heap until its deadline passes: without the caller's callback it no longer keeps
-  // the caller's fiber (and all that fiber holds) alive that long.
   call.resume = undefined
   if (resume === undefined) call.exit = exit
   else resume(exit)
 }
 
-/** How an inbound request is served: params in, encoded result out, every failure already an `RpcError`. */
-type Serve = (params: unknown, context: Peer.HandlerContext) => Effect.Effect<unknown, RpcError.RpcError, any>
+/** An answer as the caller sees it: decoded with the method's Schemas when the call is typed. */
+const answerExit = (call: PendingCall, response: Message.Response): CallExit => {
+  const codecs = call.codecs
+  if ("result" in response) {
+    if (codecs === undefined) return Exit.succeed(response.result)
+    const decoded = codecs.decodeResult(response.result)
+    return Either.isRight(decoded) ? Exit.succeed(decoded.right) : Exit.fail(
+      RpcError.RpcError.internalError(`${call.method}: the result does not match its Schema: ${decoded.left}`)
+    )
+  }
+  const error = RpcError.fromWire(response.error)
+  if (codecs?.decodeError === undefined) return Exit.fail(error)
+  const typed = codecs.decodeError(error.data)
+  return Exit.fail(Either.isRight(typed) ? typed.right : error)
+}
 
-type Notify = (params: unknown) => Effect.Effect<void, never, any>
+/**
+ * How an inbound request is served. The codecs are plain functions rather than steps of an Effect: a request whose
+ * params do not decode is answered without a fiber, and a served one costs the fewest runtime steps.
+ */
+interface Serve {
+  readonly decode: (params: unknown) => Either.Either<unknown, string>
+  readonly handle: (params: unknown, context: Peer.HandlerContext) => Effect.Effect<unknown, unknown, any>
+  readonly encode: (result: unknown) => Either.Either<unknown, string>
+  /** A handler's typed failure as the error to answer with. */
+  readonly toError: (error: unknown) => RpcError.RpcError
+}
+
+interface Notify {
+  readonly decode: (params: unknown) => Either.Either<unknown, string>
+  readonly handle: (params: unknown) => Effect.Effect<void, unknown, any>
+}
+
+/** Effect's built-in tracer: its spans go nowhere, so `tracing: "auto"` makes none while it is the one installed. */
+const builtInTracer = Effect.runSync(Effect.tracer)
 
 const lspCancellation: Peer.Cancellation = {
   method: "$/cancelRequest",
@@ -113,6 +146,17 @@ const codecsOf = (method: Method.AnyRequest): CallCodecs => {
   return codecs
 }
 
+/** A notification's params encoder, built once per method definition. */
+const notificationEncoders = new WeakMap<Method.AnyNotification, (u: unknown) => Either.Either<unknown, string>>()
+const notificationEncoderOf = (method: Method.AnyNotification) => {
+  let encode = notificationEncoders.get(method)
+  if (encode === undefined) {
+    encode = safely(Schema.encodeUnknownEither(method.params))
+    notificationEncoders.set(method, encode)
+  }
+  return encode
+}
+
 const isNever = (schema: Schema.Schema.AnyNoContext): boolean => SchemaAST.isNeverKeyword(schema.ast)
 
 /**
@@ -132,36 +176,30 @@ const toRpcError = (method: Method.AnyRequest, error: unknown): RpcError.RpcErro
   return RpcError.make(code, message, Either.isRight(data) ? data.right : undefined)
 }
 
-const compileRequest = (method: Method.AnyRequest, handler: Peer.RequestHandler<any, any>): Serve => {
-  const decodeParams = safely(Schema.decodeUnknownEither(method.params))
-  const encodeResult = safely(Schema.encodeUnknownEither(method.result))
-  return (params, context) =>
-    Effect.mapError(decodeParams(params), (issue) => RpcError.RpcError.invalidParams(issue)).pipe(
-      Effect.flatMap((decoded) =>
-        Effect.mapError(handler(decoded, context) as Effect.Effect<unknown, unknown, any>, (e) => toRpcError(method, e))
-      ),
-      Effect.flatMap((result) =>
-        Effect.mapError(
-          encodeResult(result),
-          (issue) => RpcError.RpcError.internalError(`${method.name} returned a result its Schema refuses: ${issue}`)
-        )
-      )
-    )
-}
+const compileRequest = (method: Method.AnyRequest, handler: Peer.RequestHandler<any, any>): Serve => ({
+  decode: safely(Schema.decodeUnknownEither(method.params)),
+  handle: handler as Serve["handle"],
+  encode: safely(Schema.encodeUnknownEither(method.result)),
+  toError: (error) => toRpcError(method, error)
+})
 
-const compileNotification = (method: Method.AnyNotification, handler: Peer.NotificationHandler<any, any>): Notify => {
-  const decodeParams = safely(Schema.decodeUnknownEither(method.params))
-  return (params) =>
-    decodeParams(params).pipe(
-      Effect.flatMap((decoded) => handler(decoded) as Effect.Effect<void, unknown, any>),
-      Effect.catchAllCause((cause) =>
-        Cause.isInterruptedOnly(cause)
-          ? Effect.void
-          : Effect.logWarning(`notification ${method.name} failed`, cause)
-      )
-    )
-}
+const compileNotification = (method: Method.AnyNotification, handler: Peer.NotificationHandler<any, any>): Notify => ({
+  decode: safely(Schema.decodeUnknownEither(method.params)),
+  handle: handler as Notify["handle"]
+})
 
+/** `onUnknownRequest` as a `Serve`: params and results pass as they are, and its failures are `RpcError`s. */
+const compileFallback = (
+  method: string,
+  fallback: NonNullable<Peer.Options<any, any, any>["onUnknownRequest"]>
+): Serve => ({
+  decode: Either.right,
+  handle: (params, context) => fallback(method, params, context),
+  encode: Either.right,
+  toError: (error) => error as RpcError.RpcError
+})
+
+/** @internal */
 /** @internal */
 export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls extends Method.Any, R>(
   options: Peer.Options<Serves, Calls, R>
@@ -172,8 +210,16 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
   const flushTimeout = Duration.decode(options.flushTimeout ?? Duration.seconds(1))
   const cancellation = options.cancellation ?? lspCancellation
   const exposeDefects = options.exposeDefects ?? false
-  const tracing = options.tracing ?? true
+  const tracing = options.tracing ?? "auto"
   const gate = options.gate
+  // Read once: a call's deadline is then a plain function call, not a step of the caller's Effect. It is the Clock
+  // of the fiber that makes the peer, so a TestClock provided there drives every deadline.
+  const clock = yield* Effect.clock
+  // Handlers run as fibers of this runtime (the context and FiberRefs where the peer was made), started at once, in
+  // the reader's turn: a handler that answers without waiting is done before the next message is looked at.
+  const forkHandler = Runtime.runFork(yield* Effect.runtime<R>())
+  const annotate = tracing !== false
+  const spans = tracing === true || (tracing === "auto" && (yield* Effect.tracer) !== builtInTracer)
 
   const serves = new Map<string, Serve>()
   const notifies = new Map<string, Notify>()
@@ -208,8 +254,12 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
   const tombstones = new Tombstones<RequestId>(options.tombstoneCapacity ?? 10_000)
   const cancelledInbound = new Set<RequestId>()
   let inboundActive = 0
+  // Inbound work in flight: request handlers by id (with their method), notification handlers and batches by fiber.
+  const requestFibers = new Map<RequestId, Fiber.RuntimeFiber<void>>()
   const inboundMethods = new Map<RequestId, string>()
-  const notificationMethods = new Map<object, string>()
+  const otherFibers = new Map<Fiber.RuntimeFiber<void>, string | undefined>()
+  /** Set when `close` begins: from then on nothing new is started, so nothing escapes its interruption. */
+  let tornDown = false
   let idleWaiters: Array<Deferred.Deferred<void>> = []
   let flushWaiters: Array<Deferred.Deferred<void>> = []
   let writing = false
@@ -220,9 +270,6 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
   const semaphore = options.maxConcurrentHandlers === undefined
     ? undefined
     : yield* Effect.makeSemaphore(options.maxConcurrentHandlers)
-  // Created before the teardown finalizer below, so that finalizer runs first and decides what handlers see.
-  const requestFibers = yield* FiberMap.make<RequestId, void>()
-  const notificationFibers = yield* FiberSet.make<void>()
 
   const isIdle = () => pending.size === 0 && inboundActive === 0
   const wakeIdle = () => {
@@ -276,6 +323,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     }
     return Effect.zipRight(Queue.offer(outbound, frame), Effect.sync(wakeWriter))
   }
+  /** Queues a message; the result is `Effect.void` when it was queued at once, so callers in a loop can skip it. */
   const write = (message: Message.Message | ReadonlyArray<Message.Message>): Effect.Effect<void> => {
     const frame = frameOf(message)
     if (Either.isLeft(frame)) return Effect.logError("BUG: a message could not be serialised", frame.left)
@@ -293,8 +341,20 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
   const refusal = (): PeerError.Disconnect | undefined =>
     disconnect !== undefined && disconnect._tag !== "ShutdownError" ? disconnect : gate?.outbound() ?? disconnect
 
+  // One timer for every call's timeout: it sleeps (on the Clock, so TestClock drives it) until the earliest
+  // deadline, expires what is due, and is woken when a call with an earlier deadline arrives. A call that ends
+  // otherwise leaves the heap at once.
+  const deadlines = new Deadlines<PendingCall>()
+  let timerTarget = Infinity
+  let timerWake: Deferred.Deferred<void> | undefined
+  const schedule = (call: PendingCall): void => {
+    deadlines.push(call)
+    if (call.deadline < timerTarget && timerWake !== undefined) Deferred.unsafeDone(timerWake, Exit.void)
+  }
+
   /** The call ended without an answer (timed out, or its caller was interrupted): forget it, and say so. */
   const abandon = (call: PendingCall): void => {
+    deadlines.remove(call)
     if (pending.get(call.id) !== call) return // answered, or failed by a disconnect
     pending.delete(call.id)
     tombstones.add(call.id)
@@ -305,18 +365,8 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     wakeIdle()
   }
 
-  // One timer for every call's timeout: it sleeps (on the Clock, so TestClock drives it) until the earliest live
-  // deadline, expires what is due, and is woken when a call with an earlier deadline arrives.
-  const deadlines = new Deadlines<PendingCall>()
-  let timerTarget = Infinity
-  let timerWake: Deferred.Deferred<void> | undefined
-  const schedule = (call: PendingCall): void => {
-    deadlines.push(call)
-    if (call.deadline < timerTarget && timerWake !== undefined) Deferred.unsafeDone(timerWake, Exit.void)
-  }
   const expire = (now: number): void => {
     while (true) {
-      deadlines.prune()
       const next = deadlines.peek()
       if (next === undefined || next.deadline > now) return
       deadlines.pop()
@@ -332,7 +382,6 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     while (true) {
       const wake = Deferred.unsafeMake<void>(FiberId.none)
       timerWake = wake
-      deadlines.prune()
       const next = deadlines.peek()
       timerTarget = next === undefined ? Infinity : next.deadline
       if (next === undefined) {
@@ -356,9 +405,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     abandon(call)
   }
 
-  const awaitCall = (
-    call: PendingCall
-  ): Effect.Effect<unknown, RpcError.RpcError | PeerError.RequestTimeout | PeerError.Disconnect> =>
+  const awaitCall = (call: PendingCall): Effect.Effect<unknown, unknown> =>
     Effect.async((resume) => {
       if (call.exit !== undefined) {
         const exit = call.exit
@@ -369,99 +416,109 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
       return Effect.sync(() => cancelByCaller(call))
     })
 
+  const timeoutMillisOf = (timeout: Duration.DurationInput | undefined): number =>
+    timeout === undefined ? defaultTimeoutMillis : Duration.toMillis(Duration.decode(timeout))
+
+  /**
+   * Sends a request and waits for its answer; run inside the caller's `Effect.suspend`. A typed call passes its
+   * codecs, and its caller wakes with the decoded result or typed error.
+   */
+  const startCall = (
+    method: string,
+    params: Message.Params | undefined,
+    timeoutMillis: number,
+    codecs: CallCodecs | undefined
+  ): Effect.Effect<unknown, unknown> => {
+    const refused = refusal()
+    if (refused !== undefined) return Effect.fail(refused)
+    const id = nextId++
+    const frame = frameOf(Message.request(id, method, params))
+    if (Either.isLeft(frame)) return Effect.fail(frame.left)
+    const call: PendingCall = {
+      id,
+      method,
+      timeoutMillis,
+      deadline: clock.unsafeCurrentTimeMillis() + timeoutMillis,
+      heapIndex: -1,
+      codecs,
+      live: true,
+      enqueued: false,
+      resume: undefined,
+      exit: undefined
+    }
+    // Registered before the frame can leave, so even an instant answer finds its call.
+    pending.set(id, call)
+    stats.requestsSent++
+    schedule(call)
+    if (outbound.unsafeOffer(frame.right)) {
+      call.enqueued = true
+      wakeWriter()
+      return awaitCall(call)
+    }
+    // The queue is full: wait for room (this is the backpressure), but not past the call's deadline, when the
+    // timer ends the call and the frame is never sent.
+    return enqueue(frame.right).pipe(
+      Effect.timeoutOption(Duration.millis(timeoutMillis)),
+      Effect.flatMap((offered) => {
+        if (Option.isSome(offered)) call.enqueued = true
+        return awaitCall(call)
+      }),
+      Effect.onInterrupt(() => Effect.sync(() => cancelByCaller(call)))
+    )
+  }
+
   const callUntyped = (
     method: string,
     params?: Message.Params | undefined,
     callOptions?: Peer.CallOptions | undefined
-  ): Effect.Effect<unknown, RpcError.RpcError | PeerError.RequestTimeout | PeerError.Disconnect> =>
-    Effect.flatMap(Clock.currentTimeMillis, (now) => {
-      const refused = refusal()
-      if (refused !== undefined) return Effect.fail(refused)
-      const id = nextId++
-      const frame = frameOf(Message.request(id, method, params))
-      if (Either.isLeft(frame)) return Effect.fail(frame.left)
-      const timeoutMillis = callOptions?.timeout === undefined
-        ? defaultTimeoutMillis
-        : Duration.toMillis(Duration.decode(callOptions.timeout))
-      const call: PendingCall = {
-        id,
-        method,
-        timeoutMillis,
-        deadline: now + timeoutMillis,
-        live: true,
-        enqueued: false,
-        resume: undefined,
-        exit: undefined
-      }
-      // Registered before the frame can leave, so even an instant answer finds its call.
-      pending.set(id, call)
-      stats.requestsSent++
-      schedule(call)
-      if (outbound.unsafeOffer(frame.right)) {
-        call.enqueued = true
-        wakeWriter()
-        return awaitCall(call)
-      }
-      // The queue is full: wait for room (this is the backpressure), but not past the call's deadline, when the
-      // timer ends the call and the frame is never sent.
-      return enqueue(frame.right).pipe(
-        Effect.timeoutOption(Duration.millis(timeoutMillis)),
-        Effect.flatMap((offered) => {
-          if (Option.isSome(offered)) call.enqueued = true
-          return awaitCall(call)
-        }),
-        Effect.onInterrupt(() => Effect.sync(() => cancelByCaller(call)))
+  ) =>
+    Effect.suspend(() => startCall(method, params, timeoutMillisOf(callOptions?.timeout), undefined)) as Effect.Effect<
+      unknown,
+      RpcError.RpcError | PeerError.RequestTimeout | PeerError.Disconnect
+    >
+
+  const call = (method: Method.AnyRequest, params: unknown, callOptions?: Peer.CallOptions) =>
+    Effect.suspend(() => {
+      const codecs = codecsOf(method)
+      const encoded = codecs.encodeParams(params)
+      if (Either.isLeft(encoded)) return Effect.fail(RpcError.RpcError.invalidParams(encoded.left))
+      return startCall(
+        method.name,
+        encoded.right as Message.Params | undefined,
+        timeoutMillisOf(callOptions?.timeout ?? method.timeout),
+        codecs
       )
     })
+
+  const sendNotification = (
+    method: string,
+    params: Message.Params | undefined
+  ): Effect.Effect<void, PeerError.Disconnect> => {
+    const refused = refusal()
+    if (refused !== undefined) return Effect.fail(refused)
+    stats.notificationsSent++
+    return write(Message.notification(method, params))
+  }
 
   const notifyUntyped = (
     method: string,
     params?: Message.Params | undefined
-  ): Effect.Effect<void, PeerError.Disconnect> =>
-    Effect.suspend(() => {
-      const refused = refusal()
-      if (refused !== undefined) return Effect.fail(refused)
-      stats.notificationsSent++
-      return write(Message.notification(method, params))
-    })
-
-  const call = (method: Method.AnyRequest, params: unknown, callOptions?: Peer.CallOptions) => {
-    const { decodeError, decodeResult, encodeParams } = codecsOf(method)
-    return Effect.mapError(encodeParams(params), (issue) => RpcError.RpcError.invalidParams(issue)).pipe(
-      Effect.flatMap((encoded) =>
-        callUntyped(
-          method.name,
-          encoded as Message.Params | undefined,
-          callOptions?.timeout === undefined && method.timeout !== undefined ? { timeout: method.timeout } : callOptions
-        )
-      ),
-      Effect.catchIf(
-        (e): e is RpcError.RpcError => decodeError !== undefined && e instanceof RpcError.RpcError,
-        (e) => {
-          const typed = decodeError!(e.data)
-          return Either.isRight(typed) ? Effect.fail(typed.right) : Effect.fail(e)
-        }
-      ),
-      Effect.flatMap((result) =>
-        Effect.mapError(
-          decodeResult(result),
-          (issue) => RpcError.RpcError.internalError(`${method.name}: the result does not match its Schema: ${issue}`)
-        )
-      )
-    )
-  }
+  ): Effect.Effect<void, PeerError.Disconnect> => Effect.suspend(() => sendNotification(method, params))
 
   const notify = (method: Method.AnyNotification, params: unknown) =>
-    safely(Schema.encodeUnknownEither(method.params))(params).pipe(
-      Effect.orDieWith((issue) => new Error(`${method.name}: params do not match their Schema: ${issue}`)),
-      Effect.flatMap((encoded) => notifyUntyped(method.name, encoded as Message.Params | undefined))
-    )
+    Effect.suspend(() => {
+      const encoded = notificationEncoderOf(method)(params)
+      if (Either.isLeft(encoded)) {
+        return Effect.die(new Error(`${method.name}: params do not match their Schema: ${encoded.left}`))
+      }
+      return sendNotification(method.name, encoded.right as Message.Params | undefined)
+    })
 
   // -- inbound -------------------------------------------------------------------------------------------------
 
-  const failWith = (id: RequestId, cause: Cause.Cause<RpcError.RpcError>, method: string): Effect.Effect<void> => {
+  const failWith = (id: RequestId, cause: Cause.Cause<unknown>, method: string, serve: Serve): Effect.Effect<void> => {
     const failure = Cause.failureOption(cause)
-    if (Option.isSome(failure)) return write(Message.failure(id, failure.value))
+    if (Option.isSome(failure)) return write(Message.failure(id, serve.toError(failure.value)))
     stats.handlerDefects++
     return Effect.zipRight(
       Effect.logError(`handler ${method} died`, cause),
@@ -469,112 +526,143 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     )
   }
 
-  // Per-request spans and log annotations cost about half of a pipelined call's CPU on these machines (bench/peer.ts),
-  // so they can be turned off; they are on by default.
-  const traced = (method: string, id: RequestId) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    tracing
-      ? effect.pipe(
-        Effect.annotateLogs({ "rpc.method": method, "rpc.id": id }),
-        // No stack trace: it would point here, never at the caller, and capturing it cost ~8 µs per request.
-        Effect.withSpan(`rpc.serve ${method}`, {
+  /** A handler's result as the answer to send: encoded with the method's Schema, or -32603 when it refuses it. */
+  const success = (request: Message.Request, serve: Serve, result: unknown): Message.Response => {
+    const encoded = serve.encode(result)
+    return Either.isRight(encoded)
+      ? Message.success(request.id, encoded.right)
+      : Message.failure(
+        request.id,
+        RpcError.RpcError.internalError(`${request.method} returned a result its Schema refuses: ${encoded.left}`)
+      )
+  }
+
+  /**
+   * Starts an inbound request's handler as its own fiber, in its span and with its log annotations. (Setting the
+   * annotations in the new fiber's refs through `runFork`'s `updateRefs` measured slower than `Effect.annotateLogs`:
+   * it copies every FiberRef once more.)
+   */
+  const forkRequest = (id: RequestId, method: string, effect: Effect.Effect<void, never, any>) => {
+    if (!annotate) return forkHandler(effect)
+    const annotated = Effect.annotateLogs(effect, { "rpc.method": method, "rpc.id": id })
+    return forkHandler(
+      spans
+        ? Effect.withSpan(annotated, `rpc.serve ${method}`, {
           kind: "server",
           attributes: { "rpc.id": id },
+          // No stack trace: it would point here, never at the caller, and capturing it cost ~8 µs per request.
           captureStackTrace: false
         })
-      )
-      : effect
-
-  const serveRequest = (request: Message.Request, serve: Serve): Effect.Effect<void, never, any> => {
-    const id = request.id
-    const context: Peer.HandlerContext = { id, method: request.method }
-    const run = serve(request.params, context)
-    return (semaphore === undefined ? run : semaphore.withPermits(1)(run)).pipe(
-      Effect.matchCauseEffect({
-        onSuccess: (result) => write(Message.success(id, result)),
-        onFailure: (cause) => Cause.isInterruptedOnly(cause) ? Effect.void : failWith(id, cause, request.method)
-      }),
-      Effect.onInterrupt(() =>
-        Effect.sync(() => {
-          // Cancelled by the peer: LSP still wants an answer, MCP does not. Interrupted by a shutdown: nobody is
-          // waiting for one.
-          if (cancelledInbound.delete(id) && cancellation.answerCancelled !== false) {
-            unsafeWrite(Message.failure(id, RpcError.RpcError.requestCancelled()))
-          }
-        })
-      ),
-      Effect.ensuring(Effect.sync(() => {
-        inboundActive--
-        inboundMethods.delete(id)
-        cancelledInbound.delete(id)
-        wakeIdle()
-      })),
-      traced(request.method, id)
+        : annotated
     )
   }
 
-  const onRequest = (request: Message.Request): Effect.Effect<void, never, any> => {
-    stats.requestsReceived++
-    const refused = gate?.inbound(request.method)
-    if (refused !== undefined) return write(Message.failure(request.id, refused))
-    if (FiberMap.unsafeHas(requestFibers, request.id)) {
-      return write(Message.failure(
-        request.id,
-        RpcError.RpcError.invalidRequest(`A request with id ${request.id} is already in progress`)
-      ))
-    }
-    let serve = serves.get(request.method)
-    if (serve === undefined && onUnknownRequest !== undefined) {
-      const fallback = onUnknownRequest
-      serve = (params, context) => fallback(request.method, params, context)
-    }
-    if (serve === undefined) return write(Message.failure(request.id, RpcError.RpcError.methodNotFound(request.method)))
-    inboundActive++
-    inboundMethods.set(request.id, request.method)
-    return Effect.asVoid(FiberMap.run(requestFibers, request.id, serveRequest(request, serve)))
-  }
-
-  const onCancel = (params: unknown): Effect.Effect<void> => {
-    const id = cancellation.decode(params)
-    if (id === undefined || !FiberMap.unsafeHas(requestFibers, id)) return Effect.void // finished already: a race
-    stats.cancelledByPeer++
-    cancelledInbound.add(id)
-    return FiberMap.remove(requestFibers, id)
-  }
-
-  /** Notification handlers count as work in flight too: a drain waits for them, a teardown reports them. */
-  const runNotification = (
-    method: string,
-    handle: Effect.Effect<void, never, any>
-  ): Effect.Effect<void, never, any> => {
-    const token = {}
-    inboundActive++
-    notificationMethods.set(token, method)
-    return Effect.asVoid(FiberSet.run(
-      notificationFibers,
-      Effect.ensuring(
-        handle,
+  const serveRequest = (request: Message.Request, serve: Serve, params: unknown): Effect.Effect<void, never, any> => {
+    const id = request.id
+    const run = serve.handle(params, { id, method: request.method })
+    return (semaphore === undefined ? run : semaphore.withPermits(1)(run)).pipe(
+      Effect.matchCauseEffect({
+        onSuccess: (result) => write(success(request, serve, result)),
+        onFailure: (cause) => Cause.isInterruptedOnly(cause) ? Effect.void : failWith(id, cause, request.method, serve)
+      }),
+      Effect.onExit((exit) =>
         Effect.sync(() => {
+          // Cancelled by the peer: LSP still wants an answer, MCP does not. Interrupted by a shutdown: nobody is
+          // waiting for one.
+          if (
+            Exit.isFailure(exit) && cancelledInbound.delete(id) && cancellation.answerCancelled !== false
+          ) {
+            unsafeWrite(Message.failure(id, RpcError.RpcError.requestCancelled()))
+          }
           inboundActive--
-          notificationMethods.delete(token)
+          inboundMethods.delete(id)
+          cancelledInbound.delete(id)
           wakeIdle()
         })
       )
-    ))
+    )
   }
 
-  const onNotification = (notification: Message.Notification): Effect.Effect<void, never, any> => {
+  /**
+   * Starts inbound work as its own fiber, counted as in flight until it ends: a drain waits for it, a teardown
+   * interrupts and reports it.
+   */
+  const start = (effect: Effect.Effect<void, never, any>, method: string | undefined): void => {
+    inboundActive++
+    const fiber = forkHandler(effect)
+    if (fiber.unsafePoll() === null) otherFibers.set(fiber, method)
+    fiber.addObserver(() => {
+      otherFibers.delete(fiber)
+      inboundActive--
+      wakeIdle()
+    })
+  }
+
+  const onRequest = (request: Message.Request): Effect.Effect<void> => {
+    stats.requestsReceived++
+    const id = request.id
+    const refused = gate?.inbound(request.method) ??
+      (tornDown ? RpcError.RpcError.shuttingDown(request.method) : undefined)
+    if (refused !== undefined) return write(Message.failure(id, refused))
+    if (requestFibers.has(id)) {
+      return write(
+        Message.failure(id, RpcError.RpcError.invalidRequest(`A request with id ${id} is already in progress`))
+      )
+    }
+    let serve = serves.get(request.method)
+    if (serve === undefined && onUnknownRequest !== undefined) serve = compileFallback(request.method, onUnknownRequest)
+    if (serve === undefined) return write(Message.failure(id, RpcError.RpcError.methodNotFound(request.method)))
+    const params = serve.decode(request.params)
+    if (Either.isLeft(params)) return write(Message.failure(id, RpcError.RpcError.invalidParams(params.left)))
+    inboundActive++
+    inboundMethods.set(id, request.method)
+    const fiber = forkRequest(id, request.method, serveRequest(request, serve, params.right))
+    if (fiber.unsafePoll() === null) {
+      requestFibers.set(id, fiber)
+      fiber.addObserver(() => {
+        if (requestFibers.get(id) === fiber) requestFibers.delete(id)
+      })
+    }
+    return Effect.void
+  }
+
+  const onCancel = (params: unknown): void => {
+    const id = cancellation.decode(params)
+    const fiber = id === undefined ? undefined : requestFibers.get(id)
+    if (fiber === undefined || cancelledInbound.has(id!)) return // finished already (a race), or cancelled twice
+    stats.cancelledByPeer++
+    cancelledInbound.add(id!)
+    // Without waiting: the reader goes on reading while the handler runs its finalizers.
+    fiber.unsafeInterruptAsFork(FiberId.none)
+  }
+
+  const notificationFailed = (method: string) => (cause: Cause.Cause<unknown>) =>
+    Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logWarning(`notification ${method} failed`, cause)
+
+  const onNotification = (notification: Message.Notification): Effect.Effect<void> => {
     stats.notificationsReceived++
-    if (notification.method === cancellation.method) return onCancel(notification.params)
-    if (gate?.inboundNotification?.(notification.method) === false) return Effect.void
-    const handle = notifies.get(notification.method)
-    if (handle !== undefined) return runNotification(notification.method, handle(notification.params))
+    const method = notification.method
+    if (method === cancellation.method) {
+      onCancel(notification.params)
+      return Effect.void
+    }
+    if (gate?.inboundNotification?.(method) === false || tornDown) return Effect.void
+    const notify = notifies.get(method)
+    if (notify !== undefined) {
+      const params = notify.decode(notification.params)
+      if (Either.isLeft(params)) return Effect.logWarning(`notification ${method} failed: ${params.left}`)
+      start(Effect.catchAllCause(notify.handle(params.right), notificationFailed(method)), method)
+      return Effect.void
+    }
     if (onUnknownNotification !== undefined) {
-      return runNotification(notification.method, onUnknownNotification(notification.method, notification.params))
+      start(
+        Effect.catchAllCause(onUnknownNotification(method, notification.params), notificationFailed(method)),
+        method
+      )
+      return Effect.void
     }
     // LSP: notifications starting with `$/` may be ignored silently; others are logged, never answered.
-    return notification.method.startsWith("$/")
-      ? Effect.void
-      : Effect.logDebug(`no handler for notification ${notification.method}`)
+    return method.startsWith("$/") ? Effect.void : Effect.logDebug(`no handler for notification ${method}`)
   }
 
   const onResponse = (response: Message.Response): Effect.Effect<void> => {
@@ -583,10 +671,8 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     const call = id === null ? undefined : pending.get(id)
     if (call !== undefined) {
       pending.delete(id!)
-      complete(
-        call,
-        "result" in response ? Exit.succeed(response.result) : Exit.fail(RpcError.fromWire(response.error))
-      )
+      deadlines.remove(call)
+      complete(call, answerExit(call, response))
       wakeIdle()
       return Effect.void
     }
@@ -603,7 +689,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
       : Effect.logWarning(`response to an id never sent: ${JSON.stringify(id)}`)
   }
 
-  const onItem = (item: Message.Classified): Effect.Effect<void, never, any> => {
+  const onItem = (item: Message.Classified): Effect.Effect<void> => {
     switch (item._tag) {
       case "Request":
         return onRequest(item.message)
@@ -622,50 +708,99 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     }
   }
 
-  /** A batch is served as a unit: its requests run concurrently and their answers go back as one array. */
-  const onBatch = (items: ReadonlyArray<Message.Classified>): Effect.Effect<void, never, any> =>
-    Effect.forEach(items, (item): Effect.Effect<Message.Response | undefined, never, any> => {
-      if (item._tag === "Invalid") {
-        stats.invalidMessages++
-        return Effect.succeed(Message.answerTo(item))
-      }
-      if (item._tag !== "Request") return Effect.as(onItem(item), undefined)
-      stats.requestsReceived++
-      const request = item.message
-      const refused = gate?.inbound(request.method)
-      if (refused !== undefined) return Effect.succeed(Message.failure(request.id, refused))
-      const serve = serves.get(request.method)
-      if (serve === undefined) {
-        return Effect.succeed(Message.failure(request.id, RpcError.RpcError.methodNotFound(request.method)))
-      }
-      return serve(request.params, { id: request.id, method: request.method }).pipe(
-        Effect.map((result): Message.Response => Message.success(request.id, result)),
-        Effect.catchAllCause((cause) =>
-          Effect.succeed(Message.failure(
-            request.id,
-            Option.getOrElse(Cause.failureOption(cause), () => RpcError.RpcError.internalError())
-          ))
-        )
-      )
-    }, { concurrency: "unbounded" }).pipe(
-      Effect.flatMap((answers) => {
-        const batch = answers.filter((a): a is Message.Response => a !== undefined)
-        return batch.length === 0 ? Effect.void : write(batch)
-      }),
-      Effect.ensuring(Effect.sync(() => {
-        inboundActive--
-        wakeIdle()
-      })),
-      (effect) => {
-        inboundActive++
-        return Effect.asVoid(FiberSet.run(notificationFibers, effect))
-      }
+  /** One request of a batch, answered as a value: the batch's answers go back together. */
+  const answerInBatch = (request: Message.Request): Effect.Effect<Message.Response, never, any> => {
+    stats.requestsReceived++
+    const id = request.id
+    const refused = gate?.inbound(request.method)
+    if (refused !== undefined) return Effect.succeed(Message.failure(id, refused))
+    let serve = serves.get(request.method)
+    if (serve === undefined && onUnknownRequest !== undefined) serve = compileFallback(request.method, onUnknownRequest)
+    if (serve === undefined) {
+      return Effect.succeed(Message.failure(id, RpcError.RpcError.methodNotFound(request.method)))
+    }
+    const params = serve.decode(request.params)
+    if (Either.isLeft(params)) return Effect.succeed(Message.failure(id, RpcError.RpcError.invalidParams(params.left)))
+    const answering = serve
+    return answering.handle(params.right, { id, method: request.method }).pipe(
+      Effect.matchCause({
+        onSuccess: (result) => success(request, answering, result),
+        onFailure: (cause) =>
+          Message.failure(
+            id,
+            Option.match(Cause.failureOption(cause), {
+              onNone: () => RpcError.RpcError.internalError(),
+              onSome: answering.toError
+            })
+          )
+      })
     )
+  }
 
-  const onFrame = (body: Uint8Array): Effect.Effect<void, never, any> => {
+  /** A batch is served as a unit: its requests run concurrently and their answers go back as one array. */
+  const onBatch = (items: ReadonlyArray<Message.Classified>): Effect.Effect<void> => {
+    if (tornDown) return Effect.void
+    start(
+      Effect.forEach(items, (item): Effect.Effect<Message.Response | undefined, never, any> => {
+        if (item._tag === "Invalid") {
+          stats.invalidMessages++
+          return Effect.succeed(Message.answerTo(item))
+        }
+        if (item._tag === "Request") return answerInBatch(item.message)
+        return Effect.as(onItem(item), undefined)
+      }, { concurrency: "unbounded" }).pipe(
+        Effect.flatMap((answers) => {
+          const batch = answers.filter((a): a is Message.Response => a !== undefined)
+          return batch.length === 0 ? Effect.void : write(batch)
+        })
+      ),
+      undefined
+    )
+    return Effect.void
+  }
+
+  const onFrame = (body: Uint8Array): Effect.Effect<void> => {
     const incoming = Message.parse(body)
     return incoming._tag === "Single" ? onItem(incoming.item) : onBatch(incoming.items)
   }
+
+  /**
+   * Handles frames in order, in plain code for as long as each one is done at once (an answer matched, a handler
+   * started, a frame queued), stepping into the Effect only for the frame that has to wait.
+   */
+  const onFrames = (
+    frames: ReadonlyArray<Uint8Array>,
+    from: number,
+    error: Framing.FramingError | undefined
+  ): Effect.Effect<void, Framing.FramingError> => {
+    for (let i = from; i < frames.length; i++) {
+      const effect = onFrame(frames[i])
+      if (effect !== Effect.void) {
+        return i + 1 === frames.length && error === undefined
+          ? effect
+          : Effect.zipRight(effect, Effect.suspend(() => onFrames(frames, i + 1, error)))
+      }
+    }
+    return error === undefined ? Effect.void : Effect.fail(error)
+  }
+
+  /** The framing decoder is driven here rather than through `Framing.decode`'s Channel: one stage less per chunk. */
+  const onChunks = (decoder: Framing.Decoder, chunks: Chunk.Chunk<Uint8Array>) =>
+    Effect.suspend(() => {
+      if (chunks.length === 1) {
+        const step = decoder.push(Chunk.unsafeHead(chunks))
+        return onFrames(step.frames, 0, step.error)
+      }
+      const frames: Array<Uint8Array> = []
+      let error: Framing.FramingError | undefined
+      for (const chunk of chunks) {
+        const step = decoder.push(chunk)
+        for (let i = 0; i < step.frames.length; i++) frames.push(step.frames[i])
+        error = step.error
+        if (error !== undefined) break
+      }
+      return onFrames(frames, 0, error)
+    })
 
   // -- connection ----------------------------------------------------------------------------------------------
 
@@ -678,6 +813,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
       complete(call, Exit.fail(error))
     }
     pending.clear()
+    deadlines.clear()
     wakeIdle()
     return cut
   }
@@ -690,9 +826,16 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
       return Effect.asVoid(Deferred.succeed(closed, disconnect))
     })
 
-  const reader = transport.incoming.pipe(
-    Framing.decode(framing, options.limits),
-    Stream.runForEachChunk((frames) => Effect.forEach(frames, onFrame, { discard: true })),
+  const reader = Effect.suspend(() => {
+    const decoder = framing.unsafeMakeDecoder(options.limits)
+    return transport.incoming.pipe(
+      Stream.runForEachChunk((chunks) => onChunks(decoder, chunks)),
+      Effect.zipRight(Effect.suspend(() => {
+        const error = decoder.end()
+        return error === undefined ? Effect.void : Effect.fail(error)
+      }))
+    )
+  }).pipe(
     Effect.matchCauseEffect({
       onSuccess: () => lose(new PeerError.PeerClosed({ reason: "TransportClosed" })),
       onFailure: (cause) =>
@@ -741,14 +884,17 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
       tombstones.add(id)
       cut.push({ direction: "inbound", id, method })
     }
-    for (const method of notificationMethods.values()) cut.push({ direction: "inbound", id: null, method })
-    return Effect.as(Effect.zipRight(FiberMap.clear(requestFibers), FiberSet.clear(notificationFibers)), cut)
+    for (const method of otherFibers.values()) {
+      if (method !== undefined) cut.push({ direction: "inbound", id: null, method })
+    }
+    return Effect.as(Fiber.interruptAll([...requestFibers.values(), ...otherFibers.keys()]), cut)
   })
 
   const flush: Effect.Effect<void> = waitFor(isFlushed, (waiter) => flushWaiters.push(waiter))
 
   const close = (error: PeerError.Disconnect): Effect.Effect<void> =>
     Effect.gen(function*() {
+      tornDown = true
       if (disconnect === undefined) disconnect = error
       failPending(disconnect)
       yield* interruptHandlers
