@@ -3,7 +3,11 @@ import { assert, layer } from "@effect/vitest"
 import { Framing, Message } from "@lifeline/jsonrpc"
 import type { Transport } from "@lifeline/kernel"
 import { NodeChildProcess, NodeSignals } from "@lifeline/node"
-import { Deferred, Effect, Either, Stream } from "effect"
+import { Deferred, Effect, Either, Exit, Stream } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import * as Fixtures from "./support/fixtures.js"
 import { isAlive } from "./support/processes.js"
 
@@ -214,5 +218,102 @@ layer(Fixtures.layer(["connection-server"]), { excludeTestServices: true, timeou
         assert.deepStrictEqual(yield* child.exit, { exitCode: NodeSignals.ExitCode.Success, signal: null })
         yield* awaitLine(child, "shutdown: drained=true cutOff=0 reason=TransportClosed policy=Drain")
       }))
+  }
+)
+
+/**
+ * `broken-pipe-server` spawned with plain pipes, so that the test holds the other ends of them and can close them as a
+ * host that dies does, one at a time. The server's finalizer writes the reason of its shutdown to `marker`.
+ */
+const brokenPipeServer = Effect.gen(function*() {
+  const programs = yield* Fixtures.Programs
+  const dir = yield* Effect.acquireRelease(
+    Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-broken-pipe-"))),
+    (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+  )
+  const marker = Path.join(dir, "finalized")
+  const exited = yield* Deferred.make<NodeChildProcess.ExitStatus>()
+  const child = yield* Effect.acquireRelease(
+    Effect.sync(() => {
+      const child = ChildProcess.spawn(process.execPath, [...programs.argv("broken-pipe-server"), marker], {
+        cwd: Fixtures.fixturesDir,
+        stdio: "pipe"
+      })
+      child.once("exit", (exitCode, signal) => Deferred.unsafeDone(exited, Exit.succeed({ exitCode, signal })))
+      return child
+    }),
+    (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
+  )
+  let stderr = ""
+  child.stderr.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString("utf8")
+  })
+  const decoder = Framing.contentLength.unsafeMakeDecoder()
+  const answers = new Map<number, Deferred.Deferred<unknown>>()
+  child.stdout.on("data", (chunk: Buffer) => {
+    for (const frame of decoder.push(chunk).frames) {
+      const body = JSON.parse(new TextDecoder().decode(frame)) as { readonly id: number; readonly result?: unknown }
+      const answer = answers.get(body.id)
+      if (answer !== undefined) Deferred.unsafeDone(answer, Exit.succeed(body.result))
+    }
+  })
+  let nextId = 1
+  /** Sends a request; the answer can be awaited only while the test still reads the child's stdout. */
+  const send = (method: string, params: Message.Params) =>
+    Effect.gen(function*() {
+      const id = nextId++
+      const answer = yield* Deferred.make<unknown>()
+      answers.set(id, answer)
+      const json = Message.stringify(Message.request(id, method, params))
+      if (Either.isLeft(json)) return yield* Effect.die(json.left)
+      child.stdin.write(Framing.contentLength.encodeString(json.right))
+      return Deferred.await(answer).pipe(
+        Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => new Error(`no answer to ${method}`) })
+      )
+    })
+  const call = (method: string, params: Message.Params) => Effect.flatten(send(method, params))
+  const exit = Deferred.await(exited).pipe(
+    Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => new Error("the server did not exit") })
+  )
+  const finalized = () => Fs.existsSync(marker) ? Fs.readFileSync(marker, "utf8") : undefined
+  // Answered: the server is serving.
+  assert.strictEqual(yield* call("pid", {}), child.pid)
+  return { child, send, call, exit, finalized, stderr: () => stderr }
+})
+
+layer(Fixtures.layer(["broken-pipe-server"]), { excludeTestServices: true, timeout: "60 seconds" })(
+  "NodeStdio and runMain when the host stops reading (EPIPE)",
+  (it) => {
+    it.scoped("a broken stderr drops the logs: the child keeps serving, and exits 0 with its finalizer at stdin's end", () =>
+      Effect.gen(function*() {
+        const server = yield* brokenPipeServer
+        server.child.stderr.destroy()
+        // An Effect log, a console.log and a direct process.stderr.write: the first meets EPIPE, the rest are dropped.
+        assert.strictEqual(yield* server.call("log", { text: "nobody reads this" }), "nobody reads this")
+        assert.strictEqual(yield* server.call("log", { text: "nor this" }), "nor this")
+        assert.strictEqual(yield* server.call("echo", { text: "still serving" }), "still serving")
+        assert.isUndefined(server.finalized())
+        server.child.stdin.end()
+        assert.deepStrictEqual(yield* server.exit, { exitCode: NodeSignals.ExitCode.Success, signal: null })
+        assert.strictEqual(server.finalized(), "TransportClosed")
+      }))
+
+    for (const closed of [["stdout"], ["stdout", "stderr"]] as const) {
+      it.scoped(
+        `a broken ${closed.join(" and ")} fails the transport at the next answer: the finalizer runs, exit code 1`,
+        () =>
+          Effect.gen(function*() {
+            const server = yield* brokenPipeServer
+            for (const name of closed) server.child[name].destroy()
+            const start = performance.now()
+            // stdin stays open: only the failed write tells the child that its host is gone.
+            yield* server.send("log", { text: "the answer meets EPIPE" })
+            assert.deepStrictEqual(yield* server.exit, { exitCode: NodeSignals.ExitCode.Failure, signal: null })
+            assert.isBelow(elapsedSince(start), 2000)
+            assert.strictEqual(server.finalized(), "Failed")
+            if (closed.length === 1) assert.include(server.stderr(), "writing stdout failed: write EPIPE")
+          })
+      )
+    }
   }
 )

@@ -25,10 +25,6 @@ if (effectsFile === undefined) {
   process.exit(2)
 }
 
-// Once the agent is gone, writing a log line to stderr fails with EPIPE, and an unhandled stream error would end this
-// process at once. A tool that is running should rather finish (or be killed by the agent's next start).
-process.stderr.on("error", () => {})
-
 const main = Effect.gen(function*() {
   // The handler needs the connection (to notify the agent), which needs the handler: wired through a Deferred.
   const ready = yield* Deferred.make<Connection.Connection<typeof RunTool, typeof ToolStarted>>()

@@ -25,7 +25,7 @@ import * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as internalLogger from "./internal/logger.js"
-import { flushWritable } from "./internal/streams.js"
+import { flushWritable, unsafeGuard } from "./internal/streams.js"
 
 /**
  * The signals that stop a Lifeline process.
@@ -217,7 +217,9 @@ export interface RunMainOptions {
  * - the program gets the {@link NodeSignals} service; the second signal completes its `forced`, the third (or
  *   `forceTimeout` after the second) exits at once with `Abandoned`;
  * - when the program has ended, stdout and stderr are flushed and the process exits with the code of
- *   {@link exitCodeOf}, even if a timer or socket would keep it alive: an extension must not outlive its host.
+ *   {@link exitCodeOf}, even if a timer or socket would keep it alive: an extension must not outlive its host;
+ * - an error on stdout or stderr (EPIPE once the host is gone) is never an uncaught exception that would skip the
+ *   finalizers: what is written to a broken stream is dropped (a `NodeStdio` transport on stdout fails instead).
  *
  * @example
  * ```ts
@@ -276,6 +278,12 @@ export const runMain = <A, E>(effect: Effect.Effect<A, E, NodeSignals>, options:
   const onSigterm = () => onSignal("SIGTERM")
   process.on("SIGINT", onSigint)
   process.on("SIGTERM", onSigterm)
+
+  // An 'error' on stdout or stderr that nobody listens to (EPIPE once the host is gone) would be an uncaught exception:
+  // the process would die at once, without finalizers. Here such errors only drop what is written; a NodeStdio
+  // transport on stdout also sees them, and fails.
+  unsafeGuard(process.stdout)
+  unsafeGuard(process.stderr)
 
   const program = effect.pipe(
     Effect.provideService(NodeSignals, controller.service),

@@ -18,10 +18,11 @@ import type * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import { Console } from "node:console"
 import * as internalLogger from "./internal/logger.js"
 import * as Processes from "./internal/processes.js"
-import { describeFailure, fromReadable, makeWriter } from "./internal/streams.js"
+import { describeFailure, fromReadable, makeWriter, unsafeGuard, type WriteFailure } from "./internal/streams.js"
 import * as NodeSignals from "./NodeSignals.js"
 
 /**
@@ -134,6 +135,10 @@ export const logger: Logger.Logger<unknown, void> = internalLogger.stderrLogger
  * `send` makes one `write` per batch and, when Node asks it to (`write` returned false), waits for `drain`: a host
  * that does not read pushes back. `end` ends stdout.
  *
+ * When the host is gone, writes fail with EPIPE. On stdout that fails the transport: `incoming` fails with a `Write`
+ * `TransportError` as soon as the failure is known, so the peer closes (`TransportFailed`) and the shutdown runs. On
+ * stderr it only drops the log lines (and the redirected output) from then on: logging never kills the process.
+ *
  * @example
  * ```ts
  * import { Effect } from "effect"
@@ -157,6 +162,9 @@ export const make = (options: Options = {}): Effect.Effect<Transport.Transport.S
     const stderr = options.stderr ?? process.stderr
     const flushTimeout = Duration.decode(options.flushTimeout ?? Duration.seconds(2))
     const guard = options.guardStdout ?? true
+    // Logs, console output and redirected stdout writes all end up on stderr: once the host is gone it fails with
+    // EPIPE, which must drop them rather than kill the process before its finalizers run.
+    yield* Effect.sync(() => unsafeGuard(stderr))
 
     yield* Effect.locallyScopedWith(
       FiberRef.currentLoggers,
@@ -180,20 +188,24 @@ export const make = (options: Options = {}): Effect.Effect<Transport.Transport.S
       )
     )
 
+    const writeError = (failure: WriteFailure) =>
+      new Transport.TransportError({
+        reason: failure._tag === "Closed" ? "Closed" : "Write",
+        message: `writing stdout failed: ${describeFailure(failure)}`,
+        ...(failure._tag === "Failed" ? { cause: failure.error } : {})
+      })
     const transport: Transport.Transport.Service = {
       incoming: fromReadable(stdin, (cause) =>
         new Transport.TransportError({
           reason: "Read",
           message: `reading stdin failed: ${cause instanceof Error ? cause.message : String(cause)}`,
           cause
-        })),
-      send: (chunks) =>
-        Effect.mapError(writer.write(chunks), (failure) =>
-          new Transport.TransportError({
-            reason: failure._tag === "Closed" ? "Closed" : "Write",
-            message: `writing stdout failed: ${describeFailure(failure)}`,
-            ...(failure._tag === "Failed" ? { cause: failure.error } : {})
-          })),
+        })).pipe(
+          // A broken stdout (EPIPE: the host stopped reading, or died with stdin still held open elsewhere) fails the
+          // transport now, so the peer closes and the shutdown runs, rather than at a next send that may never come.
+          Stream.interruptWhen(Effect.flatMap(writer.broken, (failure) => Effect.fail(writeError(failure))))
+        ),
+      send: (chunks) => Effect.mapError(writer.write(chunks), writeError),
       end: writer.end
     }
     return transport

@@ -74,6 +74,7 @@ const makeFake = (behaviour: Behaviour = {}) =>
           if ((behaviour.onEndOfInput ?? "exit") === "exit") exit({ exitCode: 0, signal: null })
         }),
         flushed: Effect.void,
+        broken: Effect.never,
         unsafeFailure: () => undefined
       },
       exit: Deferred.await(exited),

@@ -4,6 +4,7 @@ import { Transport } from "@lifeline/kernel"
 import { NodeStdio } from "@lifeline/node"
 import { Chunk, Deferred, Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
 import { PassThrough, Writable } from "node:stream"
+import { unsafeGuard } from "../src/internal/streams.js"
 
 const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text)
 
@@ -25,6 +26,8 @@ const makeStreams = () => {
   const stderr = makeSink()
   return { stdin, stdout, stderr, options: { stdin, stdout: stdout.stream, stderr: stderr.stream } }
 }
+
+const epipe = () => Object.assign(new Error("write EPIPE"), { code: "EPIPE" })
 
 /** Lets Node deliver what was written to a stream: its callbacks run on the event loop, not on a fiber. */
 const tick = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
@@ -150,6 +153,78 @@ describe("NodeStdio", () => {
       assert.strictEqual(failed.reason, "Write")
       assert.include(failed.message, "EPIPE")
     }))
+
+  it.scoped("a stdout that breaks after a send fails incoming with a Write error, without waiting for another send", () =>
+    Effect.gen(function*() {
+      const broken = new Writable({
+        write(_chunk, _encoding, callback) {
+          callback(epipe())
+        }
+      })
+      const transport = yield* NodeStdio.make({ stdin: new PassThrough(), stdout: broken, stderr: makeSink().stream })
+      const reading = yield* Effect.fork(Effect.flip(Stream.runDrain(transport.incoming)))
+      yield* transport.send([utf8("the answer nobody reads")])
+      const error = yield* Fiber.join(reading)
+      assert.strictEqual(error.reason, "Write")
+      assert.include(error.message, "EPIPE")
+    }))
+
+  it.scoped("ending stdout is a half-close: incoming keeps flowing after stdout has closed", () =>
+    Effect.gen(function*() {
+      const streams = makeStreams()
+      const transport = yield* NodeStdio.make(streams.options)
+      const reading = yield* Effect.fork(Stream.runCollect(transport.incoming))
+      yield* transport.end
+      yield* tick
+      assert.isTrue(streams.stdout.stream.closed)
+      streams.stdin.end("after")
+      const chunks = yield* Fiber.join(reading)
+      assert.strictEqual(Buffer.concat(Chunk.toReadonlyArray(chunks)).toString("utf8"), "after")
+    }))
+
+  it.scoped("a broken stderr drops log lines and redirected output instead of killing the process", () =>
+    Effect.gen(function*() {
+      let writes = 0
+      const stderr = new Writable({
+        write(_chunk, _encoding, callback) {
+          writes++
+          callback(epipe())
+        }
+      })
+      const stdout = makeSink()
+      const transport = yield* NodeStdio.make({ stdin: new PassThrough(), stdout: stdout.stream, stderr })
+      yield* Effect.logInfo("the first line meets EPIPE")
+      yield* tick
+      assert.isTrue(stderr.destroyed)
+      yield* Effect.logInfo("dropped")
+      // eslint-disable-next-line no-console
+      console.log("dropped too")
+      stdout.stream.write("and this")
+      yield* tick
+      assert.strictEqual(writes, 1)
+      const frame = utf8("still serving")
+      yield* transport.send([frame])
+      yield* tick
+      assert.strictEqual(stdout.text(), "still serving")
+    }))
+
+  it("unsafeGuard keeps a stream's errors from becoming uncaught, and counts what it drops afterwards", async () => {
+    const stream = new Writable({
+      write(_chunk, _encoding, callback) {
+        callback(Object.assign(new Error("write EAGAIN"), { code: "EAGAIN" }))
+      }
+    })
+    const guard = unsafeGuard(stream)
+    assert.strictEqual(unsafeGuard(stream), guard, "one guard per stream")
+    guard.write("fails\n")
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    guard.write("dropped\n")
+    guard.write("dropped\n")
+    assert.strictEqual(guard.dropped(), 2)
+    // A direct write to the destroyed stream is no uncaught exception either.
+    stream.write("direct")
+    await new Promise<void>((resolve) => setImmediate(resolve))
+  })
 
   it.scoped("a failing stdin fails incoming with a Read error", () =>
     Effect.gen(function*() {

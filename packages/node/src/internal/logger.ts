@@ -6,16 +6,22 @@
  */
 import * as HashSet from "effect/HashSet"
 import * as Logger from "effect/Logger"
+import { type Guarded, unsafeGuard } from "./streams.js"
 
 /**
- * One logfmt line per entry, written straight to `stderr` (not through `console`, which user code may replace).
+ * One logfmt line per entry, written straight to `stderr` (not through `console`, which user code may replace). Once
+ * stderr is broken (the host is gone), lines are dropped: logging must never be what kills the process.
  *
  * @internal
  */
-export const makeStderrLogger = (stderr: NodeJS.WritableStream): Logger.Logger<unknown, void> =>
-  Logger.make((options) => {
-    stderr.write(Logger.logfmtLogger.log(options) + "\n")
+export const makeStderrLogger = (stderr: NodeJS.WritableStream): Logger.Logger<unknown, void> => {
+  let guarded: Guarded | undefined
+  return Logger.make((options) => {
+    // Guarded at the first line, not when the module is loaded: importing it must not touch process.stderr.
+    guarded ??= unsafeGuard(stderr)
+    guarded.write(Logger.logfmtLogger.log(options) + "\n")
   })
+}
 
 /**
  * @internal

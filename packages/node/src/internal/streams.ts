@@ -115,6 +115,11 @@ export interface Writer {
   readonly end: Effect.Effect<void>
   /** Completes when Node holds no more unwritten bytes for the stream, or the stream failed or closed. */
   readonly flushed: Effect.Effect<void>
+  /**
+   * Completes with the failure when the stream fails, or closes without `end`: the reader is gone. A write's failure
+   * comes after `write` has returned, so without this the next send (maybe never) would be the first to see it.
+   */
+  readonly broken: Effect.Effect<WriteFailure>
   readonly unsafeFailure: () => WriteFailure | undefined
 }
 
@@ -152,7 +157,10 @@ export const makeWriter = (
   stream.on("finish", wakeAll)
 
   const onWritten = (error?: Error | null) => {
-    if (error !== undefined && error !== null && failure === undefined) failure = { _tag: "Failed", error }
+    if (error !== undefined && error !== null && failure === undefined) {
+      failure = { _tag: "Failed", error }
+      wakeAll()
+    }
   }
 
   const waitUntil = (ready: () => boolean): Effect.Effect<void, WriteFailure> =>
@@ -214,6 +222,18 @@ export const makeWriter = (
         })
       })
     }),
+    broken: Effect.async<WriteFailure>((resume) => {
+      const check = () => {
+        if (failure === undefined || (failure._tag === "Closed" && ended)) return
+        waiters.delete(check)
+        resume(Effect.succeed(failure))
+      }
+      waiters.add(check)
+      check()
+      return Effect.sync(() => {
+        waiters.delete(check)
+      })
+    }),
     unsafeFailure: () => failure
   }
 }
@@ -231,6 +251,56 @@ export const describeFailure = (failure: WriteFailure): string =>
     : failure.error instanceof Error
     ? failure.error.message
     : String(failure.error)
+
+/**
+ * A stream for diagnostics (logs, stray output) that cannot take the process down: see {@link unsafeGuard}.
+ *
+ * @internal
+ */
+export interface Guarded {
+  /** Writes `text`, or drops it (and counts it) once the stream is broken. Never throws. */
+  readonly write: (text: string) => void
+  readonly dropped: () => number
+}
+
+const guarded = new WeakMap<object, Guarded>()
+
+/**
+ * Listens, for the life of `stream`, to its errors. Once the reader of a pipe is gone (the host died), a write fails
+ * with EPIPE (or EAGAIN, ERR_STREAM_DESTROYED), and an 'error' event that nobody listens to is an uncaught exception:
+ * the process would die at once, its finalizers skipped, because of a log line. From the first error on, `write`
+ * drops what it is given. Idempotent: one listener per stream.
+ *
+ * @internal
+ */
+export const unsafeGuard = (stream: NodeJS.WritableStream): Guarded => {
+  const existing = guarded.get(stream)
+  if (existing !== undefined) return existing
+  const writable = stream as Writable
+  let broken = false
+  let dropped = 0
+  stream.on("error", () => {
+    broken = true
+  })
+  const guard: Guarded = {
+    write: (text) => {
+      if (broken || writable.destroyed || writable.writableEnded) {
+        dropped++
+        return
+      }
+      try {
+        stream.write(text)
+      } catch {
+        // Files and TTYs are written synchronously: their errors are thrown rather than emitted.
+        broken = true
+        dropped++
+      }
+    },
+    dropped: () => dropped
+  }
+  guarded.set(stream, guard)
+  return guard
+}
 
 /**
  * Completes once everything written to `stream` so far has been handed to the OS (at once if nothing is waiting, or
