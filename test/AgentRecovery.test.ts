@@ -115,8 +115,9 @@ describe("examples/agent-recovery", () => {
     "killed mid-tool and mid-llm, restarted each time: every turn finishes once and the orphaned worker is reaped",
     () =>
       Effect.gen(function*() {
-        // 1. Killed while turn 2's tool (run_tests: 5 × 1 s) runs in the worker.
-        const first = yield* agent("--reset", "--llm-ms", "50", "--tool-ms", "1000")
+        // 1. Killed while turn 2's tool (run_tests: 5 × 2 s) runs in the worker: long enough for the next start to
+        // find the orphan still at it (Killed, not Gone) even on a loaded machine.
+        const first = yield* agent("--reset", "--llm-ms", "50", "--tool-ms", "2000")
         const firstWorker = Number((yield* first.line(/^\s*\d+ ms {2}worker started \(pid (\d+)\)/))[1])
         yield* killOnExit(firstWorker)
         yield* first.line(/turn 2 tool: started in the worker/)
@@ -134,6 +135,11 @@ describe("examples/agent-recovery", () => {
         yield* second.line(/turn 2 tool: run_tests was interrupted by a crash \(attempt 1\): retrying, attempt 2/)
         yield* second.line(/turn 2: finished/)
         yield* second.line(/turn 3 llm: thinking/)
+        // A second agent on the same data dir would take the running steps for a crash's leftovers: it refuses.
+        const intruder = yield* agent("--llm-ms", "50", "--tool-ms", "50")
+        assert.deepStrictEqual(yield* intruder.exited, { code: 2, signal: null })
+        assert.isFalse(intruder.lines.some((line) => /recovery:/.test(line)), intruder.lines.join("\n"))
+        assert.isTrue(isAlive(secondWorker), "the running agent's worker was left alone")
         yield* crash(second)
         assert.isFalse(second.lines.some((line) => / turn 1: finished/.test(line)), "turn 1 did not run again")
 

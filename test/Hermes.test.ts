@@ -320,7 +320,7 @@ describe("Hermes: ExtensionHost and SDK extensions as real processes", () => {
   )
 
   it.live(
-    "a crashed extension is restarted within the budget; one crash more leaves it Failed, the host healthy",
+    "a crash is restarted within the budget; killed mid-command once more, it stays Failed and the host healthy",
     () =>
       Effect.gen(function*() {
         const store = yield* MessageStore.make(message)
@@ -353,7 +353,12 @@ describe("Hermes: ExtensionHost and SDK extensions as real processes", () => {
           "the restarted extension signed the message"
         )
 
-        // 2. Killed from outside (SIGKILL): the budget is spent, so it stays Failed.
+        // 2. Killed from outside (SIGKILL) in the middle of a command: the budget is spent, so it stays Failed.
+        yield* extension.execute("probe.hang")
+        yield* eventually(
+          () => field(Effect.runSync(store.current), "MSH-5") === `HANGING-${secondPid}`,
+          "the restarted extension is running probe.hang"
+        )
         process.kill(secondPid, "SIGKILL")
         assert.strictEqual(yield* afterCrash(extension), "Failed")
         history = yield* extension.history

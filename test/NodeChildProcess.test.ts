@@ -321,14 +321,29 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
           ...memory,
           begin: () => Effect.fail(new Journal.JournalError({ reason: "Storage", detail: "disk full" }))
         }
+        // A marker in its argv finds the child in /proc: the failed spawn has no pid to give.
+        const marker = `unrecorded-${process.pid}-${Date.now()}`
         const error = yield* Effect.flip(
           NodeChildProcess.make({
-            command: Command.make(process.execPath, "-e", "setInterval(() => {}, 1000)"),
+            command: Command.make(process.execPath, "-e", "setInterval(() => {}, 1000)", marker),
             journal
           })
         )
         assert.strictEqual(error.reason, "Unrecorded")
         assert.match(error.detail, /disk full/)
+        assert.instanceOf(error.cause, Journal.JournalError)
+        const running = () =>
+          Fs.readdirSync("/proc").filter((entry) => {
+            if (!/^\d+$/.test(entry)) return false
+            try {
+              return Fs.readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0").includes(marker) &&
+                isAlive(Number(entry))
+            } catch {
+              return false
+            }
+          })
+        // Killed at once, not left to run: no process with the marker remains.
+        if (process.platform === "linux") yield* eventually(() => running().length === 0, "the child is gone", 5000)
       }))
 
     it.scoped("arguments, environment and working directory reach the child", () =>

@@ -41,6 +41,7 @@ import { Agent, RunTool } from "./protocol.js"
 const usage = `agent-recovery: an agent you can kill at any moment; start it again and it picks up where it was
 
   agent-recovery [--data-dir DIR] [--reset] [--turns N] [--llm-ms N] [--tool-ms N] [--crash-at KEY] [--json]
+                 [--verbose] [--help]
 
   --data-dir  where the journal lives (default: $LIFELINE_DATA_DIR, else ${
   Path.join(Os.tmpdir(), "lifeline-agent-recovery")
@@ -51,7 +52,10 @@ const usage = `agent-recovery: an agent you can kill at any moment; start it aga
   --tool-ms   how long a tool runs, times its weight (default 600; run_tests weighs 5)
   --crash-at  SIGKILL this process when the step with this key is running, e.g. turn-2/tool or turn-3/llm
   --json      also print a JSON summary as the last line
-  --verbose   show the library's logs and the worker's stderr (on stderr)`
+  --verbose   show the library's logs and the worker's stderr (on stderr)
+
+One agent at a time per data dir: a second one would take the first one's running steps for a crash's leftovers
+(and kill its worker), so it refuses to start while <data dir>/agent.pid names a live agent.`
 
 const { values: args } = Util.parseArgs({
   options: {
@@ -84,6 +88,13 @@ const count = (name: string, text: string, min: number): number => {
 const turnCount = count("turns", args.turns, 1)
 const llmMs = count("llm-ms", args["llm-ms"], 0)
 const toolMs = count("tool-ms", args["tool-ms"], 0)
+const crashAt = args["crash-at"]
+if (crashAt !== undefined) {
+  const step = /^turn-(\d+)\/(llm|tool)$/.exec(crashAt)
+  if (step === null || Number(step[1]) < 1 || Number(step[1]) > turnCount) {
+    fail(`--crash-at must name a step of this script, turn-1/llm ... turn-${turnCount}/tool, not ${crashAt}`)
+  }
+}
 
 const dataDir = Path.resolve(
   args["data-dir"] ?? process.env.LIFELINE_DATA_DIR ?? Path.join(Os.tmpdir(), "lifeline-agent-recovery")
@@ -92,6 +103,67 @@ const journalDir = Path.join(dataDir, "lifeline")
 const journalFile = Path.join(journalDir, "journal.db")
 /** One line per tool call the worker carried out: the side effects, as they happened. */
 const effectsFile = Path.join(dataDir, "tool-effects.log")
+/** This agent's pid while it runs: recovery must not take a live agent's running steps for a crash's leftovers. */
+const lockFile = Path.join(dataDir, "agent.pid")
+
+/** A live process (a zombie counts as gone: this is what a SIGKILLed agent may be until its parent reaps it). */
+const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+  try {
+    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "latin1")
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
+  } catch {
+    return true
+  }
+}
+
+/**
+ * Takes `<data dir>/agent.pid`, or exits with code 2 while it names another live agent. A lock left by a killed agent
+ * is taken over. Released when this process exits on its own (a SIGKILL leaves it, and the next start takes it over).
+ */
+const lock = () => {
+  Fs.mkdirSync(dataDir, { recursive: true })
+  for (let tries = 0; tries < 3; tries++) {
+    try {
+      Fs.writeFileSync(lockFile, String(process.pid), { flag: "wx" })
+      process.on("exit", () => {
+        try {
+          if (Fs.readFileSync(lockFile, "utf8") === String(process.pid)) Fs.rmSync(lockFile, { force: true })
+        } catch {
+          // already gone
+        }
+      })
+      return
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
+    }
+    const read = () => {
+      try {
+        return Fs.readFileSync(lockFile, "utf8")
+      } catch {
+        return undefined // removed in the meantime: try again
+      }
+    }
+    const text = read()
+    if (text === undefined) continue
+    const holder = Number(text)
+    // Empty: another agent is between creating the file and writing its pid.
+    if (text === "" || (Number.isInteger(holder) && holder > 0 && holder !== process.pid && isAlive(holder))) {
+      process.stderr.write(
+        `agent-recovery: another agent (pid ${text || "?"}) is running on ${dataDir}; stop it first, or use another ` +
+          `--data-dir (if it is not an agent-recovery, remove ${lockFile})\n`
+      )
+      process.exit(2)
+    }
+    // Left by an agent that was killed: take it over (only if it still names that agent).
+    if (read() === text) Fs.rmSync(lockFile, { force: true })
+  }
+  fail(`cannot take ${lockFile}`)
+}
 
 /** The repository: where `scripts/run-bundled.mjs` is, above this file (or above its bundle in node_modules/.cache). */
 const root = (() => {
@@ -146,7 +218,7 @@ const say = (line: string) =>
 /** `--crash-at`: the step is running (durably InFlight in the journal): die the hardest way, as a power cut would. */
 const crashIfAsked = (key: string) =>
   Effect.sync(() => {
-    if (args["crash-at"] === key) {
+    if (crashAt === key) {
       process.stdout.write(`${" ".repeat(11)}--crash-at ${key}: SIGKILL\n`)
       process.kill(process.pid, "SIGKILL")
     }
@@ -319,6 +391,7 @@ const run = Effect.gen(function*() {
 
 const main = Effect.gen(function*() {
   yield* say(`agent-recovery (pid ${process.pid}): ${turns.length} turns, journal ${journalFile}`)
+  yield* Effect.sync(lock)
   if (args.reset) yield* reset
   yield* run.pipe(Effect.provide(SqliteJournal.layer({ filename: journalFile })))
 }).pipe(Logger.withMinimumLogLevel(args.verbose ? LogLevel.Debug : LogLevel.Warning))
