@@ -18,7 +18,6 @@ import type * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
 import { Console } from "node:console"
 import * as internalLogger from "./internal/logger.js"
 import * as Processes from "./internal/processes.js"
@@ -195,16 +194,18 @@ export const make = (options: Options = {}): Effect.Effect<Transport.Transport.S
         ...(failure._tag === "Failed" ? { cause: failure.error } : {})
       })
     const transport: Transport.Transport.Service = {
-      incoming: fromReadable(stdin, (cause) =>
-        new Transport.TransportError({
-          reason: "Read",
-          message: `reading stdin failed: ${cause instanceof Error ? cause.message : String(cause)}`,
-          cause
-        })).pipe(
-          // A broken stdout (EPIPE: the host stopped reading, or died with stdin still held open elsewhere) fails the
-          // transport now, so the peer closes and the shutdown runs, rather than at a next send that may never come.
-          Stream.interruptWhen(Effect.flatMap(writer.broken, (failure) => Effect.fail(writeError(failure))))
-        ),
+      incoming: fromReadable(
+        stdin,
+        (cause) =>
+          new Transport.TransportError({
+            reason: "Read",
+            message: `reading stdin failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+            cause
+          }),
+        // A broken stdout (EPIPE: the host stopped reading, or died with stdin still held open elsewhere) fails the
+        // transport now, so the peer closes and the shutdown runs, rather than at a next send that may never come.
+        { failWhen: (fail) => writer.onBroken((failure) => fail(writeError(failure))) }
+      ),
       send: (chunks) => Effect.mapError(writer.write(chunks), writeError),
       end: writer.end
     }

@@ -75,6 +75,7 @@ const makeFake = (behaviour: Behaviour = {}) =>
         }),
         flushed: Effect.void,
         broken: Effect.never,
+        onBroken: () => () => {},
         unsafeFailure: () => undefined
       },
       exit: Deferred.await(exited),

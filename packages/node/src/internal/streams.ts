@@ -25,7 +25,15 @@ const readHighWaterMark = 64 * 1024
  */
 export const fromReadable = <E>(
   readable: Readable | NodeJS.ReadableStream,
-  onError: (error: unknown) => E
+  onError: (error: unknown) => E,
+  options: {
+    /**
+     * Ends the stream early with an error: given a callback that fails the stream, returns how to stop listening.
+     * (A plain callback, not `Stream.interruptWhen`, which races every pull against the signal: that tripled a
+     * round trip's CPU.)
+     */
+    readonly failWhen?: ((fail: (error: E) => void) => () => void) | undefined
+  } = {}
 ): Stream.Stream<Uint8Array, E> =>
   Stream.unwrapScoped(Effect.gen(function*() {
     let buffered: Array<Uint8Array> = []
@@ -55,6 +63,18 @@ export const fromReadable = <E>(
     const onFailure = (error: unknown) => {
       if (done === undefined) done = { error: onError(error) }
       notify()
+    }
+    if (options.failWhen !== undefined) {
+      const failWhen = options.failWhen
+      yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          failWhen((error) => {
+            if (done === undefined) done = { error }
+            notify()
+          })
+        ),
+        (stop) => Effect.sync(stop)
+      )
     }
     yield* Effect.acquireRelease(
       Effect.sync(() => {
@@ -120,6 +140,8 @@ export interface Writer {
    * comes after `write` has returned, so without this the next send (maybe never) would be the first to see it.
    */
   readonly broken: Effect.Effect<WriteFailure>
+  /** `broken` as a callback: `listener` is called once with the failure; returns how to stop listening. */
+  readonly onBroken: (listener: (failure: WriteFailure) => void) => () => void
   readonly unsafeFailure: () => WriteFailure | undefined
 }
 
@@ -181,6 +203,19 @@ export const makeWriter = (
       })
     })
 
+  const onBroken = (listener: (failure: WriteFailure) => void): () => void => {
+    const check = () => {
+      if (failure === undefined || (failure._tag === "Closed" && ended)) return
+      waiters.delete(check)
+      listener(failure)
+    }
+    waiters.add(check)
+    check()
+    return () => {
+      waiters.delete(check)
+    }
+  }
+
   const write = (chunks: ReadonlyArray<Uint8Array>): Effect.Effect<void, WriteFailure> =>
     Effect.suspend(() => {
       if (failure !== undefined) return Effect.fail(failure)
@@ -223,17 +258,10 @@ export const makeWriter = (
       })
     }),
     broken: Effect.async<WriteFailure>((resume) => {
-      const check = () => {
-        if (failure === undefined || (failure._tag === "Closed" && ended)) return
-        waiters.delete(check)
-        resume(Effect.succeed(failure))
-      }
-      waiters.add(check)
-      check()
-      return Effect.sync(() => {
-        waiters.delete(check)
-      })
+      const stop = onBroken((failure) => resume(Effect.succeed(failure)))
+      return Effect.sync(stop)
     }),
+    onBroken,
     unsafeFailure: () => failure
   }
 }
