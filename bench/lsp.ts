@@ -18,6 +18,7 @@ import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 import * as Url from "node:url"
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter } from "vscode-jsonrpc/node.js"
+import { root } from "./root.js"
 
 export interface Row {
   readonly measure: string
@@ -31,7 +32,6 @@ interface Sample {
   readonly exit: number
 }
 
-const root = Path.join(Path.dirname(Url.fileURLToPath(import.meta.url)), "..")
 const server = Path.join(
   root,
   "test",

@@ -20,7 +20,7 @@ import type { Fiber } from "effect"
 import { Effect, Exit, Mailbox, Scope, Stream } from "effect"
 import { execFileSync, spawn } from "node:child_process"
 import type { ChildProcessByStdio } from "node:child_process"
-import { dirname, join } from "node:path"
+import { join } from "node:path"
 import { PassThrough } from "node:stream"
 import type { Readable, Writable } from "node:stream"
 import { fileURLToPath, pathToFileURL } from "node:url"
@@ -31,6 +31,7 @@ import type { Transport } from "../packages/kernel/src/index.js"
 import { NodeChildProcess } from "../packages/node/src/index.js"
 import { Drain, Echo, EchoClient, serve as serveOurs, Tick } from "./fixtures/echo-ours.js"
 import { serve as serveVscode } from "./fixtures/echo-vscode.js"
+import { nodeArgs, root } from "./root.js"
 
 /** One measurement, both libraries. `ratio` is ours / vscode. */
 export interface Row {
@@ -44,9 +45,6 @@ export interface Row {
   readonly goal: string | undefined
   readonly met: boolean | undefined
 }
-
-const here = dirname(fileURLToPath(import.meta.url))
-const root = join(here, "..")
 
 type Params = { readonly text: string }
 const small: Params = { text: "hello" }
@@ -213,8 +211,8 @@ const vscodeInMemory = (): Client => {
 
 type Child = ChildProcessByStdio<Writable, Readable, null>
 
-const echoCommand = (fixture: "echo-ours.ts" | "echo-vscode.ts", pinned: boolean): ReadonlyArray<string> => {
-  const node = [process.execPath, "--import", "tsx", join(here, "fixtures", fixture)]
+const echoCommand = (fixture: "echo-ours-main.ts" | "echo-vscode-main.ts", pinned: boolean): ReadonlyArray<string> => {
+  const node = [process.execPath, ...nodeArgs(join(root, "bench", "fixtures", fixture))]
   return pinned ? ["taskset", "-c", "0", ...node] : node
 }
 
@@ -230,7 +228,7 @@ const exited = (child: Child) =>
 
 /** Ours end to end: the client spawns the child with `NodeChildProcess`, the child serves over `NodeStdio`. */
 const oursChild = (pinned: boolean): Promise<Client> => {
-  const [command, ...args] = echoCommand("echo-ours.ts", pinned)
+  const [command, ...args] = echoCommand("echo-ours-main.ts", pinned)
   const child = NodeChildProcess.make({
     command: Command.make(command, ...args).pipe(Command.workingDirectory(root)),
     stderrLogLevel: "Warning"
@@ -239,7 +237,7 @@ const oursChild = (pinned: boolean): Promise<Client> => {
 }
 
 const vscodeChild = (pinned: boolean): Client => {
-  const [command, ...args] = echoCommand("echo-vscode.ts", pinned)
+  const [command, ...args] = echoCommand("echo-vscode-main.ts", pinned)
   const child: Child = spawn(command, args, { cwd: root, stdio: ["pipe", "pipe", "inherit"] })
   const connection = createMessageConnection(
     new StreamMessageReader(child.stdout),
@@ -494,11 +492,17 @@ const memoryVscode = async (): Promise<MemoryResult> => {
   return { peak: peak / PENDING, retained: retained / PENDING }
 }
 
+/** This program again: its bundle as it is, its source through tsx. */
+const runSelf = (): Array<string> => {
+  const self = fileURLToPath(import.meta.url)
+  return self.endsWith(".ts") ? ["--import", "tsx", self] : [self]
+}
+
 const memoryIn = (which: "ours" | "vscode" | "fiber"): Promise<MemoryResult> =>
   new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      ["--expose-gc", "--import", "tsx", fileURLToPath(import.meta.url), `--memory=${which}`],
+      ["--expose-gc", ...runSelf(), `--memory=${which}`],
       { cwd: root, stdio: ["ignore", "pipe", "inherit"] }
     )
     let out = ""
