@@ -574,27 +574,10 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
   const serveRequest = (request: Message.Request, serve: Serve, params: unknown): Effect.Effect<void, never, any> => {
     const id = request.id
     const run = serve.handle(params, { id, method: request.method })
-    return (semaphore === undefined ? run : semaphore.withPermits(1)(run)).pipe(
-      Effect.matchCauseEffect({
-        onSuccess: (result) => write(success(request, serve, result)),
-        onFailure: (cause) => Cause.isInterruptedOnly(cause) ? Effect.void : failWith(id, cause, request.method, serve)
-      }),
-      Effect.onExit((exit) =>
-        Effect.sync(() => {
-          // Cancelled by the peer: LSP still wants an answer, MCP does not. Interrupted by a shutdown: nobody is
-          // waiting for one.
-          if (
-            Exit.isFailure(exit) && cancelledInbound.delete(id) && cancellation.answerCancelled !== false
-          ) {
-            unsafeWrite(Message.failure(id, RpcError.RpcError.requestCancelled()))
-          }
-          inboundActive--
-          inboundMethods.delete(id)
-          cancelledInbound.delete(id)
-          wakeIdle()
-        })
-      )
-    )
+    return Effect.matchCauseEffect(semaphore === undefined ? run : semaphore.withPermits(1)(run), {
+      onSuccess: (result) => write(success(request, serve, result)),
+      onFailure: (cause) => Cause.isInterruptedOnly(cause) ? Effect.void : failWith(id, cause, request.method, serve)
+    })
   }
 
   /**
@@ -631,12 +614,21 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     inboundActive++
     inboundMethods.set(id, request.method)
     const fiber = forkRequest(id, request.method, serveRequest(request, serve, params.right))
-    if (fiber.unsafePoll() === null) {
-      requestFibers.set(id, fiber)
-      fiber.addObserver(() => {
-        if (requestFibers.get(id) === fiber) requestFibers.delete(id)
-      })
-    }
+    if (fiber.unsafePoll() === null) requestFibers.set(id, fiber)
+    // The bookkeeping runs as the fiber's observer rather than as an `Effect.onExit` step inside it: one
+    // uninterruptible region less per request.
+    fiber.addObserver((exit) => {
+      if (requestFibers.get(id) === fiber) requestFibers.delete(id)
+      // Cancelled by the peer: LSP still wants an answer, MCP does not. Interrupted by a shutdown: nobody is waiting
+      // for one.
+      if (Exit.isFailure(exit) && cancelledInbound.delete(id) && cancellation.answerCancelled !== false) {
+        unsafeWrite(Message.failure(id, RpcError.RpcError.requestCancelled()))
+      }
+      cancelledInbound.delete(id)
+      inboundMethods.delete(id)
+      inboundActive--
+      wakeIdle()
+    })
     return Effect.void
   }
 
