@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { ErrorCode, RpcError } from "@lifeline/jsonrpc"
 import { Method, Peer, PeerError, Protocol, TestTransport } from "@lifeline/kernel"
 import {
+  Chunk,
   Deferred,
   Duration,
   Effect,
@@ -11,6 +12,7 @@ import {
   FiberRef,
   HashMap,
   Option,
+  Queue,
   Ref,
   Schema,
   Scope,
@@ -499,6 +501,51 @@ describe("Peer", () => {
         for (let i = 0; i < 100; i++) assert.strictEqual((yield* raw.next).params.text, String(i))
       }))
   })
+
+  it.scoped("calls that find the outbound queue full wait for room; one that times out there is never sent", () =>
+    Effect.gen(function*() {
+      const pair = yield* TestTransport.makePair({ capacity: 1 })
+      const client = yield* Peer.make({
+        protocol: Protocol.make({ calls: [Sleep] }),
+        transport: pair.right,
+        handlers: {},
+        outboundCapacity: 2
+      })
+      yield* pair.rightToLeft.pause
+      // The first waits without a deadline to speak of; the rest time out while the reader is stuck.
+      const first = yield* Effect.fork(client.call(Sleep, { ms: 1 }, { timeout: "1 hour" }))
+      const rest = yield* Effect.fork(
+        Effect.all(
+          Array.from(
+            { length: 9 },
+            (_, i) => Effect.either(client.call(Sleep, { ms: i + 2 }, { timeout: "1 second" }))
+          ),
+          { concurrency: "unbounded" }
+        )
+      )
+      yield* eventually(Effect.map(client.stats, (s) => s.requestsSent === 10), "all ten calls issued")
+      yield* TestClock.adjust("1 second")
+      const failed = yield* Fiber.join(rest)
+      assert.isTrue(failed.every((r) => r._tag === "Left" && r.left._tag === "RequestTimeout"))
+      assert.strictEqual((yield* client.stats).pendingOutbound, 1)
+      // The reader wakes: what reached the queue arrives (with a cancellation for each timed-out call that was in
+      // it); the calls that never left the overflow are not sent at all.
+      const raw = yield* makeRaw(pair.left)
+      yield* pair.rightToLeft.resume
+      yield* eventually(Effect.map(Queue.size(raw.received), (n) => n > 0), "frames arrive")
+      for (let i = 0; i < 100; i++) yield* Effect.yieldNow()
+      const arrived = yield* Queue.takeAll(raw.received)
+      const requests = Chunk.toReadonlyArray(arrived).filter((m: any) => m.method === "sleep")
+      const cancels = Chunk.toReadonlyArray(arrived).filter((m: any) => m.method === "$/cancelRequest")
+      assert.isBelow(requests.length, 10)
+      assert.strictEqual(requests[0].params.ms, 1)
+      assert.deepStrictEqual(
+        cancels.map((m: any) => m.params.id).sort(),
+        requests.slice(1).map((m: any) => m.id).sort()
+      )
+      yield* raw.send({ jsonrpc: "2.0", id: requests[0].id, result: 1 })
+      assert.strictEqual(yield* Fiber.join(first), 1)
+    }))
 
   it.effect.prop(
     "concurrent calls both ways with answers in random order: each completes once with its own result",

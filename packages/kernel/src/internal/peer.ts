@@ -283,7 +283,29 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
   }
   /** Frames waiting in the outbound queue (the writer takes without waiting, so this is never negative). */
   const queued = () => Option.getOrElse(outbound.unsafeSize(), () => 0)
-  const isFlushed = () => !writing && queued() === 0
+  /**
+   * Requests whose frame found the outbound queue full, oldest first. Their callers wait for the answer anyway, so
+   * they wait here rather than in a `Queue.offer` raced against the deadline (a fork and a timer per call, and a
+   * FiberRefs copy left in every caller when the race was joined); the writer moves them into the queue as room
+   * frees up, and skips the ones that ended meanwhile (timed out, interrupted, failed by a disconnect).
+   */
+  let overflow: Array<{ readonly call: PendingCall; readonly frame: Uint8Array }> = []
+  const refill = (): void => {
+    let i = 0
+    while (i < overflow.length) {
+      const { call, frame } = overflow[i]
+      if (call.live) {
+        if (!outbound.unsafeOffer(frame)) break
+        call.enqueued = true
+      }
+      i++
+    }
+    if (i > 0) overflow = overflow.slice(i)
+  }
+  const isFlushed = () => {
+    if (overflow.length > 0) overflow = overflow.filter((waiting) => waiting.call.live)
+    return !writing && queued() === 0 && overflow.length === 0
+  }
   const wakeFlushed = () => {
     if (flushWaiters.length === 0 || !isFlushed()) return
     const waiters = flushWaiters
@@ -312,7 +334,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     resume(Effect.void)
   }
   const writerIdle = Effect.async<void>((resume) => {
-    if (queued() > 0) return resume(Effect.void)
+    if (queued() > 0 || overflow.length > 0) return resume(Effect.void)
     parkedWriter = resume
     return Effect.sync(() => {
       parkedWriter = undefined
@@ -458,16 +480,11 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
       wakeWriter()
       return awaitCall(call)
     }
-    // The queue is full: wait for room (this is the backpressure), but not past the call's deadline, when the
-    // timer ends the call and the frame is never sent.
-    return enqueue(frame.right).pipe(
-      Effect.timeoutOption(Duration.millis(timeoutMillis)),
-      Effect.flatMap((offered) => {
-        if (Option.isSome(offered)) call.enqueued = true
-        return awaitCall(call)
-      }),
-      Effect.onInterrupt(() => Effect.sync(() => cancelByCaller(call)))
-    )
+    // The queue is full (a slow reader): the frame waits in `overflow` until the writer has room for it, or the
+    // call ends first (its deadline, its caller's interruption), and then it is never sent.
+    overflow.push({ call, frame: frame.right })
+    wakeWriter()
+    return awaitCall(call)
   }
 
   const callUntyped = (
@@ -854,6 +871,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
 
   const writer = Effect.gen(function*() {
     while (true) {
+      if (overflow.length > 0) refill()
       const frames = yield* Queue.takeUpTo(outbound, 256)
       if (Chunk.isEmpty(frames)) {
         yield* writerIdle
