@@ -231,6 +231,73 @@ describe("Recovery with real processes", () => {
     processTimeout
   )
 
+  describe("two processes on one journal", () => {
+    interface Recovered {
+      readonly resumed: ReadonlyArray<readonly [string, number]>
+      readonly claim: Journal.Claim
+    }
+    const jsonAfter = (line: string) => JSON.parse(line.slice(line.indexOf(" ") + 1))
+
+    it.live(
+      "the second is refused while the first lives; after a SIGKILL of the first, it takes over and recovers its work",
+      () =>
+        Effect.gen(function*() {
+          const filename = freshFile()
+          const first = yield* worker(filename, "hold", "1000", "llm/turn-1")
+          yield* first.line("held")
+          const second = yield* worker(filename, "recover", "1000")
+          const refused = jsonAfter(yield* second.line("refused "))
+          assert.deepStrictEqual([refused._tag, refused.owner, refused.pid, refused.host], [
+            "OwnerInUse",
+            "local",
+            first.child.pid,
+            Os.hostname()
+          ])
+          assert.deepStrictEqual(yield* second.exited, { code: 0, signal: null })
+          // past its 1 s ttl the claim still holds: the first renews it
+          yield* Effect.sleep("1500 millis")
+          const journal = yield* SqliteJournal.makeFile({ filename })
+          const claim = Option.getOrThrow(yield* journal.holder("local"))
+          assert.strictEqual(claim.pid, first.child.pid)
+          assert.isAbove(claim.expiresAt, Date.now() - 100)
+          assert.strictEqual(Option.getOrThrow(yield* journal.get("llm/turn-1")).status, "InFlight")
+
+          yield* crash(first)
+          const third = yield* worker(filename, "recover", "1000")
+          const recovered: Recovered = jsonAfter(yield* third.line("recovered "))
+          assert.deepStrictEqual(recovered.resumed, [["llm/turn-1", 2]])
+          assert.strictEqual(recovered.claim.pid, third.child.pid)
+          assert.deepStrictEqual(yield* third.exited, { code: 0, signal: null })
+          const entry = Option.getOrThrow(yield* journal.get("llm/turn-1"))
+          assert.deepStrictEqual([entry.status, entry.result], ["Completed", {
+            continued: "llm/turn-1",
+            by: third.child.pid
+          }])
+          // released when the third stopped
+          assert.isTrue(Option.isNone(yield* journal.holder("local")))
+        }).pipe(Effect.scoped),
+      processTimeout
+    )
+
+    it.live(
+      "a holder killed with SIGKILL is taken over at once on its host, long before its claim expires",
+      () =>
+        Effect.gen(function*() {
+          const filename = freshFile()
+          const first = yield* worker(filename, "hold", "600000", "llm/turn-1")
+          yield* first.line("held")
+          const journal = yield* SqliteJournal.makeFile({ filename })
+          const held = Option.getOrThrow(yield* journal.holder("local"))
+          yield* crash(first)
+          const second = yield* worker(filename, "recover", "600000")
+          const recovered: Recovered = jsonAfter(yield* second.line("recovered "))
+          assert.deepStrictEqual(recovered.resumed, [["llm/turn-1", 2]])
+          assert.isBelow(recovered.claim.claimedAt, held.expiresAt)
+        }).pipe(Effect.scoped),
+      processTimeout
+    )
+  })
+
   describe("orphan child processes", () => {
     it.live(
       "a host killed with SIGKILL leaves its child behind; the next host finds it and kills it",

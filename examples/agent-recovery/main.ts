@@ -54,8 +54,9 @@ const usage = `agent-recovery: an agent you can kill at any moment; start it aga
   --json      also print a JSON summary as the last line
   --verbose   show the library's logs and the worker's stderr (on stderr)
 
-One agent at a time per data dir: a second one would take the first one's running steps for a crash's leftovers
-(and kill its worker), so it refuses to start while <data dir>/agent.pid names a live agent.`
+One agent at a time per data dir: recovery claims the journal's owner, so a second agent exits with code 2 while
+the first runs, instead of taking its running steps for a crash's leftovers (and killing its worker). A killed
+agent's claim is taken over at once.`
 
 const { values: args } = Util.parseArgs({
   options: {
@@ -103,68 +104,6 @@ const journalDir = Path.join(dataDir, "lifeline")
 const journalFile = Path.join(journalDir, "journal.db")
 /** One line per tool call the worker carried out: the side effects, as they happened. */
 const effectsFile = Path.join(dataDir, "tool-effects.log")
-/** This agent's pid while it runs: recovery must not take a live agent's running steps for a crash's leftovers. */
-const lockFile = Path.join(dataDir, "agent.pid")
-
-/** A live process (a zombie counts as gone: this is what a SIGKILLed agent may be until its parent reaps it). */
-const isAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM"
-  }
-  try {
-    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "latin1")
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
-  } catch {
-    return true
-  }
-}
-
-/**
- * Takes `<data dir>/agent.pid`, or exits with code 2 while it names another live agent. A lock left by a killed agent
- * is taken over. Released when this process exits on its own (a SIGKILL leaves it, and the next start takes it over).
- */
-const lock = () => {
-  Fs.mkdirSync(dataDir, { recursive: true })
-  for (let tries = 0; tries < 3; tries++) {
-    try {
-      Fs.writeFileSync(lockFile, String(process.pid), { flag: "wx" })
-      process.on("exit", () => {
-        try {
-          if (Fs.readFileSync(lockFile, "utf8") === String(process.pid)) Fs.rmSync(lockFile, { force: true })
-        } catch {
-          // already gone
-        }
-      })
-      return
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
-    }
-    const read = () => {
-      try {
-        return Fs.readFileSync(lockFile, "utf8")
-      } catch {
-        return undefined // removed in the meantime: try again
-      }
-    }
-    const text = read()
-    if (text === undefined) continue
-    const holder = Number(text)
-    // Empty: another agent is between creating the file and writing its pid.
-    if (text === "" || (Number.isInteger(holder) && holder > 0 && holder !== process.pid && isAlive(holder))) {
-      process.stderr.write(
-        `agent-recovery: another agent (pid ${text || "?"}) is running on ${dataDir}; stop it first, or use another ` +
-          `--data-dir (if it is not an agent-recovery, remove ${lockFile})\n`
-      )
-      process.exit(2)
-    }
-    // Left by an agent that was killed: take it over (only if it still names that agent).
-    if (read() === text) Fs.rmSync(lockFile, { force: true })
-  }
-  fail(`cannot take ${lockFile}`)
-}
-
 /** The repository: where `scripts/run-bundled.mjs` is, above this file (or above its bundle in node_modules/.cache). */
 const root = (() => {
   let dir = Path.dirname(Url.fileURLToPath(import.meta.url))
@@ -391,9 +330,20 @@ const run = Effect.gen(function*() {
 
 const main = Effect.gen(function*() {
   yield* say(`agent-recovery (pid ${process.pid}): ${turns.length} turns, journal ${journalFile}`)
-  yield* Effect.sync(lock)
   if (args.reset) yield* reset
   yield* run.pipe(Effect.provide(SqliteJournal.layer({ filename: journalFile })))
-}).pipe(Logger.withMinimumLogLevel(args.verbose ? LogLevel.Debug : LogLevel.Warning))
+}).pipe(
+  // Recovery (and --reset's reaping) claim the journal's owner first: another live agent holds it.
+  Effect.catchTag("OwnerInUse", (error) =>
+    Effect.sync(() => {
+      process.stderr.write(
+        `agent-recovery: another agent (pid ${error.pid ?? "?"}${
+          error.host === undefined ? "" : ` on ${error.host}`
+        }) is running on ${dataDir}; stop it first, or use another --data-dir\n`
+      )
+      process.exit(2)
+    })),
+  Logger.withMinimumLogLevel(args.verbose ? LogLevel.Debug : LogLevel.Warning)
+)
 
 NodeSignals.runMain(main)

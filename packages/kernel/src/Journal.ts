@@ -5,10 +5,12 @@
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import * as internal from "./internal/journal.js"
 
 /**
@@ -135,6 +137,112 @@ export class JournalError extends Schema.TaggedError<JournalError>("@lifeline/ke
 }
 
 /**
+ * Who holds an owner: the journal that claimed it (`holder`, a random token per journal instance), the process it runs
+ * in as far as the journal knows it (`pid`, `host`, and `startedAt`, when that process started, epoch ms), when it
+ * claimed it and until when the claim holds unless renewed (`claimedAt`, `expiresAt`, epoch ms from the `Clock`).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Claim = Schema.Struct({
+  owner: Schema.String,
+  holder: Schema.String,
+  pid: Schema.optional(Schema.Int),
+  host: Schema.optional(Schema.String),
+  startedAt: Schema.optional(Schema.Number),
+  claimedAt: Schema.Number,
+  expiresAt: Schema.Number
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Claim extends Schema.Schema.Type<typeof Claim> {}
+
+/**
+ * Another live journal (another process, or another journal instance in this one) holds the owner: its unfinished
+ * operations are that holder's running work, not a crash's leftovers, so they are not recovered. The fields say who
+ * holds it, as far as its journal knows: its pid and host, when its process started, when it claimed the owner and
+ * until when its claim holds unless it renews it.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class OwnerInUse extends Schema.TaggedError<OwnerInUse>("@lifeline/kernel/OwnerInUse")("OwnerInUse", {
+  owner: Schema.String,
+  pid: Schema.optional(Schema.Int),
+  host: Schema.optional(Schema.String),
+  startedAt: Schema.optional(Schema.Number),
+  claimedAt: Schema.Number,
+  expiresAt: Schema.Number
+}) {
+  override get message(): string {
+    const who = this.pid === undefined ? "another journal" : `process ${this.pid}`
+    const where = this.host === undefined ? "" : ` on ${this.host}`
+    return `journal: owner ${this.owner} is in use by ${who}${where} (claimed at ${
+      new Date(this.claimedAt).toISOString()
+    }, held until ${new Date(this.expiresAt).toISOString()} unless renewed)`
+  }
+}
+
+/**
+ * Options of a claim. `ttl` (default 30 s) is how long the claim holds without renewal: the holder renews it every
+ * third of it, and a holder that stops renewing (it crashed, or hangs) loses it once `ttl` has passed. Clocks of
+ * hosts that share a journal must agree to well within `ttl`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ClaimOptions {
+  readonly ttl?: Duration.DurationInput | undefined
+}
+
+/**
+ * The process a journal runs in, recorded with its claims so that a holder can be named and, on the same host,
+ * checked (see {@link Liveness}). `startedAt` is when the process started (epoch ms), which tells it apart from a
+ * later process that reused its pid. The in-memory journal knows none of it; `SqliteJournal` fills it in.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Identity {
+  readonly pid?: number | undefined
+  readonly host?: string | undefined
+  readonly startedAt?: number | undefined
+}
+
+/**
+ * Whether the process that holds a claim is still running, asked only for a claim made on this journal's host:
+ * `Dead` (the pid is gone, or now names a process that started later) lets a claimant take the owner over at once,
+ * without waiting for the claim to expire; `Alive` refuses it even after expiry (the holder is paused, not gone);
+ * `Unknown` leaves it to expiry. Node's check is built into `SqliteJournal`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Liveness = (claim: Claim) => Effect.Effect<"Alive" | "Dead" | "Unknown">
+
+/**
+ * Options of {@link make}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MakeOptions {
+  readonly identity?: Identity | undefined
+  readonly liveness?: Liveness | undefined
+}
+
+/**
+ * How long a claim holds without renewal unless `ttl` says otherwise.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const defaultClaimTtl: Duration.DurationInput = "30 seconds"
+
+/**
  * The journal service.
  *
  * @example
@@ -209,6 +317,25 @@ export declare namespace Journal {
      * once. A `begin` inside is durable only when the batch ends, so do not start the work from inside it.
      */
     readonly batch: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | JournalError, R>
+    /**
+     * Claims `owner` for this journal for the Scope: while the claim holds, another journal (another process, or
+     * another instance on the same storage) that claims it gets an {@link OwnerInUse} instead. A fiber renews the
+     * claim on the `Clock` every third of `ttl`; closing the Scope stops it and deletes the claim. A claim whose
+     * holder stopped renewing it is taken over once it expires, or at once when the holder ran on this host and its
+     * process is gone ({@link Liveness}). Claiming an owner this journal already holds shares that claim: it is
+     * released when the last Scope that claimed it closes. Do not claim inside `batch`.
+     *
+     * A holder that cannot renew for `ttl` (its storage fails, its process is paused) may lose the claim to another
+     * journal: it logs an error, and `holds` says false from then on.
+     */
+    readonly claim: (
+      owner: string,
+      options?: ClaimOptions
+    ) => Effect.Effect<Claim, OwnerInUse | JournalError, Scope.Scope>
+    /** Whether this journal holds a claim on `owner` now: claimed, not released, not lost, not expired. */
+    readonly holds: (owner: string) => Effect.Effect<boolean>
+    /** The claim stored for `owner`, whoever holds it, expired or not. */
+    readonly holder: (owner: string) => Effect.Effect<Option.Option<Claim>, JournalError>
   }
 }
 
@@ -275,6 +402,27 @@ export interface Backend {
   readonly remove: (statuses: ReadonlyArray<Status>, finishedBefore: number) => Effect.Effect<number, JournalError>
   /** Commits the writes of `effect` together. */
   readonly batch: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | JournalError, R>
+  /** Stores `claim` unless its owner has one. Returns the claim stored for the owner and whether this call wrote it. */
+  readonly insertClaim: (
+    claim: Claim
+  ) => Effect.Effect<{ readonly claim: Claim; readonly inserted: boolean }, JournalError>
+  /** Replaces the claim of `claim.owner` by `claim` if the stored one matches `where`; whether it did. */
+  readonly replaceClaim: (claim: Claim, where: ClaimWhere) => Effect.Effect<boolean, JournalError>
+  readonly getClaim: (owner: string) => Effect.Effect<Option.Option<Claim>, JournalError>
+  /** Deletes the claim of `owner` if `holder` holds it; whether it did. */
+  readonly deleteClaim: (owner: string, holder: string) => Effect.Effect<boolean, JournalError>
+}
+
+/**
+ * Which claim a backend `replaceClaim` may replace: the one `holder` holds, and, when given, only while it expires at
+ * `expiresAt` (what the caller read), so that a holder that renewed in the meantime keeps it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ClaimWhere {
+  readonly holder: string
+  readonly expiresAt?: number | undefined
 }
 
 /**
@@ -288,20 +436,22 @@ export const maxKeyLength = 255
 /**
  * Builds a journal on a storage backend. Times come from the `Clock`. The journal also knows which keys fibers of
  * this process run (`running`), which the storage cannot tell from what a crash left behind; a new journal on the
- * same storage, as after a restart, runs nothing.
+ * same storage, as after a restart, runs nothing, and holds no claim. `identity` and `liveness` describe the process
+ * for claims (see {@link Identity}); without them a claim is taken over only when it expires.
  *
  * @example
  * ```ts
  * import { Effect } from "effect"
  * import { Journal } from "@lifeline/kernel"
  *
- * const journal = Effect.flatMap(Journal.makeMemoryBackend, Journal.make)
+ * const journal = Effect.flatMap(Journal.makeMemoryBackend, (backend) =>
+ *   Journal.make(backend, { identity: { pid: 4242, host: "build-1" } }))
  * ```
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make: (backend: Backend) => Effect.Effect<Journal.Service> = internal.make
+export const make: (backend: Backend, options?: MakeOptions) => Effect.Effect<Journal.Service> = internal.make
 
 /**
  * A backend that keeps rows in a `Ref`: nothing survives the process.
@@ -373,6 +523,34 @@ export class Owner extends Context.Reference<Owner>()("@lifeline/kernel/Journal/
  * @category layers
  */
 export const layerOwner = (owner: string): Layer.Layer<never> => Layer.succeedContext(Context.make(Owner, owner))
+
+/**
+ * Claims the current {@link Owner} (or `options.owner`) for the Scope, through the journal in context: see
+ * `Journal.Service.claim`. `Recovery.run` claims the owner itself; claim it earlier to refuse a second instance
+ * before doing anything else.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Journal } from "@lifeline/kernel"
+ *
+ * const program = Effect.gen(function*() {
+ *   const claim = yield* Journal.claim({ ttl: "10 seconds" })
+ *   // ... this process is the owner's only live host until the Scope closes
+ *   return claim.expiresAt
+ * }).pipe(
+ *   Effect.catchTag("OwnerInUse", (error) => Effect.logError(`already running: pid ${error.pid}`)),
+ *   Effect.scoped,
+ *   Effect.provide(Journal.layerMemory)
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const claim: (
+  options?: ClaimOptions & { readonly owner?: string | undefined }
+) => Effect.Effect<Claim, OwnerInUse | JournalError, Journal | Scope.Scope> = internal.claim
 
 /**
  * How a value is written to the journal as an error: a tagged error or an `Error` keeps its `_tag`, `name`, `message`

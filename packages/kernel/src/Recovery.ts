@@ -8,6 +8,7 @@
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import * as internal from "./internal/journalRecovery.js"
 import type * as Journal from "./Journal.js"
 import type * as Peer from "./Peer.js"
@@ -211,15 +212,25 @@ export interface Options<R = never> {
   readonly concurrency?: number | "unbounded" | undefined
   /** Kills orphan child processes. Without it, `process` entries are left for `reapOrphans`. */
   readonly reap?: Reaper<R> | undefined
+  /** The claim `run` takes on the owner (its `ttl`, default 30 s), unless the journal already holds it. */
+  readonly claim?: Journal.ClaimOptions | undefined
 }
 
 /**
- * Recovers every unfinished operation of the owner: for each `InFlight` or `NeedsRecovery` entry that no fiber of this
- * process runs, asks the decision of its kind and resumes it (one more attempt under the same key, recorded when it
- * ends) or records an `InterruptedByCrash`. Each entry is taken under a guard, so an operation is never resumed
- * twice, even by two recoveries at once. Waits for the resumers; fork it to let start-up go on.
+ * Recovers every unfinished operation of the owner: first claims the owner for the Scope (`Journal.Service.claim`),
+ * then, for each `InFlight` or `NeedsRecovery` entry that no fiber of this process runs, asks the decision of its kind
+ * and resumes it (one more attempt under the same key, recorded when it ends) or records an `InterruptedByCrash`.
+ * Each entry is taken under a guard, so an operation is never resumed twice, even by two recoveries at once. Waits
+ * for the resumers; fork it to let start-up go on.
  *
- * Fails only when the journal cannot be listed; what goes wrong with one entry is in the report's `errors`.
+ * The claim is what makes the entries leftovers: while another live process (or another journal instance) holds the
+ * owner, `run` fails with `Journal.OwnerInUse` and touches nothing. A holder that crashed is taken over once its claim
+ * expires, or at once when it ran on this host and its process is gone. The claim stays held, and renewed, until the
+ * Scope closes: run recovery in the Scope the host works in, so that no second instance can take its running work
+ * for a crash's leftovers. A claim the journal already holds is shared, not taken again.
+ *
+ * Fails when the owner is in use or the journal cannot be listed; what goes wrong with one entry is in the report's
+ * `errors`.
  *
  * @example
  * ```ts
@@ -228,14 +239,22 @@ export interface Options<R = never> {
  *
  * const requestLlm = (turn: unknown) => Effect.succeed({ text: "continued", turn })
  *
- * const startUp = Recovery.run({
- *   decisions: {
- *     // an interrupted LLM request is safe to send again
- *     llm: (entry) => Recovery.resume(() => requestLlm(entry.payload)),
- *     // a tool's side effects are unknown: let the user retry
- *     tool: () => Recovery.fail("the tool was executing")
- *   }
- * }).pipe(Effect.provide(Journal.layerMemory))
+ * const host = Effect.gen(function*() {
+ *   yield* Recovery.run({
+ *     decisions: {
+ *       // an interrupted LLM request is safe to send again
+ *       llm: (entry) => Recovery.resume(() => requestLlm(entry.payload)),
+ *       // a tool's side effects are unknown: let the user retry
+ *       tool: () => Recovery.fail("the tool was executing")
+ *     },
+ *     claim: { ttl: "30 seconds" }
+ *   })
+ *   // ... the host's work: the owner stays claimed until the Scope closes
+ * }).pipe(
+ *   Effect.catchTag("OwnerInUse", (error) => Effect.logError(`another host runs: pid ${error.pid} on ${error.host}`)),
+ *   Effect.scoped,
+ *   Effect.provide(Journal.layerMemory)
+ * )
  * ```
  *
  * @since 0.1.0
@@ -243,7 +262,7 @@ export interface Options<R = never> {
  */
 export const run: <R = never>(
   options?: Options<R>
-) => Effect.Effect<Report, Journal.JournalError, Journal.Journal | R> = internal.run
+) => Effect.Effect<Report, Journal.JournalError | Journal.OwnerInUse, Journal.Journal | Scope.Scope | R> = internal.run
 
 /**
  * Records a child process right after it was spawned, as an `InFlight` entry of kind `process` owned by the current
@@ -283,7 +302,9 @@ export const processExited: (
 
 /**
  * Finds the child processes the owner recorded and never saw exit (its previous run crashed), kills those still
- * alive with `reap`, and records each one as ended. Children recorded by this run are left alone.
+ * alive with `reap`, and records each one as ended. Children recorded by this run are left alone. Like {@link run},
+ * it first claims the owner for the Scope and fails with `Journal.OwnerInUse` while another live process holds it:
+ * that process's children are not orphans.
  *
  * @example
  * ```ts
@@ -292,7 +313,7 @@ export const processExited: (
  *
  * const reapNothing: Recovery.Reaper = () => Effect.succeed("Gone")
  *
- * const startUp = Recovery.reapOrphans(reapNothing).pipe(Effect.provide(Journal.layerMemory))
+ * const startUp = Recovery.reapOrphans(reapNothing).pipe(Effect.scoped, Effect.provide(Journal.layerMemory))
  * ```
  *
  * @since 0.1.0
@@ -300,8 +321,9 @@ export const processExited: (
  */
 export const reapOrphans: <R = never>(
   reap: Reaper<R>,
-  options?: { readonly owner?: string | undefined }
-) => Effect.Effect<Report, Journal.JournalError, Journal.Journal | R> = internal.reapOrphans
+  options?: { readonly owner?: string | undefined; readonly claim?: Journal.ClaimOptions | undefined }
+) => Effect.Effect<Report, Journal.JournalError | Journal.OwnerInUse, Journal.Journal | Scope.Scope | R> =
+  internal.reapOrphans
 
 /**
  * The part of a connection's shutdown report that the journal needs; `Connection.ShutdownReport` is one.
@@ -322,8 +344,10 @@ export interface ShutdownReport {
  * are recorded as `Failed` with a `ShutdownError` carrying the shutdown's reason.
  *
  * `keysOf` maps a cut-off request to the journal key of its operation. Without it, every `InFlight` operation of
- * the owner that no fiber of this process still runs counts as cut off. Journal failures are logged, not raised:
- * a shutdown must finish.
+ * the owner that no fiber of this process still runs counts as cut off, which is true only of the owner's sole live
+ * holder: so without `keysOf` it records something only while the journal holds the owner's claim (as after
+ * {@link run} in the same Scope), and otherwise logs a warning. Journal failures are logged, not raised: a shutdown
+ * must finish.
  *
  * @example
  * ```ts

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Journal, PeerError } from "@lifeline/kernel"
-import { Deferred, Effect, Fiber, Option, Schema, TestClock } from "effect"
+import { Journal, PeerError, Recovery } from "@lifeline/kernel"
+import { Deferred, Effect, Exit, Fiber, Option, Schema, Scope, TestClock } from "effect"
 
 class ToolFailed extends Schema.TaggedError<ToolFailed>()("ToolFailed", { tool: Schema.String }) {
   override get message(): string {
@@ -407,6 +407,197 @@ describe("Journal", () => {
           assert.strictEqual(entry.finishedAt, 10_000)
         })
       ))
+  })
+
+  describe("claim", () => {
+    /** Journals on one storage, as processes on one SQLite file; each with its own identity. */
+    const storage = Effect.gen(function*() {
+      const backend = yield* Journal.makeMemoryBackend
+      return {
+        backend,
+        open: (options?: Journal.MakeOptions) => Journal.make(backend, options)
+      }
+    })
+
+    /** Claims in a Scope of its own, which the test closes: a process that stops cleanly. */
+    const claimIn = (journal: Journal.Journal.Service, owner: string, options?: Journal.ClaimOptions) =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        const claim = yield* journal.claim(owner, options).pipe(Scope.extend(scope))
+        return { claim, close: Scope.close(scope, Exit.void) }
+      })
+
+    it.scoped("stores who holds the owner and until when, renews it on the Clock, and deletes it on release", () =>
+      Effect.gen(function*() {
+        const { open } = yield* storage
+        const journal = yield* open({ identity: { pid: 41, host: "box", startedAt: 7 } })
+        yield* TestClock.adjust("1 second")
+        const held = yield* claimIn(journal, "host", { ttl: "9 seconds" })
+        assert.deepInclude(held.claim, {
+          owner: "host",
+          pid: 41,
+          host: "box",
+          startedAt: 7,
+          claimedAt: 1000,
+          expiresAt: 10_000
+        })
+        assert.match(held.claim.holder, /^[0-9a-f]{32}$/)
+        assert.isTrue(yield* journal.holds("host"))
+        assert.isFalse(yield* journal.holds("other"))
+        // renewed every third of the ttl: after 3 s, it holds until 4 s + 9 s
+        yield* TestClock.adjust("3 seconds")
+        assert.deepStrictEqual(
+          Option.map(yield* journal.holder("host"), (claim) => claim.expiresAt),
+          Option.some(13_000)
+        )
+        yield* TestClock.adjust("1 minute")
+        assert.isTrue(yield* journal.holds("host"))
+        yield* held.close
+        assert.isTrue(Option.isNone(yield* journal.holder("host")))
+        assert.isFalse(yield* journal.holds("host"))
+      }))
+
+    it.scoped("a second journal is refused with OwnerInUse naming the holder, for as long as it renews", () =>
+      Effect.gen(function*() {
+        const { open } = yield* storage
+        const first = yield* open({ identity: { pid: 41, host: "box", startedAt: 7 } })
+        const second = yield* open({ identity: { pid: 42, host: "box", startedAt: 8 } })
+        yield* first.claim("host", { ttl: "10 seconds" })
+        const error = yield* Effect.flip(second.claim("host", { ttl: "10 seconds" }))
+        assert.instanceOf(error, Journal.OwnerInUse)
+        assert.deepStrictEqual(
+          error._tag === "OwnerInUse" ? [error.owner, error.pid, error.host, error.startedAt, error.claimedAt] : [],
+          ["host", 41, "box", 7, 0]
+        )
+        assert.match(error.message, /owner host is in use by process 41 on box/)
+        yield* TestClock.adjust("1 minute")
+        const later = yield* Effect.flip(second.claim("host"))
+        assert.strictEqual(later._tag, "OwnerInUse")
+        assert.isFalse(yield* second.holds("host"))
+        // other owners are free
+        yield* second.claim("elsewhere")
+      }))
+
+    it.scoped("released on Scope close: the next claimant gets it at once", () =>
+      Effect.gen(function*() {
+        const { open } = yield* storage
+        const first = yield* open()
+        const second = yield* open()
+        const held = yield* claimIn(first, "host")
+        assert.strictEqual((yield* Effect.flip(second.claim("host")))._tag, "OwnerInUse")
+        yield* held.close
+        const claim = yield* second.claim("host")
+        assert.strictEqual(claim.claimedAt, 0)
+      }))
+
+    it.scoped("a holder that stopped renewing (crashed) is taken over once its claim expires", () =>
+      Effect.gen(function*() {
+        const { backend, open } = yield* storage
+        // what a crashed process leaves: its claim, renewed for the last time at 0
+        yield* backend.insertClaim({ owner: "host", holder: "crashed", pid: 9, claimedAt: 0, expiresAt: 30_000 })
+        const journal = yield* open()
+        yield* TestClock.adjust("29 seconds")
+        const refused = yield* Effect.flip(journal.claim("host"))
+        assert.deepStrictEqual(refused._tag === "OwnerInUse" ? [refused.pid, refused.expiresAt] : [], [9, 30_000])
+        yield* TestClock.adjust("1 second")
+        const claim = yield* journal.claim("host", { ttl: "5 seconds" })
+        assert.deepStrictEqual([claim.claimedAt, claim.expiresAt], [30_000, 35_000])
+        assert.notStrictEqual(claim.holder, "crashed")
+        assert.isTrue(yield* journal.holds("host"))
+      }))
+
+    it.scoped("a holder that cannot renew loses the claim to the next claimant after expiry, and knows it", () =>
+      Effect.gen(function*() {
+        const { backend } = yield* storage
+        let down = false
+        const flaky: Journal.Backend = {
+          ...backend,
+          replaceClaim: (claim, where) =>
+            down
+              ? Effect.fail(new Journal.JournalError({ reason: "Storage", detail: "the disk is gone" }))
+              : backend.replaceClaim(claim, where)
+        }
+        const hung = yield* Journal.make(flaky)
+        const next = yield* Journal.make(backend)
+        yield* hung.claim("host", { ttl: "3 seconds" })
+        down = true
+        yield* TestClock.adjust("2 seconds")
+        assert.strictEqual((yield* Effect.flip(next.claim("host", { ttl: "3 seconds" })))._tag, "OwnerInUse")
+        yield* TestClock.adjust("1 second")
+        // its claim expired: the holder no longer counts on it, and the next claimant takes it
+        assert.isFalse(yield* hung.holds("host"))
+        yield* next.claim("host", { ttl: "3 seconds" })
+        down = false
+        yield* TestClock.adjust("1 second")
+        assert.isFalse(yield* hung.holds("host"))
+        assert.isTrue(yield* next.holds("host"))
+        // and a recovery through the old holder is refused
+        const refused = yield* Effect.flip(
+          Recovery.run({ owner: "host" }).pipe(Effect.provideService(Journal.Journal, hung))
+        )
+        assert.strictEqual(refused._tag, "OwnerInUse")
+      }))
+
+    it.scoped("on the same host, a liveness check takes over a dead holder at once and keeps a live one", () =>
+      Effect.gen(function*() {
+        const { open } = yield* storage
+        const alive = new Set([41])
+        const asked: Array<number | undefined> = []
+        const liveness: Journal.Liveness = (claim) =>
+          Effect.sync(() => {
+            asked.push(claim.pid)
+            return alive.has(claim.pid ?? 0) ? "Alive" : "Dead"
+          })
+        const holder = yield* open({ identity: { pid: 41, host: "box" }, liveness })
+        const remote = yield* open({ identity: { pid: 50, host: "elsewhere" }, liveness })
+        const local = yield* open({ identity: { pid: 42, host: "box" }, liveness })
+        const held = yield* claimIn(holder, "host", { ttl: "10 seconds" })
+        // alive, even past expiry (as a stopped process that cannot renew would be): refused
+        yield* held.close
+        yield* Effect.scoped(
+          holder.claim("host", { ttl: "10 seconds" }).pipe(Effect.zipRight(Effect.never), Effect.fork)
+        )
+        yield* Effect.yieldNow()
+        assert.strictEqual((yield* Effect.flip(local.claim("host")))._tag, "OwnerInUse")
+        // another host cannot be checked: its claim's expiry decides
+        assert.strictEqual((yield* Effect.flip(remote.claim("host")))._tag, "OwnerInUse")
+        assert.deepStrictEqual(asked, [41])
+        // the holder dies (its pid is gone): taken over before its claim expires
+        alive.delete(41)
+        const claim = yield* local.claim("host")
+        assert.deepStrictEqual([claim.pid, claim.host], [42, "box"])
+        assert.deepStrictEqual(asked, [41, 41])
+      }))
+
+    it.scoped("claims of one journal are shared: the owner is released when the last Scope closes", () =>
+      Effect.gen(function*() {
+        const { open } = yield* storage
+        const journal = yield* open()
+        const other = yield* open()
+        const one = yield* claimIn(journal, "host")
+        const two = yield* claimIn(journal, "host")
+        assert.strictEqual(one.claim.holder, two.claim.holder)
+        yield* one.close
+        assert.isTrue(yield* journal.holds("host"))
+        assert.strictEqual((yield* Effect.flip(other.claim("host")))._tag, "OwnerInUse")
+        yield* two.close
+        yield* other.claim("host")
+      }))
+
+    it.scoped("Journal.claim claims the current Journal.Owner; a bad ttl or owner is Invalid", () =>
+      Effect.gen(function*() {
+        const journal = yield* Journal.makeMemory
+        const claim = yield* Journal.claim().pipe(
+          Effect.provideService(Journal.Journal, journal),
+          Effect.provide(Journal.layerOwner("hermes"))
+        )
+        assert.strictEqual(claim.owner, "hermes")
+        assert.isTrue(yield* journal.holds("hermes"))
+        const zero = yield* Effect.flip(journal.claim("x", { ttl: 0 }))
+        assert.deepStrictEqual(zero._tag === "JournalError" ? zero.reason : zero._tag, "Invalid")
+        const empty = yield* Effect.flip(journal.claim(""))
+        assert.deepStrictEqual(empty._tag === "JournalError" ? empty.reason : empty._tag, "Invalid")
+      }))
   })
 
   describe("errorToJson", () => {

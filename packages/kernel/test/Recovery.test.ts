@@ -10,7 +10,7 @@ import {
   ShutdownPolicy,
   TestTransport
 } from "@lifeline/kernel"
-import { Deferred, Duration, Effect, Either, Fiber, Option, Schema, Scope, TestClock } from "effect"
+import { Deferred, Duration, Effect, Either, Exit, Fiber, Option, Schema, Scope, TestClock } from "effect"
 
 class ToolFailed extends Schema.TaggedError<ToolFailed>()("ToolFailed", { tool: Schema.String }) {}
 
@@ -35,7 +35,7 @@ const leftover = (journal: Journal.Journal.Service, key: string, kind: string, p
 const entryOf = (journal: Journal.Journal.Service, key: string) => Effect.map(journal.get(key), Option.getOrThrow)
 
 describe("Recovery", () => {
-  it.effect("the default decision fails every interrupted operation with a typed InterruptedByCrash", () =>
+  it.scoped("the default decision fails every interrupted operation with a typed InterruptedByCrash", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       yield* leftover(yield* host.start, "tool-1", "tool")
@@ -58,7 +58,7 @@ describe("Recovery", () => {
       assert.deepStrictEqual(yield* journal.unfinished(), [])
     }))
 
-  it.effect("seed case 1: an LLM request in flight auto-continues after a restart, once, and completes", () =>
+  it.scoped("seed case 1: an LLM request in flight auto-continues after a restart, once, and completes", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       yield* leftover(yield* host.start, "turn-7", "llm", { conversation: "c1", attempt: 1 })
@@ -85,7 +85,7 @@ describe("Recovery", () => {
       assert.strictEqual(runs.length, 1)
     }))
 
-  it.effect("seed case 2: a tool that was executing shows a typed error, and the user can retry it", () =>
+  it.scoped("seed case 2: a tool that was executing shows a typed error, and the user can retry it", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       yield* leftover(yield* host.start, "tool-3", "tool")
@@ -109,7 +109,7 @@ describe("Recovery", () => {
       assert.isTrue(Option.isNone(Recovery.interruptedByCrash(retried)))
     }))
 
-  it.effect("seed case 4: operations a drain timeout marked NeedsRecovery are auto-continued", () =>
+  it.scoped("seed case 4: operations a drain timeout marked NeedsRecovery are auto-continued", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       const first = yield* host.start
@@ -117,12 +117,16 @@ describe("Recovery", () => {
       yield* leftover(first, "tool-1", "tool")
       yield* first.release("turn-1")
       yield* first.release("tool-1")
-      yield* Recovery.recordShutdown(first)({
-        policy: ShutdownPolicy.drain("5 seconds"),
-        reason: "Stop",
-        drained: false,
-        cutOff: []
-      })
+      // the first host holds the owner while it runs, and releases it when it stops
+      yield* Effect.scoped(Effect.zipRight(
+        first.claim("local"),
+        Recovery.recordShutdown(first)({
+          policy: ShutdownPolicy.drain("5 seconds"),
+          reason: "Stop",
+          drained: false,
+          cutOff: []
+        })
+      ))
       assert.deepStrictEqual((yield* first.unfinished()).map((entry) => entry.status), [
         "NeedsRecovery",
         "NeedsRecovery"
@@ -137,7 +141,7 @@ describe("Recovery", () => {
       assert.strictEqual(tool.detail, "cut off by a shutdown (cut off by a drain timeout (Stop))")
     }))
 
-  it.effect("a resumer that fails records its error and is reported", () =>
+  it.scoped("a resumer that fails records its error and is reported", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       yield* leftover(yield* host.start, "turn-1", "llm")
@@ -154,7 +158,7 @@ describe("Recovery", () => {
       assert.deepStrictEqual(yield* journal.running, [])
     }))
 
-  it.effect("operations a fiber of this process runs are skipped, not recovered", () =>
+  it.scoped("operations a fiber of this process runs are skipped, not recovered", () =>
     Effect.gen(function*() {
       const journal = yield* Journal.makeMemory
       yield* journal.begin({ kind: "llm", key: "live", payload: null, owner: "local" })
@@ -169,7 +173,7 @@ describe("Recovery", () => {
       assert.strictEqual((yield* entryOf(journal, "live")).status, "InFlight")
     }))
 
-  it.effect("two recoveries at once resume each operation exactly once", () =>
+  it.scoped("two recoveries at once resume each operation exactly once", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       const first = yield* host.start
@@ -201,7 +205,7 @@ describe("Recovery", () => {
       assert.deepStrictEqual(yield* journal.unfinished(), [])
     }))
 
-  it.effect("an operation started maxAttempts times is failed instead of resumed", () =>
+  it.scoped("an operation started maxAttempts times is failed instead of resumed", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       const first = yield* host.start
@@ -222,7 +226,7 @@ describe("Recovery", () => {
       assert.strictEqual(error.detail, "interrupted by a crash or a restart; not resumed after 3 attempts")
     }))
 
-  it.effect("recovers only the owner's operations", () =>
+  it.scoped("recovers only the owner's operations", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       const first = yield* host.start
@@ -237,7 +241,7 @@ describe("Recovery", () => {
       assert.strictEqual((yield* entryOf(journal, "theirs")).status, "InFlight")
     }))
 
-  it.effect("a resumer interrupted midway leaves the operation InFlight for the next recovery", () =>
+  it.scoped("a resumer interrupted midway leaves the operation InFlight for the next recovery", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       yield* leftover(yield* host.start, "turn-1", "llm")
@@ -259,7 +263,7 @@ describe("Recovery", () => {
       assert.deepStrictEqual(report.resumed.map((resumed) => resumed.attempts), [3])
     }))
 
-  it.effect("a resumer bounded by a timeout on the Clock fails when TestClock passes it", () =>
+  it.scoped("a resumer bounded by a timeout on the Clock fails when TestClock passes it", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       yield* leftover(yield* host.start, "turn-1", "llm")
@@ -275,8 +279,68 @@ describe("Recovery", () => {
       assert.strictEqual((entry.error as { _tag: string })._tag, "TimeoutException")
     }))
 
+  describe("the owner's claim", () => {
+    it.scoped("refused while another live journal holds the owner: OwnerInUse, and nothing is touched", () =>
+      Effect.gen(function*() {
+        const host = yield* makeHost
+        const running = yield* host.start
+        yield* running.claim("local")
+        yield* running.begin({ kind: "llm", key: "theirs", payload: null, owner: "local" })
+        const second = yield* host.start
+        let decided = false
+        const error = yield* Effect.flip(
+          Recovery.run({ decisions: { llm: () => Recovery.resume(() => Effect.sync(() => (decided = true))) } }).pipe(
+            Effect.provideService(Journal.Journal, second)
+          )
+        )
+        assert.strictEqual(error._tag, "OwnerInUse")
+        assert.isFalse(decided)
+        const reaping = yield* Effect.flip(
+          Recovery.reapOrphans(() => Effect.succeed("Killed" as const)).pipe(
+            Effect.provideService(Journal.Journal, second)
+          )
+        )
+        assert.strictEqual(reaping._tag, "OwnerInUse")
+        const entry = yield* entryOf(second, "theirs")
+        assert.deepStrictEqual([entry.status, entry.attempts], ["InFlight", 1])
+        // the running one completes its work without a Conflict
+        assert.strictEqual((yield* running.complete("theirs", "done")).status, "Completed")
+      }))
+
+    it.scoped("run keeps the owner claimed until its Scope closes", () =>
+      Effect.gen(function*() {
+        const host = yield* makeHost
+        const journal = yield* host.start
+        const other = yield* host.start
+        const scope = yield* Scope.make()
+        yield* Recovery.run().pipe(Effect.provideService(Journal.Journal, journal), Scope.extend(scope))
+        assert.isTrue(yield* journal.holds("local"))
+        yield* TestClock.adjust("5 minutes")
+        assert.strictEqual((yield* Effect.flip(other.claim("local")))._tag, "OwnerInUse")
+        yield* Scope.close(scope, Exit.void)
+        assert.isFalse(yield* journal.holds("local"))
+        yield* other.claim("local")
+      }))
+
+    it.scoped("a crashed holder's work is recovered once its claim expires", () =>
+      Effect.gen(function*() {
+        const host = yield* makeHost
+        yield* leftover(yield* host.start, "turn-1", "llm")
+        // the crashed process's claim, renewed for the last time at 0, with a 10 s ttl
+        yield* host.backend.insertClaim({ owner: "local", holder: "crashed", claimedAt: 0, expiresAt: 10_000 })
+        const journal = yield* host.start
+        const options = { decisions: { llm: () => Recovery.resume(() => Effect.succeed("continued")) } }
+        const refused = yield* Effect.flip(Recovery.run(options).pipe(Effect.provideService(Journal.Journal, journal)))
+        assert.strictEqual(refused._tag, "OwnerInUse")
+        assert.strictEqual((yield* entryOf(journal, "turn-1")).status, "InFlight")
+        yield* TestClock.adjust("10 seconds")
+        const report = yield* Recovery.run(options).pipe(Effect.provideService(Journal.Journal, journal))
+        assert.deepStrictEqual(report.resumed.map((entry) => [entry.key, entry.attempts]), [["turn-1", 2]])
+      }))
+  })
+
   describe("child processes", () => {
-    it.effect("recorded children that exited are done; the ones a crashed host left are reaped", () =>
+    it.scoped("recorded children that exited are done; the ones a crashed host left are reaped", () =>
       Effect.gen(function*() {
         const host = yield* makeHost
         const first = yield* host.start
@@ -312,7 +376,7 @@ describe("Recovery", () => {
         assert.strictEqual((yield* entryOf(journal, live)).status, "InFlight")
       }))
 
-    it.effect("Recovery.run reaps with `reap` and leaves process entries alone without it", () =>
+    it.scoped("Recovery.run reaps with `reap` and leaves process entries alone without it", () =>
       Effect.gen(function*() {
         const host = yield* makeHost
         yield* Recovery.recordProcess({ pid: 7, command: ["sleep", "60"] }).pipe(
@@ -337,7 +401,7 @@ describe("Recovery", () => {
       cutOff: ids.map((id) => ({ direction: "inbound" as const, id, method: "work" }))
     })
 
-    it.effect("a drain timeout marks what it cut off as NeedsRecovery", () =>
+    it.scoped("a drain timeout marks what it cut off as NeedsRecovery", () =>
       Effect.gen(function*() {
         const journal = yield* Journal.makeMemory
         yield* journal.begin({ kind: "work", key: "rpc/1", payload: null, owner: "local" })
@@ -349,7 +413,7 @@ describe("Recovery", () => {
         assert.strictEqual((yield* entryOf(journal, "rpc/2")).status, "InFlight")
       }))
 
-    it.effect("a fail-fast stop records what it cut off as Failed with the shutdown reason", () =>
+    it.scoped("a fail-fast stop records what it cut off as Failed with the shutdown reason", () =>
       Effect.gen(function*() {
         const journal = yield* Journal.makeMemory
         yield* journal.begin({ kind: "work", key: "rpc/1", payload: null, owner: "local" })
@@ -365,7 +429,7 @@ describe("Recovery", () => {
         assert.strictEqual((yield* entryOf(journal, "rpc/2")).status, "Completed")
       }))
 
-    it.effect("without keysOf, every InFlight operation of the owner that no fiber here runs counts as cut off", () =>
+    it.scoped("without keysOf, every InFlight operation of the owner that no fiber here runs counts as cut off", () =>
       Effect.gen(function*() {
         const journal = yield* Journal.makeMemory
         yield* journal.begin({ kind: "work", key: "cut", payload: null, owner: "local" })
@@ -373,13 +437,25 @@ describe("Recovery", () => {
         yield* journal.begin({ kind: "work", key: "other", payload: null, owner: "elsewhere" })
         yield* journal.release("cut")
         yield* journal.release("other")
+        yield* journal.claim("local")
         yield* Recovery.recordShutdown(journal)(report(ShutdownPolicy.FailFast(), [1]))
         assert.strictEqual((yield* entryOf(journal, "cut")).status, "Failed")
         assert.strictEqual((yield* entryOf(journal, "live")).status, "InFlight")
         assert.strictEqual((yield* entryOf(journal, "other")).status, "InFlight")
       }))
 
-    it.effect("tracked work cut off by a drain timeout ends NeedsRecovery, not Failed", () =>
+    it.scoped("without keysOf and without the owner's claim, it records nothing: the work may be another process's", () =>
+      Effect.gen(function*() {
+        const backend = yield* Journal.makeMemoryBackend
+        const other = yield* Journal.make(backend)
+        const journal = yield* Journal.make(backend)
+        yield* other.claim("local")
+        yield* other.begin({ kind: "work", key: "theirs", payload: null, owner: "local" })
+        yield* Recovery.recordShutdown(journal)(report(ShutdownPolicy.FailFast(), [1]))
+        assert.strictEqual((yield* entryOf(journal, "theirs")).status, "InFlight")
+      }))
+
+    it.scoped("tracked work cut off by a drain timeout ends NeedsRecovery, not Failed", () =>
       Effect.gen(function*() {
         const journal = yield* Journal.makeMemory
         const error = yield* Effect.flip(

@@ -42,13 +42,15 @@ export interface Options {
 }
 
 /**
- * The table that holds the entries, and the one that records which migrations ran.
+ * The table that holds the entries, the one that holds the owners' claims, and the one that records which
+ * migrations ran.
  *
  * @since 0.1.0
  * @category models
  */
-export const tables: { readonly journal: string; readonly migrations: string } = {
+export const tables: { readonly journal: string; readonly owners: string; readonly migrations: string } = {
   journal: internal.table,
+  owners: internal.ownersTable,
   migrations: internal.migrationsTable
 }
 
@@ -63,7 +65,10 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
 
 /**
  * A journal over the `SqlClient` in context: sets the SQLite pragmas (synchronous, a 5 s busy timeout for writes
- * from other processes), runs the migrations, and builds the journal.
+ * from other processes), runs the migrations, and builds the journal. Its owner claims record this process (pid,
+ * host name, start time), and a claimant on the same host takes over the claim of a holder whose process is gone
+ * (or whose pid now names a later process) at once, without waiting for the claim to expire; a holder still running
+ * keeps its claim, even past expiry.
  *
  * @example
  * ```ts
@@ -234,6 +239,7 @@ export const layerConfig: Layer.Layer<Journal.Journal, Journal.JournalError | Co
  * import { SqliteJournal } from "@lifeline/node"
  *
  * const startUp = Recovery.run({ reap: SqliteJournal.reapProcess({ grace: "1 second" }) }).pipe(
+ *   Effect.scoped,
  *   Effect.provide(SqliteJournal.layerConfig)
  * )
  * ```

@@ -1,9 +1,10 @@
-import { SqlClient } from "@effect/sql"
+import { Migrator, SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Journal, Recovery } from "@lifeline/kernel"
 import { SqliteJournal } from "@lifeline/node"
 import { ConfigProvider, Context, Effect, Exit, Layer, Option, Scope, TestClock } from "effect"
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -94,7 +95,10 @@ describe("SqliteJournal", () => {
         Effect.flatMap(withClient(filename), ({ sql }) =>
           sql.unsafe(`SELECT migration_id, name FROM ${SqliteJournal.tables.migrations}`))
       )
-      assert.deepStrictEqual(rows, [{ migration_id: 1, name: "create_journal" }])
+      assert.deepStrictEqual(rows, [{ migration_id: 1, name: "create_journal" }, {
+        migration_id: 2,
+        name: "create_owners"
+      }])
     }))
 
   it.effect("concurrent begins of one key start it once, in one journal and across two connections", () =>
@@ -223,7 +227,103 @@ describe("SqliteJournal", () => {
       }))
   })
 
-  it.effect("Recovery over a reopened file resumes the leftover once and records it", () =>
+  describe("owner claims", () => {
+    it.effect("a journal file created by the previous schema gets the owners table; its entries stay", () =>
+      Effect.gen(function*() {
+        const filename = freshFile()
+        // the file as the release before claims left it: migration 1 only, with an entry in flight
+        yield* Effect.scoped(Effect.gen(function*() {
+          const sql = yield* SqliteJournal.makeClient(filename)
+          yield* Migrator.make({})({
+            loader: Migrator.fromRecord({ "1_create_journal": SqliteJournal.migrations["1_create_journal"] }),
+            table: SqliteJournal.tables.migrations
+          }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          yield* sql.unsafe(`INSERT INTO ${SqliteJournal.tables.journal}
+  (op_key, kind, owner, status, attempts, payload, started_at, updated_at)
+  VALUES ('old', 'llm', 'local', 'InFlight', 1, '{"turn":1}', 5, 5)`)
+        }))
+        const { journal, sql } = yield* withClient(filename)
+        const migrations = yield* sql.unsafe(`SELECT migration_id FROM ${SqliteJournal.tables.migrations}`)
+        assert.deepStrictEqual(migrations, [{ migration_id: 1 }, { migration_id: 2 }])
+        const old = Option.getOrThrow(yield* journal.get("old"))
+        assert.deepStrictEqual([old.status, old.payload], ["InFlight", { turn: 1 }])
+        yield* journal.claim("local")
+        const report = yield* Recovery.run().pipe(Effect.provideService(Journal.Journal, journal))
+        assert.deepStrictEqual(report.failed.map((entry) => entry.key), ["old"])
+      }).pipe(Effect.scoped))
+
+    it.effect("the claim is in the file, naming this process, renewed on the Clock, and deleted on release", () =>
+      Effect.gen(function*() {
+        const filename = freshFile()
+        const holder = yield* open(filename)
+        const reader = yield* open(filename)
+        const scope = yield* Scope.make()
+        yield* TestClock.adjust("1 second")
+        const claim = yield* holder.journal.claim("host", { ttl: "3 seconds" }).pipe(Scope.extend(scope))
+        const stored = Option.getOrThrow(yield* reader.journal.holder("host"))
+        assert.deepStrictEqual(stored, claim)
+        assert.deepInclude(stored, { owner: "host", pid: process.pid, host: Os.hostname(), claimedAt: 1000 })
+        assert.isNumber(stored.startedAt)
+        // this process started within the last minutes, by its own account and by the one the claim recorded
+        assert.isBelow(Math.abs(stored.startedAt! - (Date.now() - process.uptime() * 1000)), 5_000)
+        yield* TestClock.adjust("1 second")
+        assert.strictEqual(Option.getOrThrow(yield* reader.journal.holder("host")).expiresAt, 5_000)
+        yield* Scope.close(scope, Exit.void)
+        assert.isTrue(Option.isNone(yield* reader.journal.holder("host")))
+        yield* holder.close
+        yield* reader.close
+      }))
+
+    it.scoped("two journals on one file in one process behave like two processes", () =>
+      Effect.gen(function*() {
+        const filename = freshFile()
+        const { journal: first, sql } = yield* withClient(filename)
+        const second = yield* open(filename)
+        yield* first.claim("local", { ttl: "2 seconds" })
+        yield* first.begin({ kind: "llm", key: "running", payload: null, owner: "local" })
+        const refused = yield* Effect.flip(
+          Recovery.run().pipe(Effect.provideService(Journal.Journal, second.journal))
+        )
+        assert.deepStrictEqual(
+          refused._tag === "OwnerInUse" ? [refused.owner, refused.pid, refused.host] : [refused._tag],
+          ["local", process.pid, Os.hostname()]
+        )
+        // past its expiry (as a stopped process that cannot renew), the holder is still alive on this host: refused
+        yield* sql.unsafe(`UPDATE ${SqliteJournal.tables.owners} SET expires_at = 0`)
+        assert.strictEqual((yield* Effect.flip(second.journal.claim("local")))._tag, "OwnerInUse")
+        assert.strictEqual(Option.getOrThrow(yield* first.get("running")).status, "InFlight")
+        yield* second.close
+      }))
+
+    it.scoped("a claim whose process is gone (or whose pid was reused) is taken over at once, before it expires", () =>
+      Effect.gen(function*() {
+        const filename = freshFile()
+        const { journal, sql } = yield* withClient(filename)
+        const exited = ChildProcess.spawnSync(process.execPath, ["-e", "0"]).pid
+        const forever = Date.now() + 3_600_000
+        const insert = (owner: string, pid: number, startedAt: number) =>
+          sql.unsafe(
+            `INSERT INTO ${SqliteJournal.tables.owners} (owner, holder, pid, host, started_at, claimed_at, expires_at)
+  VALUES (?, 'crashed', ?, ?, ?, 0, ?)`,
+            [owner, pid, Os.hostname(), startedAt, forever]
+          )
+        yield* insert("gone", exited, Date.now())
+        // this process's pid, recorded with a start an hour earlier: a pid the holder had and this process reuses
+        yield* insert("reused", process.pid, Date.now() - 3_600_000)
+        // a holder on another host cannot be checked: its claim's expiry decides
+        yield* sql.unsafe(
+          `INSERT INTO ${SqliteJournal.tables.owners} (owner, holder, pid, host, started_at, claimed_at, expires_at)
+  VALUES ('remote', 'far', ?, 'another-host', 1, 0, ?)`,
+          [exited, forever]
+        )
+        assert.strictEqual((yield* journal.claim("gone")).pid, process.pid)
+        assert.strictEqual((yield* journal.claim("reused")).pid, process.pid)
+        const remote = yield* Effect.flip(journal.claim("remote"))
+        assert.deepStrictEqual(remote._tag === "OwnerInUse" ? remote.host : remote._tag, "another-host")
+      }))
+  })
+
+  it.scoped("Recovery over a reopened file resumes the leftover once and records it", () =>
     Effect.gen(function*() {
       const filename = freshFile()
       const crashed = yield* open(filename)

@@ -1,16 +1,27 @@
 /** @internal */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as HashMap from "effect/HashMap"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import type * as Journal from "../Journal.js"
-import { Journal as JournalTag, JournalError, maxKeyLength, Owner, unfinishedStatuses } from "../Journal.js"
+import {
+  defaultClaimTtl,
+  Journal as JournalTag,
+  JournalError,
+  maxKeyLength,
+  Owner,
+  OwnerInUse,
+  unfinishedStatuses
+} from "../Journal.js"
 
 const finished: ReadonlyArray<Journal.Status> = ["Completed", "Failed"]
 
@@ -123,8 +134,181 @@ const notFound = (key: string) => new JournalError({ reason: "NotFound", key, de
 
 const conflict = (key: string, detail: string) => new JournalError({ reason: "Conflict", key, detail })
 
+const describeClaim = (claim: Journal.Claim): string =>
+  `${claim.pid === undefined ? "journal" : `process ${claim.pid}`}${
+    claim.host === undefined ? "" : ` on ${claim.host}`
+  }`
+
+const inUse = (claim: Journal.Claim) => {
+  const { holder: _, ...fields } = claim
+  return new OwnerInUse(fields)
+}
+
+interface Held {
+  claim: Journal.Claim
+  count: number
+  lost: boolean
+  renewal: Fiber.RuntimeFiber<void> | undefined
+}
+
+// Owner claims: one row per owner in the storage, held by one journal instance (its random token) and renewed by a
+// fiber on the Clock. The rows decide between processes; `held` shares this journal's claims between its fibers.
+const makeClaims = (backend: Journal.Backend, options: Journal.MakeOptions | undefined) => {
+  const token = globalThis.crypto.randomUUID().replaceAll("-", "")
+  const identity = options?.identity
+  const held = new Map<string, Held>()
+  const lock = Effect.unsafeMakeSemaphore(1)
+
+  const stamp = (owner: string, now: number, ttl: number): Journal.Claim => {
+    const claim: { -readonly [K in keyof Journal.Claim]: Journal.Claim[K] } = {
+      owner,
+      holder: token,
+      claimedAt: now,
+      expiresAt: now + ttl
+    }
+    if (identity?.pid !== undefined) claim.pid = identity.pid
+    if (identity?.host !== undefined) claim.host = identity.host
+    if (identity?.startedAt !== undefined) claim.startedAt = identity.startedAt
+    return claim
+  }
+
+  // Only a process on this host can be checked; elsewhere the claim's expiry decides.
+  const livenessOf = (claim: Journal.Claim): Effect.Effect<"Alive" | "Dead" | "Unknown"> =>
+    options?.liveness !== undefined && identity?.host !== undefined && claim.host === identity.host &&
+      claim.pid !== undefined
+      ? options.liveness(claim)
+      : Effect.succeed("Unknown")
+
+  const acquire = (owner: string, ttl: number): Effect.Effect<Journal.Claim, OwnerInUse | JournalError> =>
+    Effect.gen(function*() {
+      // Each round reads what is stored and replaces it only if it is still what was read: a claimant that races
+      // this one makes it read again, a few times at most.
+      for (let tries = 0;; tries++) {
+        const now = yield* Clock.currentTimeMillis
+        const mine = stamp(owner, now, ttl)
+        const { claim: stored, inserted } = yield* backend.insertClaim(mine)
+        if (inserted) return mine
+        // Left by this very journal (a release that could not delete it): take it again.
+        if (stored.holder === token) {
+          if (yield* backend.replaceClaim(mine, { holder: token })) return mine
+          continue
+        }
+        const liveness = yield* livenessOf(stored)
+        const expired = stored.expiresAt <= now
+        // A holder proven alive keeps its claim even past expiry: it is paused (stopped, swapped out), not gone.
+        if (liveness === "Alive" || (liveness === "Unknown" && !expired) || tries >= 3) return yield* inUse(stored)
+        if (yield* backend.replaceClaim(mine, { holder: stored.holder, expiresAt: stored.expiresAt })) {
+          yield* Effect.logWarning(
+            `journal: took over owner ${owner} from ${describeClaim(stored)}: ${
+              liveness === "Dead" ? "its process is gone" : "its claim expired"
+            }`
+          )
+          return mine
+        }
+      }
+    })
+
+  const renew = (owner: string, entry: Held, ttl: number): Effect.Effect<void> =>
+    Effect.gen(function*() {
+      const every = Duration.millis(Math.max(1, Math.floor(ttl / 3)))
+      for (;;) {
+        yield* Effect.sleep(every)
+        const now = yield* Clock.currentTimeMillis
+        const next = { ...entry.claim, expiresAt: now + ttl }
+        // Conditional on the token only: a claim that expired while the storage failed is extended if nobody took it.
+        const renewed = yield* Effect.either(backend.replaceClaim(next, { holder: token }))
+        if (Either.isLeft(renewed)) {
+          yield* Effect.logWarning(`journal: could not renew the claim on owner ${owner}`, renewed.left)
+          continue
+        }
+        if (renewed.right) {
+          entry.claim = next
+          continue
+        }
+        entry.lost = true
+        const taker = yield* Effect.option(backend.getClaim(owner))
+        yield* Effect.logError(
+          `journal: lost the claim on owner ${owner} after it expired${
+            Option.isSome(taker) && Option.isSome(taker.value) ? `: ${describeClaim(taker.value.value)} holds it` : ""
+          }; its unfinished operations may be recovered by the new holder`
+        )
+        return
+      }
+    })
+
+  // A claim this journal holds but could not renew in time may have been taken over: renew it now, or give it up.
+  const stillHeld = (entry: Held, ttl: number): Effect.Effect<boolean, JournalError> =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      if (now < entry.claim.expiresAt) return true
+      const next = { ...entry.claim, expiresAt: now + ttl }
+      if (yield* backend.replaceClaim(next, { holder: token })) {
+        entry.claim = next
+        return true
+      }
+      entry.lost = true
+      return false
+    })
+
+  const release = (owner: string, entry: Held): Effect.Effect<void> =>
+    lock.withPermits(1)(Effect.gen(function*() {
+      entry.count -= 1
+      if (entry.count > 0) return
+      if (held.get(owner) === entry) held.delete(owner)
+      if (entry.renewal !== undefined) yield* Fiber.interrupt(entry.renewal)
+      if (entry.lost) return
+      yield* backend.deleteClaim(owner, token).pipe(
+        Effect.catchAll((error) =>
+          Effect.logWarning(`journal: could not release the claim on owner ${owner}; it expires by itself`, error)
+        )
+      )
+    }))
+
+  const claim = (
+    owner: string,
+    claimOptions?: Journal.ClaimOptions
+  ): Effect.Effect<Journal.Claim, OwnerInUse | JournalError, Scope.Scope> =>
+    Effect.gen(function*() {
+      const ttl = Duration.toMillis(Duration.decode(claimOptions?.ttl ?? defaultClaimTtl))
+      if (!(ttl > 0) || !Number.isFinite(ttl)) {
+        return yield* new JournalError({ reason: "Invalid", detail: "a claim's ttl is a finite, positive duration" })
+      }
+      if (owner.length === 0 || owner.length > maxKeyLength) {
+        return yield* new JournalError({ reason: "Invalid", detail: `an owner has 1 to ${maxKeyLength} characters` })
+      }
+      const entry = yield* Effect.acquireRelease(
+        lock.withPermits(1)(Effect.gen(function*() {
+          const current = held.get(owner)
+          if (current !== undefined && !current.lost && (yield* stillHeld(current, ttl))) {
+            current.count += 1
+            return current
+          }
+          const entry: Held = { claim: yield* acquire(owner, ttl), count: 1, lost: false, renewal: undefined }
+          // A daemon: the claim is shared by every Scope that claims it here, and ends with the last one. Forked from
+          // an uninterruptible acquire, it must be made interruptible, or the release would wait for it forever.
+          entry.renewal = yield* Effect.forkDaemon(Effect.interruptible(renew(owner, entry, ttl)))
+          held.set(owner, entry)
+          return entry
+        })),
+        (entry) => release(owner, entry)
+      )
+      return entry.claim
+    })
+
+  const holds = (owner: string): Effect.Effect<boolean> =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      const entry = held.get(owner)
+      return Effect.succeed(entry !== undefined && !entry.lost && now < entry.claim.expiresAt)
+    })
+
+  return { claim, holds, holder: backend.getClaim }
+}
+
 /** @internal */
-export const make = (backend: Journal.Backend): Effect.Effect<Journal.Journal.Service> =>
+export const make = (
+  backend: Journal.Backend,
+  options?: Journal.MakeOptions
+): Effect.Effect<Journal.Journal.Service> =>
   Effect.sync(() => {
     // Keys a fiber of this process runs: begun or resumed here, and not yet ended. The journal cannot tell a live
     // in-flight operation from one a crash left behind; this map can, and it dies with the process, exactly when its
@@ -274,7 +458,8 @@ export const make = (backend: Journal.Backend): Effect.Effect<Journal.Journal.Se
       unfinished: (owner) => Effect.flatMap(backend.list(unfinishedStatuses, owner), toEntries),
       get,
       prune: (finishedBefore) => backend.remove(finished, finishedBefore),
-      batch: backend.batch
+      batch: backend.batch,
+      ...makeClaims(backend, options)
     }
   })
 
@@ -290,8 +475,8 @@ const matches = (row: Journal.Row, where: Journal.Where) =>
 
 /** @internal */
 export const makeMemoryBackend: Effect.Effect<Journal.Backend> = Effect.map(
-  Ref.make(HashMap.empty<string, Journal.Row>()),
-  (rows): Journal.Backend => ({
+  Effect.zip(Ref.make(HashMap.empty<string, Journal.Row>()), Ref.make(HashMap.empty<string, Journal.Claim>())),
+  ([rows, claims]): Journal.Backend => ({
     insert: (row) =>
       Ref.modify(
         rows,
@@ -329,12 +514,52 @@ export const makeMemoryBackend: Effect.Effect<Journal.Backend> = Effect.map(
         return [HashMap.size(doomed), HashMap.removeMany(map, HashMap.keys(doomed))]
       }),
     // Every step is already atomic on the Ref, and there is nothing to make durable.
-    batch: (effect) => effect
+    batch: (effect) => effect,
+    insertClaim: (claim) =>
+      Ref.modify(
+        claims,
+        (
+          map
+        ): readonly [
+          { readonly claim: Journal.Claim; readonly inserted: boolean },
+          HashMap.HashMap<string, Journal.Claim>
+        ] => {
+          const existing = HashMap.get(map, claim.owner)
+          return Option.isSome(existing)
+            ? [{ claim: existing.value, inserted: false }, map]
+            : [{ claim, inserted: true }, HashMap.set(map, claim.owner, claim)]
+        }
+      ),
+    replaceClaim: (claim, where) =>
+      Ref.modify(claims, (map) => {
+        const current = HashMap.get(map, claim.owner)
+        const matches = Option.isSome(current) && current.value.holder === where.holder &&
+          (where.expiresAt === undefined || current.value.expiresAt === where.expiresAt)
+        return matches ? [true, HashMap.set(map, claim.owner, claim)] : [false, map]
+      }),
+    getClaim: (owner) => Effect.map(Ref.get(claims), HashMap.get(owner)),
+    deleteClaim: (owner, holder) =>
+      Ref.modify(claims, (map) =>
+        Option.exists(HashMap.get(map, owner), (claim) => claim.holder === holder)
+          ? [true, HashMap.remove(map, owner)]
+          : [false, map])
   })
 )
 
 /** @internal */
-export const makeMemory: Effect.Effect<Journal.Journal.Service> = Effect.flatMap(makeMemoryBackend, make)
+export const makeMemory: Effect.Effect<Journal.Journal.Service> = Effect.flatMap(
+  makeMemoryBackend,
+  (backend) => make(backend)
+)
+
+/** @internal */
+export const claim = (
+  options?: Journal.ClaimOptions & { readonly owner?: string | undefined }
+): Effect.Effect<Journal.Claim, OwnerInUse | JournalError, Journal.Journal | Scope.Scope> =>
+  Effect.gen(function*() {
+    const journal = yield* JournalTag
+    return yield* journal.claim(options?.owner ?? (yield* Owner), options)
+  })
 
 // ---------------------------------------------------------------------------------------------------------------------
 // track

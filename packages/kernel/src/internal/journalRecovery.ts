@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import * as Journal from "../Journal.js"
 import type * as Peer from "../Peer.js"
 import { ShutdownError } from "../PeerError.js"
@@ -190,11 +191,14 @@ const reapOne = <R>(
 /** @internal */
 export const run = <R = never>(
   options: Recovery.Options<R> = {}
-): Effect.Effect<Recovery.Report, Journal.JournalError, Journal.Journal | R> =>
+): Effect.Effect<Recovery.Report, Journal.JournalError | Journal.OwnerInUse, Journal.Journal | Scope.Scope | R> =>
   Effect.gen(function*() {
     const journal = yield* Journal.Journal
     const owner = options.owner ?? (yield* Journal.Owner)
     const maxAttempts = options.maxAttempts ?? 3
+    // Only a sole live holder may take the owner's unfinished work for a crash's leftovers: another live process's
+    // running operations look exactly the same in the journal.
+    yield* journal.claim(owner, options.claim)
     const entries = yield* journal.unfinished(owner)
     const reap = options.reap
     const outcomes = yield* Effect.forEach(
@@ -241,11 +245,12 @@ export const processExited = (
 /** @internal */
 export const reapOrphans = <R = never>(
   reap: Recovery.Reaper<R>,
-  options?: { readonly owner?: string | undefined }
-): Effect.Effect<Recovery.Report, Journal.JournalError, Journal.Journal | R> =>
+  options?: { readonly owner?: string | undefined; readonly claim?: Journal.ClaimOptions | undefined }
+): Effect.Effect<Recovery.Report, Journal.JournalError | Journal.OwnerInUse, Journal.Journal | Scope.Scope | R> =>
   Effect.gen(function*() {
     const journal = yield* Journal.Journal
     const owner = options?.owner ?? (yield* Journal.Owner)
+    yield* journal.claim(owner, options?.claim)
     const entries = (yield* journal.unfinished(owner)).filter((entry) => entry.kind === processKind)
     return toReport(yield* Effect.forEach(entries, (entry) => reapOne(journal, entry, reap), { concurrency: 8 }))
   })
@@ -264,10 +269,17 @@ export const recordShutdown = (
 (report: Recovery.ShutdownReport): Effect.Effect<void> =>
   Effect.gen(function*() {
     const keysOf = options?.keysOf
-    // Without a mapping, whatever of the owner is still InFlight and not run by a fiber here was cut off.
+    const owner = options?.owner ?? (yield* Journal.Owner)
+    // Without a mapping, whatever of the owner is still InFlight and not run by a fiber here was cut off, which
+    // holds only while this journal is the owner's sole live holder: otherwise it may be another process's work.
+    if (keysOf === undefined && !(yield* journal.holds(owner))) {
+      return yield* Effect.logWarning(
+        `journal: the shutdown recorded nothing: without keysOf it needs this journal's claim on owner ${owner}`
+      )
+    }
     const running = new Set(keysOf === undefined ? yield* journal.running : [])
     const targets: ReadonlyArray<{ readonly key: string; readonly guard?: Journal.Guard }> = keysOf === undefined
-      ? (yield* journal.unfinished(options?.owner ?? (yield* Journal.Owner)))
+      ? (yield* journal.unfinished(owner))
         .filter((entry) => entry.status === "InFlight" && entry.kind !== processKind && !running.has(entry.key))
         .map((entry) => ({ key: entry.key, guard: { attempts: entry.attempts } }))
       : report.cutOff.flatMap((cutOff) => {

@@ -11,12 +11,16 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
+import { identity, liveness } from "./journalIdentity.js"
 
 /** @internal */
 export const table = "lifeline_journal"
 
 /** @internal */
 export const migrationsTable = "lifeline_journal_migrations"
+
+/** @internal */
+export const ownersTable = "lifeline_journal_owners"
 
 // Portable SQL: types and statements that SQLite, PostgreSQL and MySQL all accept, written with the client's template
 // so that placeholders and quoted identifiers follow its dialect: a shared server can take over later. `op_key`, not
@@ -40,6 +44,19 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   finished_at BIGINT
 )`
     yield* sql`CREATE INDEX ${sql(`${table}_by_status`)} ON ${sql(table)} (status, owner, started_at)`
+  }),
+  // One row per claimed owner: which journal holds it (`holder`, a random token), its process, and until when.
+  "2_create_owners": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE ${sql(ownersTable)} (
+  owner VARCHAR(255) NOT NULL PRIMARY KEY,
+  holder VARCHAR(64) NOT NULL,
+  pid INTEGER,
+  host VARCHAR(255),
+  started_at BIGINT,
+  claimed_at BIGINT NOT NULL,
+  expires_at BIGINT NOT NULL
+)`
   })
 }
 
@@ -73,6 +90,42 @@ const StoredRow = Schema.Struct({
 })
 
 const decodeRow = Schema.decodeUnknownEither(StoredRow)
+
+const StoredClaim = Schema.Struct({
+  owner: Schema.String,
+  holder: Schema.String,
+  pid: Schema.NullOr(Schema.Number),
+  host: Schema.NullOr(Schema.String),
+  started_at: Schema.NullOr(Schema.Number),
+  claimed_at: Schema.Number,
+  expires_at: Schema.Number
+})
+
+const decodeClaim = Schema.decodeUnknownEither(StoredClaim)
+
+const toClaim = (stored: unknown): Effect.Effect<Journal.Claim, Journal.JournalError> => {
+  const decoded = decodeClaim(stored)
+  if (decoded._tag === "Left") {
+    return Effect.fail(
+      new Journal.JournalError({
+        reason: "Corrupt",
+        detail: "a stored owner claim does not have the expected columns and types",
+        cause: decoded.left
+      })
+    )
+  }
+  const row = decoded.right
+  const claim: { -readonly [K in keyof Journal.Claim]: Journal.Claim[K] } = {
+    owner: row.owner,
+    holder: row.holder,
+    claimedAt: row.claimed_at,
+    expiresAt: row.expires_at
+  }
+  if (row.pid !== null) claim.pid = row.pid
+  if (row.host !== null) claim.host = row.host
+  if (row.started_at !== null) claim.startedAt = row.started_at
+  return Effect.succeed(claim)
+}
 
 const toRow = (stored: unknown): Effect.Effect<Journal.Row, Journal.JournalError> => {
   const decoded = decodeRow(stored)
@@ -166,6 +219,35 @@ export const makeBackend = (sql: SqlClient.SqlClient): Journal.Backend => {
       return yield* new Journal.JournalError({ reason: "Storage", key: row.key, detail: "the row was not stored" })
     })
 
+  const owners = sql(ownersTable)
+
+  const selectClaim = (owner: string) =>
+    Effect.flatMap(
+      sql`SELECT * FROM ${owners} WHERE owner = ${owner}`,
+      (rows) => rows.length === 0 ? Effect.succeedNone : Effect.asSome(toClaim(rows[0]))
+    )
+
+  // Like `insert`: the write comes first, so that SQLite takes the write lock at once.
+  const insertClaim = (claim: Journal.Claim, tries: number): Effect.Effect<
+    { readonly claim: Journal.Claim; readonly inserted: boolean },
+    SqlError | Journal.JournalError
+  > =>
+    Effect.gen(function*() {
+      const raw = yield* sql`INSERT INTO ${owners} (owner, holder, pid, host, started_at, claimed_at, expires_at)
+  SELECT ${claim.owner}, ${claim.holder}, ${asInteger(claim.pid ?? null)}, ${claim.host ?? null},
+    ${asInteger(claim.startedAt ?? null)}, ${asInteger(claim.claimedAt)}, ${asInteger(claim.expiresAt)}
+  WHERE NOT EXISTS (SELECT 1 FROM ${owners} WHERE owner = ${claim.owner})`.raw
+      if (changed(raw) === 1) return { claim, inserted: true }
+      const stored = yield* selectClaim(claim.owner)
+      if (Option.isSome(stored)) return { claim: stored.value, inserted: false }
+      // Released between the two statements: try again.
+      if (tries < 3) return yield* insertClaim(claim, tries + 1)
+      return yield* new Journal.JournalError({
+        reason: "Storage",
+        detail: `the claim on ${claim.owner} was not stored`
+      })
+    })
+
   const matches = (row: Journal.Row, where: Journal.Where) =>
     where.statuses.includes(row.status) && (where.attempts === undefined || row.attempts === where.attempts)
 
@@ -204,7 +286,34 @@ export const makeBackend = (sql: SqlClient.SqlClient): Journal.Backend => {
         }`.raw,
         changed
       )),
-    batch: transaction
+    batch: transaction,
+    insertClaim: (claim) => write(insertClaim(claim, 0)),
+    replaceClaim: (claim, where) =>
+      write(Effect.map(
+        sql`UPDATE ${owners} SET ${
+          sql.csv([
+            sql`holder = ${claim.holder}`,
+            sql`pid = ${claim.pid ?? null}`,
+            sql`host = ${claim.host ?? null}`,
+            sql`started_at = ${claim.startedAt ?? null}`,
+            sql`claimed_at = ${claim.claimedAt}`,
+            sql`expires_at = ${claim.expiresAt}`
+          ])
+        } WHERE ${
+          sql.and([
+            sql`owner = ${claim.owner}`,
+            sql`holder = ${where.holder}`,
+            ...(where.expiresAt === undefined ? [] : [sql`expires_at = ${where.expiresAt}`])
+          ])
+        }`.raw,
+        (raw) => changed(raw) === 1
+      )),
+    getClaim: (owner) => read(selectClaim(owner)),
+    deleteClaim: (owner, holder) =>
+      write(Effect.map(
+        sql`DELETE FROM ${owners} WHERE owner = ${owner} AND holder = ${holder}`.raw,
+        (raw) => changed(raw) === 1
+      ))
   }
 }
 
@@ -229,7 +338,8 @@ export const make = (
     yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: migrationsTable }).pipe(
       Effect.mapError(storage("the journal's migrations failed"))
     )
-    return yield* Journal.make(makeBackend(sql))
+    // This process, so that a claimant on this host can tell whether a claim's holder still runs.
+    return yield* Journal.make(makeBackend(sql), { identity: yield* identity, liveness })
   })
 
 /** @internal */
