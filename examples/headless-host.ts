@@ -6,14 +6,22 @@
  *
  *   pnpm tsx examples/headless-host.ts                     # the HL7 extension on the sample message
  *   examples/headless-host/bin/hermes-host --help
+ *
+ * It records the pid of every extension it spawns in a journal in the data directory, so that when a host is killed
+ * (SIGKILL, OOM) the next start kills the extensions it left behind before it spawns its own.
  */
 // Deep imports keep start-up short: the barrels would load every module of every package.
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as ExtensionHost from "@lifeline/hermes/ExtensionHost"
 import * as HermesProtocol from "@lifeline/hermes/HermesProtocol"
 import * as MessageStore from "@lifeline/hermes/MessageStore"
+import * as Spawner from "@lifeline/hermes/Spawner"
 import * as Windows from "@lifeline/hermes/Windows"
+import * as Journal from "@lifeline/kernel/Journal"
+import * as Recovery from "@lifeline/kernel/Recovery"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
+import * as SqliteJournal from "@lifeline/node/SqliteJournal"
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -22,13 +30,14 @@ import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
 import * as Util from "node:util"
-import { SpawnerLive, splitCommandLine } from "./hermes-node.js"
+import { makeSpawner, splitCommandLine } from "./hermes-node.js"
 
 const here = Path.dirname(Url.fileURLToPath(import.meta.url))
 
@@ -45,9 +54,13 @@ const usage = `hermes-host: run a Hermes extension without Hermes' UI
   --shutdown-policy  what the extension does with running commands at shutdown (default drain), passed to it as
                      LIFELINE_SHUTDOWN_POLICY; --drain-timeout as LIFELINE_DRAIN_TIMEOUT (default 3 seconds)
   --reason           the shutdown reason (default closing)
-  --data-dir         HERMES_DATA_DIR for the extension (default: $HERMES_DATA_DIR, else ~/.hermes)
+  --data-dir         HERMES_DATA_DIR for the extension (default: $HERMES_DATA_DIR, else ~/.hermes); the host
+                     records the extensions it spawns in DIR/lifeline/journal.db and, at start, kills those a
+                     crashed host left behind
   --json             print one JSON report instead of the timeline
-  --verbose          also log the host's and the extension's own log lines on stderr`
+  --verbose          also log the host's and the extension's own log lines on stderr
+
+  Exit code: 0 when the outcome is ok and no requested command was refused, 1 otherwise, 2 for bad arguments.`
 
 const { values: args } = Util.parseArgs({
   options: {
@@ -89,6 +102,9 @@ if (commandLine.length === 0) fail("--extension is empty")
 const messageFile = args.message ?? Path.join(here, "hl7-extension", "sample.hl7")
 const before = Fs.readFileSync(messageFile, "utf8")
 const dataDir = args["data-dir"] ?? process.env.HERMES_DATA_DIR ?? Path.join(Os.homedir(), ".hermes")
+const journalFile = Path.join(dataDir, "lifeline", "journal.db")
+// Stable across runs: the next start reaps the children this owner recorded and never saw exit.
+const owner = "hermes-host"
 
 type Outcome =
   | "ok"
@@ -97,6 +113,84 @@ type Outcome =
   | "exited-before-initialize"
   | "crashed"
   | "shutdown-timeout-killed"
+
+// -- the journal: orphans of a crashed host ---------------------------------------------------------------------
+
+interface Reaped {
+  readonly pid: number
+  readonly command: ReadonlyArray<string>
+  /** `Survived`: still there after SIGKILL (the reaper failed with a `ReapError`); `Failed`: the reaper failed. */
+  readonly outcome: Recovery.ReapOutcome | "Survived" | "Failed"
+  readonly detail: string | null
+  readonly at: number
+}
+
+interface Recording {
+  /** Undefined when the children are not recorded: see `warning`. */
+  readonly journal: Journal.Journal.Service | undefined
+  readonly warning: string | undefined
+  readonly reaped: ReadonlyArray<Reaped>
+}
+
+const messageOf = (error: unknown): string =>
+  typeof error === "object" && error !== null && typeof (error as { message?: unknown }).message === "string"
+    ? (error as { message: string }).message
+    : String(error)
+
+/**
+ * Opens the journal, claims the owner for the Scope, and kills the extensions a crashed host left behind. One
+ * recording host per data dir: a second one started under the same owner would take the first one's children for
+ * orphans, so while another live host holds the claim this one records nothing. The host works without the journal:
+ * if it cannot be opened or the owner is in use, it warns and records nothing.
+ */
+const openRecording = (since: (at: number) => number): Effect.Effect<Recording, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const notRecording = (why: string) =>
+      Effect.as(Effect.logWarning(`hermes-host: ${why}; the extension's pid is not recorded`), {
+        journal: undefined,
+        warning: why,
+        reaped: []
+      })
+    const opened = yield* Effect.either(Effect.sandbox(SqliteJournal.makeFile({ filename: journalFile })))
+    if (opened._tag === "Left") {
+      return yield* notRecording(`cannot open the journal ${journalFile}: ${messageOf(Cause.squash(opened.left))}`)
+    }
+    const journal = opened.right
+    const reaped: Array<Reaped> = []
+    const reap = SqliteJournal.reapProcess({ grace: "1 second" })
+    const report = yield* Recovery.reapOrphans(
+      (info) =>
+        reap(info).pipe(
+          Effect.tapError((error) =>
+            Effect.map(Clock.currentTimeMillis, (now) => {
+              const tag = (error as { _tag?: unknown })._tag
+              reaped.push({
+                pid: info.pid,
+                command: info.command,
+                outcome: tag === "ReapError" ? "Survived" : "Failed",
+                detail: messageOf(error),
+                at: since(now)
+              })
+            })
+          )
+        ),
+      { owner }
+    ).pipe(Effect.provideService(Journal.Journal, journal), Effect.sandbox, Effect.either)
+    if (report._tag === "Left") {
+      const error = Cause.failureOption(report.left)
+      return yield* notRecording(
+        Option.isSome(error) && error.value._tag === "OwnerInUse"
+          ? `another hermes-host${error.value.pid === undefined ? "" : ` (pid ${error.value.pid})`} runs on ${dataDir}`
+          : `cannot look for orphans in ${journalFile}: ${messageOf(Cause.squash(report.left))}`
+      )
+    }
+    const now = since(yield* Clock.currentTimeMillis)
+    for (const { entry, outcome } of report.right.reaped) {
+      const info = entry.payload as Recovery.ProcessInfo
+      reaped.push({ pid: info.pid, command: info.command, outcome, detail: null, at: now })
+    }
+    return { journal, warning: undefined, reaped }
+  })
 
 // -- the timeline ----------------------------------------------------------------------------------------------
 
@@ -136,10 +230,27 @@ const program = Effect.gen(function*() {
     process.stdout.write(`, shutdown policy ${policy}, data dir ${dataDir}\n\n`)
   }
 
+  const recording = yield* openRecording(since)
+  if (recording.warning !== undefined) line(0, "journal", `✘ not recording: ${recording.warning}`)
+  for (const orphan of recording.reaped) {
+    const detail = orphan.detail === null ? "" : ` (${orphan.detail})`
+    line(orphan.at, "reap", `pid ${orphan.pid} left by a crashed host: ${orphan.outcome}${detail}`)
+    more(`  ${quote(orphan.command.join(" "))}`)
+  }
+
   const events: Array<ExtensionHost.Event> = []
+  // Refusals happen in this fiber, events reach the printer a little later: each waits for the events before it.
+  const refusalLines: Array<{ readonly at: number; readonly text: string }> = []
+  const printRefusals = (until: number) => {
+    while (refusalLines.length > 0 && refusalLines[0].at <= until) {
+      const { at, text } = refusalLines.shift()!
+      line(at, "execute", text)
+    }
+  }
   const record = (event: ExtensionHost.Event): Effect.Effect<void> =>
     Effect.gen(function*() {
       events.push(event)
+      printRefusals(since(event.at))
       const at = since(event.at)
       switch (event._tag) {
         case "Spawned":
@@ -213,19 +324,21 @@ const program = Effect.gen(function*() {
       // A crash ends the run: the report says so instead of restarting.
       restart: { maxRestarts: 0, within: "1 minute" }
     }
-  )
+  ).pipe(Effect.provideService(Spawner.Spawner, makeSpawner({ journal: recording.journal, owner })))
   const printer = yield* extension.events.pipe(Stream.runForEach(record), Effect.fork)
 
   let summary: ExtensionHost.ShutdownSummary | undefined
+  const refused: Array<{ readonly command: string; readonly reason: string; readonly detail: string }> = []
   if ((yield* extension.status) === "Ready") {
     const info = Option.getOrThrow(yield* extension.info)
     for (const id of args.run ?? info.commands.map((c) => c.id)) {
       yield* extension.execute(id).pipe(
-        Effect.catchAll((refused) =>
-          Effect.flatMap(
-            Clock.currentTimeMillis,
-            (now) => Effect.sync(() => line(since(now), "execute", `✘ ${refused.message}`))
-          )
+        Effect.catchAll((error) =>
+          Effect.flatMap(Clock.currentTimeMillis, (now) =>
+            Effect.sync(() => {
+              refused.push({ command: error.command, reason: error.reason, detail: error.detail })
+              refusalLines.push({ at: since(now), text: `✘ ${error.message}` })
+            }))
         )
       )
     }
@@ -239,6 +352,7 @@ const program = Effect.gen(function*() {
   // The events stream runs until the host's scope closes: stop the printer and print what it has not reached yet.
   yield* Fiber.interrupt(printer)
   for (const event of (yield* extension.history).slice(events.length)) yield* record(event)
+  printRefusals(Infinity)
 
   const after = yield* store.current
   const initializeFailed = events.find((e) => e._tag === "InitializeFailed")
@@ -278,6 +392,9 @@ const program = Effect.gen(function*() {
         elapsedMs: summary.elapsedMs
       },
       exit: exited?._tag === "Exited" ? exited.status : null,
+      refused,
+      journal: { file: journalFile, recording: recording.journal !== undefined, warning: recording.warning ?? null },
+      reaped: recording.reaped.map(({ at, ...orphan }) => ({ ...orphan, atMs: at })),
       elapsedMs: finishedAt
     }
     process.stdout.write(JSON.stringify(report, null, 2) + "\n")
@@ -285,19 +402,28 @@ const program = Effect.gen(function*() {
     process.stdout.write(`\n${outcome === "ok" ? "✔" : "✘"} ${outcome} in ${finishedAt} ms`)
     process.stdout.write(before === after ? ", message unchanged\n" : "; the message now reads:\n")
     if (before !== after) { for (const segment of segments(after)) more(quote(segment, 110)) }
+    if (refused.length > 0) {
+      process.stdout.write(`✘ refused: ${refused.map((r) => `${r.command} (${r.reason})`).join(", ")}\n`)
+    }
   }
-  return outcome
+  return { outcome, refused: refused.map((r) => r.command) }
 }).pipe(Effect.scoped)
 
 const HostLive = Layer.mergeAll(
-  SpawnerLive,
   MessageStore.layer(before),
   Windows.layerHeadless.pipe(Layer.provide(FetchHttpClient.layer))
 )
 
 NodeSignals.runMain(
   program.pipe(
-    Effect.flatMap((outcome) => outcome === "ok" ? Effect.void : Effect.failSync(() => outcome)),
+    // The outcome is the extension's life; a refused command also makes the run fail (exit code 1).
+    Effect.flatMap(({ outcome, refused }) =>
+      outcome !== "ok"
+        ? Effect.fail(outcome)
+        : refused.length > 0
+        ? Effect.fail(`refused: ${refused.join(", ")}`)
+        : Effect.void
+    ),
     Effect.provide(HostLive),
     Logger.withMinimumLogLevel(args.verbose ? LogLevel.Debug : LogLevel.Warning)
   )

@@ -5,7 +5,9 @@
  * - `runExtension`: runs an extension as the main program of its process (stdio transport, logs on stderr, files
  *   through Node's file system, the host's pid watched, SIGTERM/SIGINT run the shutdown checklist, exit code from
  *   the outcome).
- * - `SpawnerLive`: the host's `Spawner` as real child processes (`NodeChildProcess`), with their stderr kept.
+ * - `SpawnerLive`: the host's `Spawner` as real child processes (`NodeChildProcess`), with their stderr kept;
+ *   `spawnerLive({ journal })` / `SpawnerRecorded` also record each child's pid and exit in a `Journal`, so that the
+ *   next start after a crash of the host can kill the children it left behind (`Recovery.reapOrphans`).
  */
 // Deep imports: an extension starts within Hermes' 10 s initialize budget even on a busy machine when it loads only
 // the modules it uses (the barrels pull in SQLite, HTTP servers and every platform module).
@@ -15,6 +17,7 @@ import * as Command from "@effect/platform/Command"
 import * as Extension from "@lifeline/hermes/Extension"
 import * as HostMonitor from "@lifeline/hermes/HostMonitor"
 import * as Spawner from "@lifeline/hermes/Spawner"
+import * as Journal from "@lifeline/kernel/Journal"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
 import * as NodeStdio from "@lifeline/node/NodeStdio"
@@ -81,16 +84,48 @@ const toProcess = (child: NodeChildProcess.Child): Spawner.Process => ({
 })
 
 /**
+ * How the spawner records its children. Without `journal`, nothing is recorded.
+ */
+export interface SpawnerOptions {
+  /**
+   * Records each child (pid, start time, command) when it is spawned and its exit when it ends, as NodeChildProcess
+   * does with its `journal` option: a child that cannot be recorded is killed and its spawn fails.
+   */
+  readonly journal?: Journal.Journal.Service | undefined
+  /** The `Journal.Owner` the children are recorded under, the one whose orphans the next start reaps. Default: the fiber's. */
+  readonly owner?: string | undefined
+}
+
+/**
  * Real child processes. The host runs the polite part of the stop sequence itself (`shutdown`, then SIGTERM or
  * SIGKILL); closing the spawn's Scope runs NodeChildProcess's bounded sequence for whatever is left.
  */
-export const SpawnerLive: Layer.Layer<Spawner.Spawner> = Layer.succeed(Spawner.Spawner, {
+export const makeSpawner = (options?: SpawnerOptions): Spawner.Spawner.Service => ({
   spawn: (spec) => {
     let command = Command.make(spec.command, ...(spec.args ?? [])).pipe(Command.env(spec.env ?? {}))
     if (spec.cwd !== undefined) command = Command.workingDirectory(command, spec.cwd)
-    return NodeChildProcess.make({ command, stderrLogLevel: "Debug", stop: { shutdownTimeout: "1 second" } }).pipe(
+    const spawned = NodeChildProcess.make({
+      command,
+      stderrLogLevel: "Debug",
+      stop: { shutdownTimeout: "1 second" },
+      journal: options?.journal
+    }).pipe(
       Effect.map(toProcess),
       Effect.mapError((error) => new Spawner.SpawnError({ command: error.command, detail: error.detail }))
     )
+    return options?.owner === undefined ? spawned : Effect.provideService(spawned, Journal.Owner, options.owner)
   }
 })
+
+/** Real child processes, recorded in `options.journal` when given. */
+export const spawnerLive = (options?: SpawnerOptions): Layer.Layer<Spawner.Spawner> =>
+  Layer.succeed(Spawner.Spawner, makeSpawner(options))
+
+/** Real child processes, not recorded anywhere. */
+export const SpawnerLive: Layer.Layer<Spawner.Spawner> = spawnerLive()
+
+/** Real child processes, recorded in the `Journal` in context under the fiber's `Journal.Owner`. */
+export const SpawnerRecorded: Layer.Layer<Spawner.Spawner, never, Journal.Journal> = Layer.effect(
+  Spawner.Spawner,
+  Effect.map(Journal.Journal, (journal) => makeSpawner({ journal }))
+)

@@ -1,6 +1,7 @@
 /**
  * The headless Hermes host (examples/headless-host.ts) against real extension processes: the HL7 example extension
- * built with the SDK, and hand-written ones that misbehave. Every run is a real `hermes-host --json` process. Then
+ * built with the SDK, and hand-written ones that misbehave. Every run is a real `hermes-host --json` process, some of
+ * them SIGKILLed to leave an orphan extension for the next run to reap. Then
  * `ExtensionHost` in this process, over the Node wiring (`SpawnerLive`), against SDK extensions as real processes:
  * notifications during requests, restarts after crashes, and an extension whose host dies without closing its stdin.
  */
@@ -14,7 +15,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
 import { SpawnerLive } from "../examples/hermes-node.js"
-import { eventually, isAlive } from "./support/processes.js"
+import { awaitGone, eventually, isAlive } from "./support/processes.js"
 
 const root = Path.resolve(Path.dirname(Url.fileURLToPath(import.meta.url)), "..")
 const tsx = Path.join(root, "node_modules", ".bin", "tsx")
@@ -45,6 +46,37 @@ const runHost = (args: ReadonlyArray<string>, dataDir: string) =>
         resume(Effect.succeed({ code: child.exitCode, report, stderr, elapsedMs: Date.now() - startedAt }))
       }
     )
+  })
+
+/**
+ * `hermes-host --json` as one node process (not the tsx launcher, which would survive a SIGKILL as a parent), with
+ * the `linger` extension, kept busy by a long --settle; SIGKILLed with the Scope. Answers it once the extension is
+ * up: the fixture writes its pid when initialize arrives, which the host sends after it recorded the spawn.
+ */
+const startLingering = (dataDir: string) =>
+  Effect.gen(function*() {
+    const pidFile = Path.join(dataDir, "linger.pid")
+    const readPid = () => Fs.existsSync(pidFile) ? Number(Fs.readFileSync(pidFile, "utf8")) : NaN
+    Fs.rmSync(pidFile, { force: true })
+    const child = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        ChildProcess.spawn(
+          process.execPath,
+          ["--import", "tsx", host, "--json", "--data-dir", dataDir, "--extension", misbehaving("linger")]
+            .concat(["--settle", "1 minute"]),
+          { cwd: root, stdio: "ignore" }
+        )
+      ),
+      (child) => Effect.sync(() => child.kill("SIGKILL"))
+    )
+    yield* eventually(() => readPid() > 0, "the extension is up", 20_000)
+    const extension = readPid()
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        if (isAlive(extension)) process.kill(extension, "SIGKILL")
+      })
+    )
+    return { host: child, extension, readPid }
   })
 
 const tempDir = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "hermes-test-"))
@@ -175,6 +207,95 @@ describe("Hermes: the headless host and real extension processes", () => {
       assert.deepStrictEqual(report.exit, { code: 3, signal: null })
       assert.isNull(report.shutdown)
     }), { timeout: 60_000 })
+
+  it.live(
+    "--run of a command the extension did not announce: listed in refused, exit code 1, outcome still ok",
+    () =>
+      Effect.gen(function*() {
+        const { code, report, stderr } = yield* runHost(
+          ["--extension", misbehaving("plain"), "--run", "nope", "--run", "run", "--settle", "100 millis"],
+          tempDir()
+        )
+        assert.strictEqual(report.outcome, "ok", stderr)
+        assert.strictEqual(code, 1)
+        assert.deepStrictEqual(report.refused, [
+          { command: "nope", reason: "UnknownCommand", detail: "the extension did not announce it in initialize" }
+        ])
+        // The other command still ran.
+        assert.include(methods(report), "editor/getMessage")
+        assert.isTrue(report.shutdown.success)
+      }),
+    { timeout: 60_000 }
+  )
+
+  it.live(
+    "an extension that outlives its SIGKILLed host is reaped by the next host on the same data dir",
+    () =>
+      Effect.gen(function*() {
+        const dataDir = tempDir()
+        const { extension: orphan, host: crashed, readPid } = yield* startLingering(dataDir)
+        crashed.kill("SIGKILL")
+        yield* awaitGone(crashed.pid!, 5000)
+        assert.isTrue(isAlive(orphan), "the extension outlived its host")
+
+        const { code, report, stderr } = yield* runHost(
+          ["--extension", misbehaving("linger"), "--run", "run", "--settle", "100 millis"],
+          dataDir
+        )
+        assert.strictEqual(report.outcome, "ok", stderr)
+        assert.strictEqual(code, 0)
+        assert.isFalse(isAlive(orphan), "reaped")
+        assert.deepStrictEqual(report.journal, {
+          file: Path.join(dataDir, "lifeline", "journal.db"),
+          recording: true,
+          warning: null
+        })
+        assert.deepStrictEqual(report.reaped.map((r: any) => [r.pid, r.outcome, r.detail]), [[orphan, "Killed", null]])
+        assert.include(report.reaped[0].command.join(" "), "hermes-misbehaving.mjs linger")
+        // Reaped before this run spawned its own extension, which it stopped and recorded as ended.
+        const spawnedAt = report.events.find((e: any) => e.type === "Spawned").atMs
+        assert.isAtMost(report.reaped[0].atMs, spawnedAt)
+        assert.notStrictEqual(readPid(), orphan)
+      }).pipe(Effect.scoped),
+    { timeout: 60_000 }
+  )
+
+  it.live(
+    "a journal that cannot be opened: the host warns and runs the extension without recording it",
+    () =>
+      Effect.gen(function*() {
+        const dataDir = tempDir()
+        Fs.writeFileSync(Path.join(dataDir, "lifeline"), "a file where the journal's directory should be")
+        const { code, report, stderr } = yield* runHost(["--extension", misbehaving("plain")], dataDir)
+        assert.strictEqual(report.outcome, "ok", stderr)
+        assert.strictEqual(code, 0)
+        assert.isFalse(report.journal.recording)
+        assert.include(report.journal.warning, "cannot open the journal")
+        assert.include(stderr, "not recorded")
+      }),
+    { timeout: 60_000 }
+  )
+
+  it.live(
+    "a second host on the data dir of a running one records nothing and leaves the first one's extension alone",
+    () =>
+      Effect.gen(function*() {
+        const dataDir = tempDir()
+        const first = yield* startLingering(dataDir)
+        const { code, report, stderr } = yield* runHost(
+          ["--extension", misbehaving("plain"), "--settle", "100 millis"],
+          dataDir
+        )
+        assert.strictEqual(report.outcome, "ok", stderr)
+        assert.strictEqual(code, 0)
+        assert.isFalse(report.journal.recording)
+        assert.include(report.journal.warning, `another hermes-host (pid ${first.host.pid})`)
+        assert.include(stderr, "not recorded")
+        assert.deepStrictEqual(report.reaped, [])
+        assert.isTrue(isAlive(first.extension), "the first host's extension is not an orphan")
+      }).pipe(Effect.scoped),
+    { timeout: 60_000 }
+  )
 
   it.live("junk on stdout and a flood on stderr do not derail the host", () =>
     Effect.gen(function*() {

@@ -3,6 +3,7 @@ import type * as Recovery from "@lifeline/kernel/Recovery"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs/promises"
 
@@ -15,7 +16,8 @@ const userHz = 100
 
 type Identity = "Ours" | Exclude<Recovery.ReapOutcome, "Killed">
 
-interface ProcStat {
+/** @internal */
+export interface ProcStat {
   readonly state: string
   readonly processGroup: number
   readonly startedAt: number
@@ -25,6 +27,36 @@ const errorCode = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && typeof (error as { code?: unknown }).code === "string"
     ? (error as { code: string }).code
     : undefined
+
+/**
+ * An orphan that was still there after SIGKILL and `grace` (a process stuck in the kernel, in uninterruptible sleep).
+ * `Recovery.ReapOutcome` has no variant for it, so the reaper fails with this error: the recovery records the entry
+ * as `Failed` with it and lists it in its report's `errors`.
+ *
+ * @internal
+ */
+export class ReapError extends Schema.TaggedError<ReapError>("@lifeline/node/ReapError")("ReapError", {
+  reason: Schema.Literal("Survived"),
+  pid: Schema.Int,
+  command: Schema.Array(Schema.String),
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `orphan process ${this.pid} (${this.command.join(" ")}): ${this.detail}`
+  }
+}
+
+/**
+ * What the reaper asks the operating system; replaced in tests, where no process outlives a SIGKILL.
+ *
+ * @internal
+ */
+export interface System {
+  readonly probe: (pid: number) => "Alive" | "Gone" | "Foreign"
+  readonly readProcStat: (pid: number) => Effect.Effect<Option.Option<ProcStat>>
+  readonly psStart: (pid: number) => Effect.Effect<Option.Option<number>>
+  readonly signal: (pid: number, name: NodeJS.Signals) => Effect.Effect<void>
+}
 
 /** `true` alive, `false` gone; EPERM means it belongs to another user, so not to a host we ran. */
 const probe = (pid: number): "Alive" | "Gone" | "Foreign" => {
@@ -67,23 +99,6 @@ const psStart = (pid: number): Effect.Effect<Option.Option<number>> =>
     return Effect.sync(() => child.kill())
   })
 
-const identify = (info: Recovery.ProcessInfo): Effect.Effect<Identity> =>
-  Effect.gen(function*() {
-    const alive = probe(info.pid)
-    if (alive === "Gone") return "Gone"
-    if (alive === "Foreign") return "Reused"
-    const stat = yield* readProcStat(info.pid)
-    if (Option.isSome(stat) && stat.value.state === "Z") return "Gone"
-    const startedAt = Option.isSome(stat) ? Option.some(stat.value.startedAt) : yield* psStart(info.pid)
-    if (Option.isNone(startedAt)) return "Unverified"
-    return Math.abs(startedAt.value - info.startedAt) <= startTolerance ? "Ours" : "Reused"
-  })
-
-const isGone = (pid: number): Effect.Effect<boolean> =>
-  probe(pid) !== "Alive"
-    ? Effect.succeed(true)
-    : Effect.map(readProcStat(pid), Option.exists((stat) => stat.state === "Z"))
-
 // A child spawned in its own process group (as the host spawns them) is signalled with its group, so that whatever
 // it started goes too; otherwise only the process.
 const signal = (pid: number, name: NodeJS.Signals): Effect.Effect<void> =>
@@ -99,24 +114,60 @@ const signal = (pid: number, name: NodeJS.Signals): Effect.Effect<void> =>
     }
   })
 
-const awaitGone = (pid: number): Effect.Effect<void> =>
-  Effect.flatMap(isGone(pid), (gone) => gone ? Effect.void : Effect.zipRight(Effect.sleep("20 millis"), awaitGone(pid)))
+/** @internal */
+export const nodeSystem: System = { probe, readProcStat, psStart, signal }
 
-const exitsWithin = (pid: number, grace: Duration.Duration): Effect.Effect<boolean> =>
-  awaitGone(pid).pipe(Effect.timeoutTo({ duration: grace, onTimeout: () => false, onSuccess: () => true }))
+const identify = (system: System, info: Recovery.ProcessInfo): Effect.Effect<Identity> =>
+  Effect.gen(function*() {
+    const alive = system.probe(info.pid)
+    if (alive === "Gone") return "Gone"
+    if (alive === "Foreign") return "Reused"
+    const stat = yield* system.readProcStat(info.pid)
+    if (Option.isSome(stat) && stat.value.state === "Z") return "Gone"
+    const startedAt = Option.isSome(stat) ? Option.some(stat.value.startedAt) : yield* system.psStart(info.pid)
+    if (Option.isNone(startedAt)) return "Unverified"
+    return Math.abs(startedAt.value - info.startedAt) <= startTolerance ? "Ours" : "Reused"
+  })
+
+const isGone = (system: System, pid: number): Effect.Effect<boolean> =>
+  system.probe(pid) !== "Alive"
+    ? Effect.succeed(true)
+    : Effect.map(system.readProcStat(pid), Option.exists((stat) => stat.state === "Z"))
+
+// Polled on the Clock, so that TestClock drives the bounds.
+const awaitGone = (system: System, pid: number): Effect.Effect<void> =>
+  Effect.flatMap(
+    isGone(system, pid),
+    (gone) => gone ? Effect.void : Effect.zipRight(Effect.sleep("20 millis"), awaitGone(system, pid))
+  )
+
+const exitsWithin = (system: System, pid: number, grace: Duration.Duration): Effect.Effect<boolean> =>
+  awaitGone(system, pid).pipe(Effect.timeoutTo({ duration: grace, onTimeout: () => false, onSuccess: () => true }))
 
 /** @internal */
-export const reapProcess = (options?: { readonly grace?: Duration.DurationInput | undefined }): Recovery.Reaper => {
+export const makeReaper = (
+  system: System,
+  options?: { readonly grace?: Duration.DurationInput | undefined }
+): Recovery.Reaper => {
   const grace = Duration.decode(options?.grace ?? "2 seconds")
   return (info) =>
     Effect.gen(function*() {
-      const identity = yield* identify(info)
+      const identity = yield* identify(system, info)
       if (identity !== "Ours") return identity
-      yield* signal(info.pid, "SIGTERM")
-      if (yield* exitsWithin(info.pid, grace)) return "Killed"
+      yield* system.signal(info.pid, "SIGTERM")
+      if (yield* exitsWithin(system, info.pid, grace)) return "Killed"
       yield* Effect.logWarning(`orphan process ${info.pid} ignored SIGTERM for ${Duration.format(grace)}: SIGKILL`)
-      yield* signal(info.pid, "SIGKILL")
-      yield* exitsWithin(info.pid, grace)
-      return "Killed"
+      yield* system.signal(info.pid, "SIGKILL")
+      if (yield* exitsWithin(system, info.pid, grace)) return "Killed"
+      return yield* new ReapError({
+        reason: "Survived",
+        pid: info.pid,
+        command: info.command,
+        detail: `still running ${Duration.format(grace)} after SIGKILL`
+      })
     })
 }
+
+/** @internal */
+export const reapProcess = (options?: { readonly grace?: Duration.DurationInput | undefined }): Recovery.Reaper =>
+  makeReaper(nodeSystem, options)
