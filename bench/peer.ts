@@ -183,7 +183,8 @@ const makeMemoryPair = (capacity = 1024) =>
     ): Transport.Transport.Service => ({
       incoming: Mailbox.toStream(into),
       send: (chunks) => Effect.asVoid(out.offerAll(chunks)),
-      end: Effect.asVoid(out.end)
+      end: Effect.asVoid(out.end),
+      unsafeTrySend: (chunk) => out.unsafeOffer(chunk)
     })
     return { left: side(leftToRight, rightToLeft), right: side(rightToLeft, leftToRight) }
   })

@@ -207,7 +207,8 @@ export const make = (options: Options = {}): Effect.Effect<Transport.Transport.S
         { failWhen: (fail) => writer.onBroken((failure) => fail(writeError(failure))) }
       ),
       send: (chunks) => Effect.mapError(writer.write(chunks), writeError),
-      end: writer.end
+      end: writer.end,
+      unsafeTrySend: writer.trySend
     }
     return transport
   })

@@ -340,14 +340,20 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
       parkedWriter = undefined
     })
   })
-  /** Queues a frame, waiting while the queue is full: this is where a slow reader pushes back. */
-  const enqueue = (frame: Uint8Array): Effect.Effect<void> => {
-    if (outbound.unsafeOffer(frame)) {
-      wakeWriter()
-      return Effect.void
-    }
-    return Effect.zipRight(Queue.offer(outbound, frame), Effect.sync(wakeWriter))
+  const trySend = transport.unsafeTrySend
+  /**
+   * Hands a frame on without waiting, if it can: straight to the transport while the writer is parked (so nothing of
+   * ours is queued or being sent, and order holds), else into the queue for the writer.
+   */
+  const offerNow = (frame: Uint8Array): boolean => {
+    if (parkedWriter !== undefined && trySend !== undefined && trySend(frame)) return true
+    if (!outbound.unsafeOffer(frame)) return false
+    wakeWriter()
+    return true
   }
+  /** Queues a frame, waiting while the queue is full: this is where a slow reader pushes back. */
+  const enqueue = (frame: Uint8Array): Effect.Effect<void> =>
+    offerNow(frame) ? Effect.void : Effect.zipRight(Queue.offer(outbound, frame), Effect.sync(wakeWriter))
   /** Queues a message; the result is `Effect.void` when it was queued at once, so callers in a loop can skip it. */
   const write = (message: Message.Message | ReadonlyArray<Message.Message>): Effect.Effect<void> => {
     const frame = frameOf(message)
@@ -357,7 +363,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
   /** For finalizers: never waits. A full queue means the other side is not reading, so the frame would not help. */
   const unsafeWrite = (message: Message.Message): void => {
     const frame = frameOf(message)
-    if (Either.isRight(frame) && outbound.unsafeOffer(frame.right)) wakeWriter()
+    if (Either.isRight(frame)) offerNow(frame.right)
   }
 
   // -- outbound ------------------------------------------------------------------------------------------------
@@ -475,9 +481,8 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     pending.set(id, call)
     stats.requestsSent++
     schedule(call)
-    if (outbound.unsafeOffer(frame.right)) {
+    if (offerNow(frame.right)) {
       call.enqueued = true
-      wakeWriter()
       return awaitCall(call)
     }
     // The queue is full (a slow reader): the frame waits in `overflow` until the writer has room for it, or the

@@ -512,7 +512,8 @@ export const make = (handle: Handle, settings: Settings): Effect.Effect<Internal
             message: `writing to the child's stdin failed: ${describeFailure(failure)}`,
             ...(failure._tag === "Failed" ? { cause: failure.error } : {})
           })),
-      end: handle.stdin.end
+      end: handle.stdin.end,
+      unsafeTrySend: handle.stdin.trySend
     }
 
     const child: NodeChildProcess.Child = {

@@ -140,6 +140,11 @@ export interface Writer {
    * comes after `write` has returned, so without this the next send (maybe never) would be the first to see it.
    */
   readonly broken: Effect.Effect<WriteFailure>
+  /**
+   * Writes `chunk` now if Node can take it without the writer waiting (not ended, not failed, no `drain` pending) and
+   * says whether it did. Writes made within one tick are corked into one system call, as `write` batches do.
+   */
+  readonly trySend?: ((chunk: Uint8Array) => boolean) | undefined
   /** `broken` as a callback: `listener` is called once with the failure; returns how to stop listening. */
   readonly onBroken: (listener: (failure: WriteFailure) => void) => () => void
   readonly unsafeFailure: () => WriteFailure | undefined
@@ -216,6 +221,23 @@ export const makeWriter = (
     }
   }
 
+  let corked = false
+  const uncork = () => {
+    corked = false
+    stream.uncork()
+  }
+  const trySend = (chunk: Uint8Array): boolean => {
+    if (failure !== undefined || ended || stream.writableNeedDrain || chunk.length === 0) return false
+    if (!corked && typeof stream.cork === "function") {
+      corked = true
+      stream.cork()
+      // After the current microtasks: a burst of replies made in one turn leaves as one write.
+      process.nextTick(uncork)
+    }
+    rawWrite(chunk, onWritten)
+    return true
+  }
+
   const write = (chunks: ReadonlyArray<Uint8Array>): Effect.Effect<void, WriteFailure> =>
     Effect.suspend(() => {
       if (failure !== undefined) return Effect.fail(failure)
@@ -262,6 +284,7 @@ export const makeWriter = (
       return Effect.sync(stop)
     }),
     onBroken,
+    trySend,
     unsafeFailure: () => failure
   }
 }
