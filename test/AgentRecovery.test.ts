@@ -8,12 +8,13 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as SqliteJournal from "@lifeline/node/SqliteJournal"
 import { Effect } from "effect"
 import type { Scope } from "effect"
-import * as ChildProcess from "node:child_process"
+import type * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
-import { awaitGone, isAlive } from "./support/processes.js"
+import type { Exit } from "./support/processes.js"
+import { awaitGone, isAlive, killOnExit, spawnLines } from "./support/processes.js"
 
 const root = Path.join(Path.dirname(Url.fileURLToPath(import.meta.url)), "..")
 const bin = Path.join(root, "examples", "agent-recovery", "bin", "agent-recovery")
@@ -23,92 +24,40 @@ afterAll(() => Fs.rmSync(directory, { recursive: true, force: true }))
 
 interface Run {
   readonly child: ChildProcess.ChildProcess
-  readonly lines: Array<string>
+  readonly lines: ReadonlyArray<string>
   /** The first stdout line matching `pattern` (already printed or still to come). */
   readonly line: (pattern: RegExp) => Effect.Effect<RegExpExecArray, Error>
-  readonly exited: Effect.Effect<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }, Error>
+  readonly exited: Effect.Effect<Exit, Error>
 }
 
 /** Runs the example's bin; the Scope SIGKILLs it if it is still running. */
 const agent = (...args: Array<string>): Effect.Effect<Run, never, Scope.Scope> =>
-  Effect.acquireRelease(
-    Effect.sync((): Run => {
-      const child = ChildProcess.spawn(bin, ["--data-dir", directory, "--turns", "3", ...args], {
-        cwd: root,
-        stdio: ["ignore", "pipe", "pipe"]
-      })
-      const lines: Array<string> = []
-      const waiting = new Set<() => void>()
-      let buffered = ""
-      let stderr = ""
-      child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
-        buffered += chunk
-        let end: number
-        while ((end = buffered.indexOf("\n")) >= 0) {
-          lines.push(buffered.slice(0, end))
-          buffered = buffered.slice(end + 1)
-        }
-        for (const wake of waiting) wake()
-      })
-      child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
-      const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-        child.on("exit", (code, signal) => {
-          resolve({ code, signal })
-          for (const wake of waiting) wake()
-        })
+  Effect.map(spawnLines(bin, ["--data-dir", directory, "--turns", "3", ...args], { cwd: root }), (run): Run => {
+    const transcript = () => `\n--- stdout\n${run.lines.join("\n")}\n--- stderr\n${run.stderr()}`
+    return {
+      child: run.child,
+      lines: run.lines,
+      line: (pattern) =>
+        run.line(
+          (line) => pattern.exec(line) ?? undefined,
+          () => new Error(`the agent exited before printing ${pattern}${transcript()}`)
+        ).pipe(
+          Effect.timeoutFail({
+            duration: "15 seconds",
+            onTimeout: () => new Error(`no line ${pattern} within 15 s${transcript()}`)
+          })
+        ),
+      exited: run.exited.pipe(
+        Effect.timeoutFail({ duration: "15 seconds", onTimeout: () => new Error(`no exit${transcript()}`) })
       )
-      const transcript = () => `\n--- stdout\n${lines.join("\n")}\n--- stderr\n${stderr}`
-      return {
-        child,
-        lines,
-        line: (pattern) =>
-          Effect.async<RegExpExecArray, Error>((resume) => {
-            const check = () => {
-              for (const line of lines) {
-                const match = pattern.exec(line)
-                if (match !== null) {
-                  waiting.delete(check)
-                  return resume(Effect.succeed(match))
-                }
-              }
-              if (child.exitCode !== null || child.signalCode !== null) {
-                waiting.delete(check)
-                resume(Effect.fail(new Error(`the agent exited before printing ${pattern}${transcript()}`)))
-              }
-            }
-            waiting.add(check)
-            check()
-            return Effect.sync(() => waiting.delete(check))
-          }).pipe(
-            Effect.timeoutFail({
-              duration: "15 seconds",
-              onTimeout: () => new Error(`no line ${pattern} within 15 s${transcript()}`)
-            })
-          ),
-        exited: Effect.promise(() => exit).pipe(
-          Effect.timeoutFail({ duration: "15 seconds", onTimeout: () => new Error(`no exit${transcript()}`) })
-        )
-      }
-    }),
-    (run) =>
-      Effect.sync(() => {
-        if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill("SIGKILL")
-      })
-  )
+    }
+  })
 
 const crash = (run: Run) =>
   Effect.gen(function*() {
     run.child.kill("SIGKILL")
     assert.strictEqual((yield* run.exited).signal, "SIGKILL")
   })
-
-/** Kills a worker a failed test left behind. */
-const killOnExit = (pid: number) =>
-  Effect.addFinalizer(() =>
-    Effect.sync(() => {
-      if (isAlive(pid)) process.kill(pid, "SIGKILL")
-    })
-  )
 
 describe("examples/agent-recovery", () => {
   it.live(

@@ -14,6 +14,8 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
+import type { Exit } from "./support/processes.js"
+import { isAlive, killOnExit, spawnLines } from "./support/processes.js"
 
 const here = Path.dirname(Url.fileURLToPath(import.meta.url))
 const root = Path.join(here, "..")
@@ -32,70 +34,30 @@ interface Worker {
   /** The first stdout line that starts with `prefix` (already written or still to come). */
   readonly line: (prefix: string) => Effect.Effect<string, Error>
   readonly kill: (signal: NodeJS.Signals) => Effect.Effect<void>
-  readonly exited: Effect.Effect<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }, Error>
+  readonly exited: Effect.Effect<Exit, Error>
 }
 
 /** Starts the worker fixture; the Scope SIGKILLs it if it is still running. */
 const worker = (filename: string, mode: string, ...args: Array<string>): Effect.Effect<Worker, never, Scope.Scope> =>
-  Effect.acquireRelease(
-    Effect.sync((): Worker => {
-      const child = ChildProcess.spawn(process.execPath, ["--import", "tsx", fixture, filename, mode, ...args], {
-        cwd: root,
-        stdio: ["ignore", "pipe", "pipe"]
-      })
-      const lines: Array<string> = []
-      const waiting = new Set<() => void>()
-      let buffered = ""
-      let stderr = ""
-      child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
-        buffered += chunk
-        let end: number
-        while ((end = buffered.indexOf("\n")) >= 0) {
-          lines.push(buffered.slice(0, end))
-          buffered = buffered.slice(end + 1)
-        }
-        for (const wake of waiting) wake()
-      })
-      child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
-      const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-        child.on("exit", (code, signal) => {
-          resolve({ code, signal })
-          for (const wake of waiting) wake()
-        })
+  Effect.map(
+    spawnLines(process.execPath, ["--import", "tsx", fixture, filename, mode, ...args], { cwd: root }),
+    ({ child, exited, line, stderr }): Worker => ({
+      child,
+      line: (prefix) =>
+        line(
+          (text) => text.startsWith(prefix) ? text : undefined,
+          () => new Error(`the worker exited before "${prefix}": ${stderr()}`)
+        ).pipe(
+          Effect.timeoutFail({
+            duration: "20 seconds",
+            onTimeout: () => new Error(`no "${prefix}" from the worker within 20 s: ${stderr()}`)
+          })
+        ),
+      kill: (signal) => Effect.sync(() => void child.kill(signal)),
+      exited: exited.pipe(
+        Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error("the worker did not exit") })
       )
-      return {
-        child,
-        line: (prefix) =>
-          Effect.async<string, Error>((resume) => {
-            const check = () => {
-              const found = lines.find((line) => line.startsWith(prefix))
-              if (found !== undefined) {
-                waiting.delete(check)
-                resume(Effect.succeed(found))
-              } else if (child.exitCode !== null || child.signalCode !== null) {
-                waiting.delete(check)
-                resume(Effect.fail(new Error(`the worker exited before "${prefix}": ${stderr}`)))
-              }
-            }
-            waiting.add(check)
-            check()
-            return Effect.sync(() => waiting.delete(check))
-          }).pipe(
-            Effect.timeoutFail({
-              duration: "20 seconds",
-              onTimeout: () => new Error(`no "${prefix}" from the worker within 20 s: ${stderr}`)
-            })
-          ),
-        kill: (signal) => Effect.sync(() => void child.kill(signal)),
-        exited: Effect.promise(() => exit).pipe(
-          Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error("the worker did not exit") })
-        )
-      }
-    }),
-    (worker) =>
-      Effect.sync(() => {
-        if (worker.child.exitCode === null && worker.child.signalCode === null) worker.child.kill("SIGKILL")
-      })
+    })
   )
 
 const crash = (running: Worker) =>
@@ -104,21 +66,6 @@ const crash = (running: Worker) =>
     const exit = yield* running.exited
     assert.strictEqual(exit.signal, "SIGKILL")
   })
-
-/** Alive and not a zombie: an orphan's new parent (PID 1 in a container) may never reap it. */
-const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-  } catch {
-    return false
-  }
-  try {
-    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
-  } catch {
-    return true
-  }
-}
 
 /** A process that sleeps until killed, in its own group, killed with the Scope. */
 const sleeper = Effect.acquireRelease(
@@ -299,25 +246,32 @@ describe("Recovery with real processes", () => {
   })
 
   describe("orphan child processes", () => {
+    /**
+     * Runs a worker in `mode` (which prints "<mode> <pid>" for the child it starts) and kills it with SIGKILL: its
+     * child outlives it. Answers the child's pid and the worker's journal, reopened.
+     */
+    const orphanOf = (mode: "orphan" | "spawned") =>
+      Effect.gen(function*() {
+        const filename = freshFile()
+        const host = yield* worker(filename, mode)
+        const pid = Number((yield* host.line(`${mode} `)).split(" ")[1])
+        yield* killOnExit(pid)
+        yield* crash(host)
+        assert.isTrue(isAlive(pid), "the orphan outlived its host")
+        return { pid, journal: yield* SqliteJournal.makeFile({ filename }) }
+      })
+
+    const reap = (journal: Journal.Journal.Service) =>
+      Recovery.run({ reap: SqliteJournal.reapProcess({ grace: "2 seconds" }) }).pipe(
+        Effect.provideService(Journal.Journal, journal)
+      )
+
     it.live(
       "a host killed with SIGKILL leaves its child behind; the next host finds it and kills it",
       () =>
         Effect.gen(function*() {
-          const filename = freshFile()
-          const host = yield* worker(filename, "orphan")
-          const pid = Number((yield* host.line("orphan ")).split(" ")[1])
-          yield* Effect.addFinalizer(() =>
-            Effect.sync(() => {
-              if (isAlive(pid)) process.kill(pid, "SIGKILL")
-            })
-          )
-          yield* crash(host)
-          assert.isTrue(isAlive(pid), "the orphan outlived its host")
-
-          const journal = yield* SqliteJournal.makeFile({ filename })
-          const report = yield* Recovery.run({ reap: SqliteJournal.reapProcess({ grace: "2 seconds" }) }).pipe(
-            Effect.provideService(Journal.Journal, journal)
-          )
+          const { journal, pid } = yield* orphanOf("orphan")
+          const report = yield* reap(journal)
           assert.deepStrictEqual(report.reaped.map(({ outcome }) => outcome), ["Killed"])
           assert.isFalse(isAlive(pid))
           const entry = report.reaped[0].entry
@@ -331,24 +285,11 @@ describe("Recovery with real processes", () => {
       "a child spawned by NodeChildProcess with a journal is recorded by it: after a SIGKILL of its host, reaped",
       () =>
         Effect.gen(function*() {
-          const filename = freshFile()
-          const host = yield* worker(filename, "spawned")
-          const pid = Number((yield* host.line("spawned ")).split(" ")[1])
-          yield* Effect.addFinalizer(() =>
-            Effect.sync(() => {
-              if (isAlive(pid)) process.kill(pid, "SIGKILL")
-            })
-          )
-          yield* crash(host)
-          assert.isTrue(isAlive(pid), "the orphan outlived its host")
-
-          const journal = yield* SqliteJournal.makeFile({ filename })
+          const { journal, pid } = yield* orphanOf("spawned")
           const [recorded] = yield* journal.unfinished()
           assert.deepStrictEqual([recorded.kind, recorded.status], [Recovery.processKind, "InFlight"])
           assert.strictEqual((recorded.payload as Recovery.ProcessInfo).pid, pid)
-          const report = yield* Recovery.run({ reap: SqliteJournal.reapProcess({ grace: "2 seconds" }) }).pipe(
-            Effect.provideService(Journal.Journal, journal)
-          )
+          const report = yield* reap(journal)
           assert.deepStrictEqual(report.reaped.map(({ entry, outcome }) => [entry.key, outcome]), [
             [recorded.key, "Killed"]
           ])

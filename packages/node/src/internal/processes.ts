@@ -1,13 +1,25 @@
 /**
- * What the operating system says about processes and process groups. On Linux the answers come from `/proc`, where a
- * zombie (exited, not yet reaped by its parent) can be told apart from a live process: in a container whose init does
- * not reap orphans, `kill(pid, 0)` would report a dead grandchild as alive forever. Elsewhere `kill(pid, 0)` is used.
+ * What the operating system says about processes and process groups, and when a process started. On Linux the answers
+ * come from `/proc`, where a zombie (exited, not yet reaped by its parent) can be told apart from a live process: in a
+ * container whose init does not reap orphans, `kill(pid, 0)` would report a dead grandchild as alive forever.
+ * Elsewhere `kill(pid, 0)` is used, and `ps` for start times.
  *
  * @internal
  */
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
+import * as FsPromises from "node:fs/promises"
 
 const hasProc = process.platform === "linux" && Fs.existsSync("/proc/self/stat")
+
+// Linux reports start times in USER_HZ ticks, which is 100 on every architecture Node runs on.
+const userHz = 100
+
+// The command name (field 2) is in parentheses and may itself contain spaces and parentheses: the fields from the
+// state (field 3) on are counted from the last ")".
+const statFields = (text: string): Array<string> => text.slice(text.lastIndexOf(")") + 2).split(" ")
 
 interface Stat {
   readonly state: string
@@ -17,9 +29,7 @@ interface Stat {
 
 const readStat = (pid: number | string): Stat | undefined => {
   try {
-    const text = Fs.readFileSync(`/proc/${pid}/stat`, "latin1")
-    // The command name is in parentheses and may itself contain spaces and parentheses: read after the last one.
-    const fields = text.slice(text.lastIndexOf(")") + 2).split(" ")
+    const fields = statFields(Fs.readFileSync(`/proc/${pid}/stat`, "latin1"))
     return { state: fields[0], ppid: Number(fields[1]), pgrp: Number(fields[2]) }
   } catch {
     return undefined
@@ -74,3 +84,66 @@ export const groupMembers = (pgid: number): Array<number> => {
  */
 export const isGroupAlive = (pgid: number): boolean =>
   process.platform === "win32" ? false : hasProc ? groupMembers(pgid).length > 0 : probe(-pgid)
+
+/**
+ * A process as `/proc/<pid>/stat` describes it; `startedAt` is in epoch milliseconds, to the tick (10 ms).
+ *
+ * @internal
+ */
+export interface ProcStat {
+  readonly state: string
+  readonly processGroup: number
+  readonly startedAt: number
+}
+
+/**
+ * What `/proc` says about `pid`: none where there is no `/proc` or no such process.
+ *
+ * @internal
+ */
+export const procStat = (pid: number): Effect.Effect<Option.Option<ProcStat>> =>
+  Effect.promise(async () => {
+    try {
+      const [stat, system] = await Promise.all([
+        FsPromises.readFile(`/proc/${pid}/stat`, "utf8"),
+        FsPromises.readFile("/proc/stat", "utf8")
+      ])
+      const bootSeconds = /^btime (\d+)$/m.exec(system)
+      const fields = statFields(stat)
+      if (bootSeconds === null || fields.length < 20) return Option.none()
+      return Option.some({
+        state: fields[0],
+        processGroup: Number(fields[2]),
+        // A whole number of milliseconds already while USER_HZ is 100; rounded so that it stays one otherwise.
+        startedAt: Number(bootSeconds[1]) * 1000 + Math.round((Number(fields[19]) * 1000) / userHz)
+      })
+    } catch {
+      return Option.none()
+    }
+  })
+
+/**
+ * When `pid` started, as `ps -o lstart=` prints it: to the second, in local time (macOS, the BSDs, and Linux too).
+ *
+ * @internal
+ */
+export const psStartTime = (pid: number): Effect.Effect<Option.Option<number>> =>
+  Effect.async<Option.Option<number>>((resume) => {
+    const child = ChildProcess.execFile("ps", ["-o", "lstart=", "-p", String(pid)], (error, stdout) => {
+      const startedAt = error === null ? Date.parse(stdout.trim()) : NaN
+      resume(Effect.succeed(Number.isNaN(startedAt) ? Option.none() : Option.some(startedAt)))
+    })
+    return Effect.sync(() => child.kill())
+  })
+
+/**
+ * When `pid` started, in epoch milliseconds: from `/proc` on Linux, from `ps` elsewhere, none on Windows.
+ *
+ * @internal
+ */
+export const startTime = (pid: number): Effect.Effect<Option.Option<number>> =>
+  process.platform === "linux"
+    ? Effect.map(procStat(pid), Option.map((stat) => stat.startedAt))
+    : process.platform === "win32"
+    ? Effect.succeedNone
+    : psStartTime(pid)

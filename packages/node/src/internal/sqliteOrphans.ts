@@ -4,24 +4,14 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as ChildProcess from "node:child_process"
-import * as Fs from "node:fs/promises"
+import type { ProcStat } from "./processes.js"
+import { procStat, psStartTime } from "./processes.js"
 
 // A process is the recorded one when it started within this much of the recorded spawn time. The boot time Linux
 // reports has a resolution of one second and `ps` prints seconds; a pid is not reused within seconds of its spawn.
 const startTolerance = 3_000
 
-// Linux reports start times in USER_HZ ticks, which is 100 on every architecture Node runs on.
-const userHz = 100
-
 type Identity = "Ours" | Exclude<Recovery.ReapOutcome, "Killed">
-
-/** @internal */
-export interface ProcStat {
-  readonly state: string
-  readonly processGroup: number
-  readonly startedAt: number
-}
 
 const errorCode = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && typeof (error as { code?: unknown }).code === "string"
@@ -68,37 +58,6 @@ const probe = (pid: number): "Alive" | "Gone" | "Foreign" => {
   }
 }
 
-const readProcStat = (pid: number): Effect.Effect<Option.Option<ProcStat>> =>
-  Effect.promise(async () => {
-    try {
-      const [stat, system] = await Promise.all([
-        Fs.readFile(`/proc/${pid}/stat`, "utf8"),
-        Fs.readFile("/proc/stat", "utf8")
-      ])
-      const bootSeconds = /^btime (\d+)$/m.exec(system)
-      // The command name (field 2) may hold spaces and parentheses: fields are counted from the last ")".
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      if (bootSeconds === null || fields.length < 20) return Option.none()
-      return Option.some({
-        state: fields[0],
-        processGroup: Number(fields[2]),
-        startedAt: Number(bootSeconds[1]) * 1000 + (Number(fields[19]) * 1000) / userHz
-      })
-    } catch {
-      return Option.none()
-    }
-  })
-
-// Elsewhere (macOS, the BSDs) `ps` prints the start time, to the second, in local time.
-const psStart = (pid: number): Effect.Effect<Option.Option<number>> =>
-  Effect.async<Option.Option<number>>((resume) => {
-    const child = ChildProcess.execFile("ps", ["-o", "lstart=", "-p", String(pid)], (error, stdout) => {
-      const startedAt = error === null ? Date.parse(stdout.trim()) : NaN
-      resume(Effect.succeed(Number.isNaN(startedAt) ? Option.none() : Option.some(startedAt)))
-    })
-    return Effect.sync(() => child.kill())
-  })
-
 // A child spawned in its own process group (as the host spawns them) is signalled with its group, so that whatever
 // it started goes too; otherwise only the process.
 const signal = (pid: number, name: NodeJS.Signals): Effect.Effect<void> =>
@@ -115,7 +74,7 @@ const signal = (pid: number, name: NodeJS.Signals): Effect.Effect<void> =>
   })
 
 /** @internal */
-export const nodeSystem: System = { probe, readProcStat, psStart, signal }
+export const nodeSystem: System = { probe, readProcStat: procStat, psStart: psStartTime, signal }
 
 const identify = (system: System, info: Recovery.ProcessInfo): Effect.Effect<Identity> =>
   Effect.gen(function*() {
