@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ErrorCode, RpcError } from "@lifeline/jsonrpc"
 import { Method, Peer, PeerError, Protocol, TestTransport } from "@lifeline/kernel"
+import type { Transport } from "@lifeline/kernel"
 import {
   Chunk,
   Deferred,
@@ -11,6 +12,7 @@ import {
   Fiber,
   FiberRef,
   HashMap,
+  Mailbox,
   Option,
   Queue,
   Ref,
@@ -501,6 +503,41 @@ describe("Peer", () => {
         for (let i = 0; i < 100; i++) assert.strictEqual((yield* raw.next).params.text, String(i))
       }))
   })
+
+  it.scoped("a transport's unsafeTrySend carries frames while the writer is idle, in order with send", () =>
+    Effect.gen(function*() {
+      // A pair whose right side offers the fast path and counts which way each frame went.
+      const leftToRight = yield* Mailbox.make<Uint8Array>()
+      const rightToLeft = yield* Mailbox.make<Uint8Array>(4)
+      let direct = 0
+      let sent = 0
+      const left: Transport.Transport.Service = {
+        incoming: Mailbox.toStream(rightToLeft),
+        send: (chunks) => Effect.asVoid(leftToRight.offerAll(chunks)),
+        end: Effect.asVoid(leftToRight.end)
+      }
+      const right: Transport.Transport.Service = {
+        incoming: Mailbox.toStream(leftToRight),
+        send: (chunks) => Effect.sync(() => sent += chunks.length).pipe(Effect.zipRight(rightToLeft.offerAll(chunks))),
+        end: Effect.asVoid(rightToLeft.end),
+        unsafeTrySend: (chunk) => rightToLeft.unsafeOffer(chunk) && ++direct > 0
+      }
+      yield* Peer.make({
+        protocol: Protocol.make({ serves: [Sleep] }),
+        transport: left,
+        handlers: { sleep: ({ ms }) => Effect.succeed(ms) }
+      })
+      const client = yield* Peer.make({ protocol: Protocol.make({ calls: [Sleep] }), transport: right, handlers: {} })
+      // Sequential calls: once the writer has started and parked, each request leaves through the fast path.
+      for (let i = 0; i < 5; i++) assert.strictEqual(yield* client.call(Sleep, { ms: i }), i)
+      assert.isAtLeast(direct, 4)
+      // 50 at once overflow the 4-frame mailbox: the rest go through send, and every call still gets its own answer.
+      const results = yield* Effect.all(Array.from({ length: 50 }, (_, i) => client.call(Sleep, { ms: i })), {
+        concurrency: "unbounded"
+      })
+      assert.deepStrictEqual(results, Array.from({ length: 50 }, (_, i) => i))
+      assert.isAbove(sent, 0)
+    }))
 
   it.scoped("calls that find the outbound queue full wait for room; one that times out there is never sent", () =>
     Effect.gen(function*() {

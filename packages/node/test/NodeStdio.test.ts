@@ -4,7 +4,7 @@ import { Transport } from "@lifeline/kernel"
 import { NodeStdio } from "@lifeline/node"
 import { Chunk, Deferred, Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
 import { PassThrough, Writable } from "node:stream"
-import { unsafeGuard } from "../src/internal/streams.js"
+import { makeWriter, unsafeGuard } from "../src/internal/streams.js"
 
 const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text)
 
@@ -252,4 +252,32 @@ describe("NodeStdio", () => {
       assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)))
       yield* Fiber.interrupt(fiber)
     }))
+
+  it("trySend writes at once, corks a tick's writes into one, and declines when ended", async () => {
+    const writes: Array<number> = []
+    const sink = new Writable({
+      highWaterMark: 1024,
+      writev: (chunks, callback) => {
+        writes.push(chunks.length)
+        callback()
+      },
+      write: (_chunk, _encoding, callback) => {
+        writes.push(1)
+        callback()
+      }
+    })
+    const writer = makeWriter(sink)
+    assert.isTrue(writer.trySend!(new Uint8Array([1])))
+    assert.isTrue(writer.trySend!(new Uint8Array([2])))
+    assert.isTrue(writer.trySend!(new Uint8Array([3])))
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    assert.deepStrictEqual(writes, [3])
+    // Past the high-water mark Node asks for a drain: the fast path declines until then.
+    assert.isTrue(writer.trySend!(new Uint8Array(2048)))
+    assert.isFalse(writer.trySend!(new Uint8Array([4])))
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    assert.isTrue(writer.trySend!(new Uint8Array([5])))
+    await Effect.runPromise(writer.end)
+    assert.isFalse(writer.trySend!(new Uint8Array([6])))
+  })
 })
