@@ -369,7 +369,8 @@ const roundTrips = async (
     const workload: Workload = {
       name: `latency ${label}`,
       run: async (client, size) => size / ((await client.latency(params, size)).reduce((a, b) => a + b, 0) / 1000),
-      warmup: 200,
+      // Enough for both sides' JIT to settle (the child's too): with 200, the first row measured mostly warm-up.
+      warmup: 2000,
       min: 200
     }
     const size = sizeFor(await calibrate(workload), workload, scale)
