@@ -425,6 +425,43 @@ describe("Peer", () => {
         yield* Scope.close(outer, Exit.void)
       }))
 
+    it.scoped("while the peer closes, a request or a batch that arrives is refused with -32003, nothing starts", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        const release = yield* Deferred.make<void>()
+        const started = yield* Ref.make(0)
+        const server = yield* Peer.make({
+          protocol: Protocol.make({ serves: [Sleep] }),
+          transport: pair.left,
+          handlers: {
+            // Its interruption waits for `release`: the close is held in its "interrupt the handlers" step.
+            sleep: () =>
+              Ref.update(started, (n) => n + 1).pipe(
+                Effect.zipRight(Effect.never),
+                Effect.onInterrupt(() => Deferred.await(release))
+              )
+          }
+        })
+        const raw = yield* makeRaw(pair.right)
+        yield* raw.send({ jsonrpc: "2.0", id: 1, method: "sleep", params: { ms: 1 } })
+        yield* eventually(Effect.map(Ref.get(started), (n) => n === 1))
+        const closing = yield* Effect.fork(
+          server.close(new PeerError.ShutdownError({ reason: "Stop", phase: "Scope" }))
+        )
+        yield* raw.send({ jsonrpc: "2.0", id: 2, method: "sleep", params: { ms: 1 } })
+        yield* raw.send([
+          { jsonrpc: "2.0", id: 3, method: "sleep", params: { ms: 1 } },
+          { jsonrpc: "2.0", id: 4, method: "sleep", params: { ms: 1 } }
+        ])
+        const single = yield* raw.next
+        const batch = yield* raw.next
+        assert.deepStrictEqual([single.id, single.error.code], [2, -32003])
+        assert.deepStrictEqual(batch.map((answer: any) => [answer.id, answer.error.code]), [[3, -32003], [4, -32003]])
+        assert.strictEqual(yield* Ref.get(started), 1)
+        yield* Deferred.succeed(release, void 0)
+        yield* Fiber.join(closing)
+      }))
+
     it.scoped("when the other side closes, pending calls fail with PeerClosed at once", () =>
       Effect.gen(function*() {
         const pair = yield* TestTransport.makePair()
@@ -582,6 +619,67 @@ describe("Peer", () => {
       )
       yield* raw.send({ jsonrpc: "2.0", id: requests[0].id, result: 1 })
       assert.strictEqual(yield* Fiber.join(first), 1)
+    }))
+
+  it.scoped("frames leave in the order they were issued while calls wait for room in a full outbound queue", () =>
+    Effect.gen(function*() {
+      const pair = yield* TestTransport.makePair({ capacity: 1 })
+      const client = yield* Peer.make({
+        protocol: Protocol.make({ calls: [Sleep, Log] }),
+        transport: pair.right,
+        handlers: {},
+        outboundCapacity: 1
+      })
+      yield* pair.rightToLeft.pause
+      const settle = Effect.repeatN(Effect.yieldNow(), 50)
+      // 1 fills the link, 2 blocks the writer in `send`, 3 fills the queue, 4 finds it full and waits for room.
+      for (let ms = 1; ms <= 4; ms++) {
+        yield* Effect.fork(client.call(Sleep, { ms }, { timeout: "1 hour" }))
+        yield* eventually(Effect.map(client.stats, (s) => s.requestsSent === ms), `call ${ms} issued`)
+        yield* settle
+      }
+      // Issued after call 4 (which its caller knows was issued): it must not reach the wire before it.
+      const notified = yield* Effect.fork(client.notify(Log, { text: "after 4" }))
+      yield* settle
+      // And a call issued after that, once room frees up.
+      const raw = yield* makeRaw(pair.left)
+      yield* pair.rightToLeft.resume
+      yield* Fiber.join(notified)
+      yield* Effect.fork(client.call(Sleep, { ms: 5 }, { timeout: "1 hour" }))
+      const order: Array<string> = []
+      for (let i = 0; i < 6; i++) {
+        const message = yield* raw.next
+        order.push(message.method === "log" ? message.params.text : String(message.params.ms))
+      }
+      assert.deepStrictEqual(order, ["1", "2", "3", "4", "after 4", "5"])
+    }))
+
+  it.scoped("a notification interrupted while it waits for room in a full outbound queue is never sent", () =>
+    Effect.gen(function*() {
+      const pair = yield* TestTransport.makePair({ capacity: 1 })
+      const client = yield* Peer.make({
+        protocol: Protocol.make({ calls: [Log] }),
+        transport: pair.right,
+        handlers: {},
+        outboundCapacity: 1
+      })
+      yield* pair.rightToLeft.pause
+      const settle = Effect.repeatN(Effect.yieldNow(), 50)
+      const notifiers: Array<Fiber.RuntimeFiber<void, unknown>> = []
+      for (let i = 1; i <= 5; i++) {
+        notifiers.push(yield* Effect.fork(client.notify(Log, { text: String(i) })))
+        yield* settle
+      }
+      assert.isTrue(Option.isNone(yield* Fiber.poll(notifiers[3])))
+      yield* Fiber.interrupt(notifiers[3])
+      const raw = yield* makeRaw(pair.left)
+      yield* pair.rightToLeft.resume
+      yield* Fiber.join(notifiers[4])
+      const texts: Array<string> = []
+      for (let i = 0; i < 4; i++) texts.push((yield* raw.next).params.text)
+      assert.deepStrictEqual(texts, ["1", "2", "3", "5"])
+      yield* settle
+      assert.strictEqual(yield* Queue.size(raw.received), 0)
     }))
 
   it.effect.prop(

@@ -280,4 +280,30 @@ describe("NodeStdio", () => {
     await Effect.runPromise(writer.end)
     assert.isFalse(writer.trySend!(new Uint8Array([6])))
   })
+
+  it("bytes through trySend (corked), write, flushed and end keep their order and all leave", async () => {
+    const bytes: Array<number> = []
+    const sink = new Writable({
+      writev: (chunks, callback) => {
+        for (const { chunk } of chunks) bytes.push(...chunk)
+        callback()
+      },
+      write: (chunk, _encoding, callback) => {
+        bytes.push(...chunk)
+        callback()
+      }
+    })
+    const finished = new Promise<void>((resolve) => sink.on("finish", resolve))
+    const writer = makeWriter(sink)
+    assert.isTrue(writer.trySend!(new Uint8Array([1])))
+    await Effect.runPromise(writer.write([new Uint8Array([2]), new Uint8Array([3])]))
+    assert.isTrue(writer.trySend!(new Uint8Array([4])))
+    await Effect.runPromise(writer.flushed)
+    assert.deepStrictEqual(bytes, [1, 2, 3, 4])
+    assert.isTrue(writer.trySend!(new Uint8Array([5])))
+    await Effect.runPromise(writer.end)
+    await finished
+    assert.deepStrictEqual(bytes, [1, 2, 3, 4, 5])
+    assert.strictEqual(sink.writableLength, 0)
+  })
 })

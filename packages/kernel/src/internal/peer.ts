@@ -284,26 +284,41 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
   /** Frames waiting in the outbound queue (the writer takes without waiting, so this is never negative). */
   const queued = () => Option.getOrElse(outbound.unsafeSize(), () => 0)
   /**
-   * Requests whose frame found the outbound queue full, oldest first. Their callers wait for the answer anyway, so
-   * they wait here rather than in a `Queue.offer` raced against the deadline (a fork and a timer per call, and a
-   * FiberRefs copy left in every caller when the race was joined); the writer moves them into the queue as room
-   * frees up, and skips the ones that ended meanwhile (timed out, interrupted, failed by a disconnect).
+   * Frames that found the outbound queue full (or other frames still waiting here), oldest first. A request's caller
+   * waits for the answer anyway, so its frame waits here rather than in a `Queue.offer` raced against the deadline (a
+   * fork and a timer per call, and a FiberRefs copy left in every caller when the race was joined); a notification's
+   * or an answer's sender waits for `wake`. The writer moves them into the queue as room frees up, in order, and skips
+   * the ones that ended meanwhile (a call timed out, interrupted or failed by a disconnect; a sender interrupted).
+   * While anything waits here, no frame goes ahead of it (see `offerNow`): frames leave in the order they were issued.
    */
-  let overflow: Array<{ readonly call: PendingCall; readonly frame: Uint8Array }> = []
+  interface Waiting {
+    readonly frame: Uint8Array
+    readonly call: PendingCall | undefined
+    /** Resumes the sender of a frame that is not a request; cleared when that sender is interrupted. */
+    wake: (() => void) | undefined
+  }
+  let overflow: Array<Waiting> = []
+  const isLive = (waiting: Waiting): boolean =>
+    waiting.call === undefined ? waiting.wake !== undefined : waiting.call.live
   const refill = (): void => {
     let i = 0
     while (i < overflow.length) {
-      const { call, frame } = overflow[i]
-      if (call.live) {
-        if (!outbound.unsafeOffer(frame)) break
-        call.enqueued = true
+      const waiting = overflow[i]
+      if (isLive(waiting)) {
+        if (!outbound.unsafeOffer(waiting.frame)) break
+        if (waiting.call !== undefined) waiting.call.enqueued = true
+        else {
+          const wake = waiting.wake!
+          waiting.wake = undefined
+          wake()
+        }
       }
       i++
     }
     if (i > 0) overflow = overflow.slice(i)
   }
   const isFlushed = () => {
-    if (overflow.length > 0) overflow = overflow.filter((waiting) => waiting.call.live)
+    if (overflow.length > 0) overflow = overflow.filter(isLive)
     return !writing && queued() === 0 && overflow.length === 0
   }
   const wakeFlushed = () => {
@@ -345,15 +360,24 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
    * Hands a frame on without waiting, if it can: straight to the transport while the writer is parked (so nothing of
    * ours is queued or being sent, and order holds), else into the queue for the writer.
    */
-  const offerNow = (frame: Uint8Array): boolean => {
+  const handOver = (frame: Uint8Array): boolean => {
     if (parkedWriter !== undefined && trySend !== undefined && trySend(frame)) return true
     if (!outbound.unsafeOffer(frame)) return false
     wakeWriter()
     return true
   }
+  /** `handOver`, but never ahead of a frame that waits in `overflow`. */
+  const offerNow = (frame: Uint8Array): boolean => overflow.length === 0 && handOver(frame)
   /** Queues a frame, waiting while the queue is full: this is where a slow reader pushes back. */
   const enqueue = (frame: Uint8Array): Effect.Effect<void> =>
-    offerNow(frame) ? Effect.void : Effect.zipRight(Queue.offer(outbound, frame), Effect.sync(wakeWriter))
+    offerNow(frame) ? Effect.void : Effect.async<void>((resume) => {
+      const waiting: Waiting = { frame, call: undefined, wake: () => resume(Effect.void) }
+      overflow.push(waiting)
+      wakeWriter()
+      return Effect.sync(() => {
+        waiting.wake = undefined
+      })
+    })
   /** Queues a message; the result is `Effect.void` when it was queued at once, so callers in a loop can skip it. */
   const write = (message: Message.Message | ReadonlyArray<Message.Message>): Effect.Effect<void> => {
     const frame = frameOf(message)
@@ -363,7 +387,8 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
   /** For finalizers: never waits. A full queue means the other side is not reading, so the frame would not help. */
   const unsafeWrite = (message: Message.Message): void => {
     const frame = frameOf(message)
-    if (Either.isRight(frame)) offerNow(frame.right)
+    // A cancellation or a -32800 answer may pass frames waiting in `overflow`: it concerns a request already sent.
+    if (Either.isRight(frame)) handOver(frame.right)
   }
 
   // -- outbound ------------------------------------------------------------------------------------------------
@@ -485,9 +510,10 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
       call.enqueued = true
       return awaitCall(call)
     }
-    // The queue is full (a slow reader): the frame waits in `overflow` until the writer has room for it, or the
-    // call ends first (its deadline, its caller's interruption), and then it is never sent.
-    overflow.push({ call, frame: frame.right })
+    // The queue is full (a slow reader), or frames wait for room before this one: the frame waits in `overflow`
+    // until the writer has room for it, or the call ends first (its deadline, its caller's interruption), and then
+    // it is never sent.
+    overflow.push({ call, frame: frame.right, wake: undefined })
     wakeWriter()
     return awaitCall(call)
   }
@@ -767,7 +793,15 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
 
   /** A batch is served as a unit: its requests run concurrently and their answers go back as one array. */
   const onBatch = (items: ReadonlyArray<Message.Classified>): Effect.Effect<void> => {
-    if (tornDown) return Effect.void
+    if (tornDown) {
+      // Closing: nothing new starts, but each request still gets its -32003, as a single request would.
+      const refused = items.flatMap((item) =>
+        item._tag === "Request"
+          ? [Message.failure(item.message.id, RpcError.RpcError.shuttingDown(item.message.method))]
+          : []
+      )
+      return refused.length === 0 ? Effect.void : write(refused)
+    }
     start(
       Effect.forEach(items, (item): Effect.Effect<Message.Response | undefined, never, any> => {
         if (item._tag === "Invalid") {
