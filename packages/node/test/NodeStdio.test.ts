@@ -306,4 +306,24 @@ describe("NodeStdio", () => {
     assert.deepStrictEqual(bytes, [1, 2, 3, 4, 5])
     assert.strictEqual(sink.writableLength, 0)
   })
+
+  it("a batch of small frames is written as one buffer, a large batch corked without copying", async () => {
+    const calls: Array<Array<number>> = []
+    const sink = new Writable({
+      highWaterMark: 1024 * 1024,
+      writev: (chunks, callback) => {
+        calls.push(chunks.map((c) => (c.chunk as Uint8Array).length))
+        callback()
+      },
+      write: (chunk: Uint8Array, _encoding, callback) => {
+        calls.push([chunk.length])
+        callback()
+      }
+    })
+    const writer = makeWriter(sink)
+    await Effect.runPromise(writer.write([new Uint8Array(10), new Uint8Array(20)]))
+    await Effect.runPromise(writer.write([new Uint8Array(40 * 1024).fill(1), new Uint8Array(40 * 1024).fill(2)]))
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    assert.deepStrictEqual(calls, [[30], [40 * 1024, 40 * 1024]])
+  })
 })

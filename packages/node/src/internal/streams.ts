@@ -242,9 +242,25 @@ export const makeWriter = (
     Effect.suspend(() => {
       if (failure !== undefined) return Effect.fail(failure)
       if (ended) return Effect.fail({ _tag: "Closed" } as const)
-      const buffer = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks as Array<Uint8Array>)
-      if (buffer.length === 0) return Effect.void
-      if (rawWrite(buffer, onWritten)) return Effect.void
+      let accepted: boolean
+      if (chunks.length === 1) {
+        if (chunks[0].length === 0) return Effect.void
+        accepted = rawWrite(chunks[0], onWritten)
+      } else {
+        let bytes = 0
+        for (const chunk of chunks) bytes += chunk.length
+        if (bytes === 0) return Effect.void
+        if (bytes <= concatLimit || typeof stream.cork !== "function") {
+          accepted = rawWrite(Buffer.concat(chunks as Array<Uint8Array>, bytes), onWritten)
+        } else {
+          // Large frames are not copied into one buffer: corked, they leave in one writev.
+          stream.cork()
+          accepted = true
+          for (const chunk of chunks) accepted = rawWrite(chunk, onWritten)
+          stream.uncork()
+        }
+      }
+      if (accepted) return Effect.void
       return waitUntil(() => !stream.writableNeedDrain)
     })
 
@@ -290,6 +306,12 @@ export const makeWriter = (
 }
 
 const empty = new Uint8Array(0)
+
+/**
+ * Up to this many bytes, a batch of frames is copied into one buffer for one write (cheaper than Node queueing many
+ * small chunks); above it, the frames are written corked, without the copy.
+ */
+const concatLimit = 64 * 1024
 
 /**
  * A readable description of a write failure, for `TransportError.message`.
