@@ -249,3 +249,24 @@ export const layerConfig: Layer.Layer<Journal.Journal, Journal.JournalError | Co
  */
 export const reapProcess: (options?: { readonly grace?: Duration.DurationInput | undefined }) => Recovery.Reaper =
   orphans.reapProcess
+
+/**
+ * What `reapProcess` fails with when an orphan is still there after SIGKILL and `grace` (a process stuck in the
+ * kernel): the recovery records its entry as `Failed` with this error and lists it in its report's `errors`.
+ *
+ * @example
+ * ```ts
+ * import { SqliteJournal } from "@lifeline/node"
+ *
+ * const survived = (error: unknown) => error instanceof SqliteJournal.ReapError && error.reason === "Survived"
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const ReapError = orphans.ReapError
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type ReapError = orphans.ReapError
