@@ -163,11 +163,10 @@ const openRecording = (since: (at: number) => number): Effect.Effect<Recording, 
         reap(info).pipe(
           Effect.tapError((error) =>
             Effect.map(Clock.currentTimeMillis, (now) => {
-              const tag = (error as { _tag?: unknown })._tag
               reaped.push({
                 pid: info.pid,
                 command: info.command,
-                outcome: tag === "ReapError" ? "Survived" : "Failed",
+                outcome: error instanceof SqliteJournal.ReapError ? "Survived" : "Failed",
                 detail: messageOf(error),
                 at: since(now)
               })

@@ -6,8 +6,8 @@
  *   through Node's file system, the host's pid watched, SIGTERM/SIGINT run the shutdown checklist, exit code from
  *   the outcome).
  * - `SpawnerLive`: the host's `Spawner` as real child processes (`NodeChildProcess`), with their stderr kept;
- *   `spawnerLive({ journal })` / `SpawnerRecorded` also record each child's pid and exit in a `Journal`, so that the
- *   next start after a crash of the host can kill the children it left behind (`Recovery.reapOrphans`).
+ *   `makeSpawner({ journal })` also records each child's pid and exit in a `Journal`, so that the next start after a
+ *   crash of the host can kill the children it left behind (`Recovery.reapOrphans`).
  */
 // Deep imports: an extension starts within Hermes' 10 s initialize budget even on a busy machine when it loads only
 // the modules it uses (the barrels pull in SQLite, HTTP servers and every platform module).
@@ -117,15 +117,5 @@ export const makeSpawner = (options?: SpawnerOptions): Spawner.Spawner.Service =
   }
 })
 
-/** Real child processes, recorded in `options.journal` when given. */
-export const spawnerLive = (options?: SpawnerOptions): Layer.Layer<Spawner.Spawner> =>
-  Layer.succeed(Spawner.Spawner, makeSpawner(options))
-
 /** Real child processes, not recorded anywhere. */
-export const SpawnerLive: Layer.Layer<Spawner.Spawner> = spawnerLive()
-
-/** Real child processes, recorded in the `Journal` in context under the fiber's `Journal.Owner`. */
-export const SpawnerRecorded: Layer.Layer<Spawner.Spawner, never, Journal.Journal> = Layer.effect(
-  Spawner.Spawner,
-  Effect.map(Journal.Journal, (journal) => makeSpawner({ journal }))
-)
+export const SpawnerLive: Layer.Layer<Spawner.Spawner> = Layer.succeed(Spawner.Spawner, makeSpawner())

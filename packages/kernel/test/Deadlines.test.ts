@@ -13,8 +13,10 @@ const op = fc.oneof(
 )
 
 describe("Deadlines", () => {
-  it("behaves like a sorted list under any mix of push, remove and pop", () =>
-    fc.assert(fc.property(fc.array(op, { maxLength: 200 }), (ops) => {
+  it.prop(
+    "behaves like a sorted list under any mix of push, remove and pop",
+    [fc.array(op, { maxLength: 200 })],
+    ([ops]) => {
       const heap = new Deadlines<Entry>()
       let model: Array<Entry> = []
       const all: Array<Entry> = []
@@ -44,7 +46,8 @@ describe("Deadlines", () => {
         const min = model.reduce((m, e) => Math.min(m, e.deadline), Infinity)
         assert.strictEqual(heap.peek()?.deadline ?? Infinity, min)
       }
-    })))
+    }
+  )
 
   it("clear forgets every entry, and a cleared entry can be removed without effect", () => {
     const heap = new Deadlines<Entry>()

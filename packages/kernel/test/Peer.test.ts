@@ -232,6 +232,24 @@ describe("Peer", () => {
         yield* eventually(Effect.map(Ref.get(logged), (l) => l.length === 1))
       }))
 
+    it.scoped("a defect inside a batch is answered -32603 and counted, as in a single request", () =>
+      Effect.gen(function*() {
+        const { pair, server } = yield* setup({ raw: true })
+        const raw = yield* makeRaw(pair.right)
+        yield* raw.send([
+          { jsonrpc: "2.0", id: 1, method: "boom", params: {} },
+          { jsonrpc: "2.0", id: 2, method: "echo", params: { text: "b" } }
+        ])
+        const answers = yield* raw.next
+        assert.deepStrictEqual(answers[0], {
+          jsonrpc: "2.0",
+          id: 1,
+          error: { code: -32603, message: "Internal error" }
+        })
+        assert.deepStrictEqual(answers[1], { jsonrpc: "2.0", id: 2, result: "b" })
+        assert.strictEqual((yield* server.stats).handlerDefects, 1)
+      }))
+
     it.scoped("a second request with an id still in progress is refused", () =>
       Effect.gen(function*() {
         const { pair } = yield* setup({ raw: true })

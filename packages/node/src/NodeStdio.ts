@@ -131,8 +131,9 @@ export const logger: Logger.Logger<unknown, void> = internalLogger.stderrLogger
  * frames already written to leave the process, then restores `console` and `stdout.write`, and stops reading stdin so
  * that it no longer keeps the process alive.
  *
- * `send` makes one `write` per batch and, when Node asks it to (`write` returned false), waits for `drain`: a host
- * that does not read pushes back. `end` ends stdout.
+ * `send` makes one system write per batch (a batch over 64 KiB is corked into one writev rather than copied) and,
+ * when Node asks it to (`write` returned false), waits for `drain`: a host that does not read pushes back. `end` ends
+ * stdout.
  *
  * When the host is gone, writes fail with EPIPE. On stdout that fails the transport: `incoming` fails with a `Write`
  * `TransportError` as soon as the failure is known, so the peer closes (`TransportFailed`) and the shutdown runs. On

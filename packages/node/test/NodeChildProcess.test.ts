@@ -74,7 +74,6 @@ const makeFake = (behaviour: Behaviour = {}) =>
           if ((behaviour.onEndOfInput ?? "exit") === "exit") exit({ exitCode: 0, signal: null })
         }),
         flushed: Effect.void,
-        broken: Effect.never,
         onBroken: () => () => {},
         unsafeFailure: () => undefined
       },

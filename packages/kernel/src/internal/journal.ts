@@ -208,23 +208,27 @@ const makeClaims = (backend: Journal.Backend, options: Journal.MakeOptions | und
       }
     })
 
+  // Conditional on the token only: a claim that expired while the storage failed is extended if nobody took it.
+  const extend = (entry: Held, ttl: number): Effect.Effect<boolean, JournalError> =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      const next = { ...entry.claim, expiresAt: now + ttl }
+      return Effect.map(backend.replaceClaim(next, { holder: token }), (extended) => {
+        if (extended) entry.claim = next
+        return extended
+      })
+    })
+
   const renew = (owner: string, entry: Held, ttl: number): Effect.Effect<void> =>
     Effect.gen(function*() {
       const every = Duration.millis(Math.max(1, Math.floor(ttl / 3)))
       for (;;) {
         yield* Effect.sleep(every)
-        const now = yield* Clock.currentTimeMillis
-        const next = { ...entry.claim, expiresAt: now + ttl }
-        // Conditional on the token only: a claim that expired while the storage failed is extended if nobody took it.
-        const renewed = yield* Effect.either(backend.replaceClaim(next, { holder: token }))
+        const renewed = yield* Effect.either(extend(entry, ttl))
         if (Either.isLeft(renewed)) {
           yield* Effect.logWarning(`journal: could not renew the claim on owner ${owner}`, renewed.left)
           continue
         }
-        if (renewed.right) {
-          entry.claim = next
-          continue
-        }
+        if (renewed.right) continue
         entry.lost = true
         const taker = yield* Effect.option(backend.getClaim(owner))
         yield* Effect.logError(
@@ -239,13 +243,8 @@ const makeClaims = (backend: Journal.Backend, options: Journal.MakeOptions | und
   // A claim this journal holds but could not renew in time may have been taken over: renew it now, or give it up.
   const stillHeld = (entry: Held, ttl: number): Effect.Effect<boolean, JournalError> =>
     Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      if (now < entry.claim.expiresAt) return true
-      const next = { ...entry.claim, expiresAt: now + ttl }
-      if (yield* backend.replaceClaim(next, { holder: token })) {
-        entry.claim = next
-        return true
-      }
+      if ((yield* Clock.currentTimeMillis) < entry.claim.expiresAt) return true
+      if (yield* extend(entry, ttl)) return true
       entry.lost = true
       return false
     })
@@ -296,9 +295,9 @@ const makeClaims = (backend: Journal.Backend, options: Journal.MakeOptions | und
     })
 
   const holds = (owner: string): Effect.Effect<boolean> =>
-    Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    Effect.map(Clock.currentTimeMillis, (now) => {
       const entry = held.get(owner)
-      return Effect.succeed(entry !== undefined && !entry.lost && now < entry.claim.expiresAt)
+      return entry !== undefined && !entry.lost && now < entry.claim.expiresAt
     })
 
   return { claim, holds, holder: backend.getClaim }

@@ -203,7 +203,6 @@ const compileFallback = (
 })
 
 /** @internal */
-/** @internal */
 export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls extends Method.Any, R>(
   options: Peer.Options<Serves, Calls, R>
 ): Effect.fn.Return<Peer.Peer<Serves, Calls>, never, Scope.Scope | R> {
@@ -669,10 +668,10 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
       if (requestFibers.get(id) === fiber) requestFibers.delete(id)
       // Cancelled by the peer: LSP still wants an answer, MCP does not. Interrupted by a shutdown: nobody is waiting
       // for one.
-      if (Exit.isFailure(exit) && cancelledInbound.delete(id) && cancellation.answerCancelled !== false) {
+      const cancelled = cancelledInbound.delete(id)
+      if (cancelled && Exit.isFailure(exit) && cancellation.answerCancelled !== false) {
         unsafeWrite(Message.failure(id, RpcError.RpcError.requestCancelled()))
       }
-      cancelledInbound.delete(id)
       inboundMethods.delete(id)
       inboundActive--
       wakeIdle()
@@ -777,16 +776,18 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     if (Either.isLeft(params)) return Effect.succeed(Message.failure(id, RpcError.RpcError.invalidParams(params.left)))
     const answering = serve
     return answering.handle(params.right, { id, method: request.method }).pipe(
-      Effect.matchCause({
-        onSuccess: (result) => success(request, answering, result),
-        onFailure: (cause) =>
-          Message.failure(
-            id,
-            Option.match(Cause.failureOption(cause), {
-              onNone: () => RpcError.RpcError.internalError(),
-              onSome: answering.toError
-            })
+      Effect.matchCauseEffect({
+        onSuccess: (result) => Effect.succeed(success(request, answering, result)),
+        onFailure: (cause) => {
+          const failure = Cause.failureOption(cause)
+          if (Option.isSome(failure)) return Effect.succeed(Message.failure(id, answering.toError(failure.value)))
+          // A defect is counted, logged and answered as in a single request (`failWith`).
+          stats.handlerDefects++
+          return Effect.as(
+            Effect.logError(`handler ${request.method} died`, cause),
+            Message.failure(id, RpcError.RpcError.internalError(exposeDefects ? Cause.pretty(cause) : undefined))
           )
+        }
       })
     )
   }

@@ -124,8 +124,9 @@ export const fromReadable = <E>(
 export type WriteFailure = { readonly _tag: "Failed"; readonly error: unknown } | { readonly _tag: "Closed" }
 
 /**
- * One writer over a Node `Writable`: one `write` call per batch, and a batch completes when Node has taken it without
- * asking the writer to wait, or at the next `drain`.
+ * One writer over a Node `Writable`: one system write per batch (up to 64 KiB copied into one buffer, a larger batch
+ * corked into one writev), and a batch completes when Node has taken it without asking the writer to wait, or at the
+ * next `drain`.
  *
  * @internal
  */
@@ -136,16 +137,15 @@ export interface Writer {
   /** Completes when Node holds no more unwritten bytes for the stream, or the stream failed or closed. */
   readonly flushed: Effect.Effect<void>
   /**
-   * Completes with the failure when the stream fails, or closes without `end`: the reader is gone. A write's failure
-   * comes after `write` has returned, so without this the next send (maybe never) would be the first to see it.
-   */
-  readonly broken: Effect.Effect<WriteFailure>
-  /**
    * Writes `chunk` now if Node can take it without the writer waiting (not ended, not failed, no `drain` pending) and
    * says whether it did. Writes made within one tick are corked into one system call, as `write` batches do.
    */
   readonly trySend?: ((chunk: Uint8Array) => boolean) | undefined
-  /** `broken` as a callback: `listener` is called once with the failure; returns how to stop listening. */
+  /**
+   * Calls `listener` once with the failure when the stream fails, or closes without `end`: the reader is gone. A
+   * write's failure comes after `write` has returned, so without this the next send (maybe never) would be the first
+   * to see it. Returns how to stop listening.
+   */
   readonly onBroken: (listener: (failure: WriteFailure) => void) => () => void
   readonly unsafeFailure: () => WriteFailure | undefined
 }
@@ -294,10 +294,6 @@ export const makeWriter = (
           waiters.delete(settle)
         })
       })
-    }),
-    broken: Effect.async<WriteFailure>((resume) => {
-      const stop = onBroken((failure) => resume(Effect.succeed(failure)))
-      return Effect.sync(stop)
     }),
     onBroken,
     trySend,
