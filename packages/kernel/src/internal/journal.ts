@@ -472,25 +472,23 @@ const byStart = (a: Journal.Row, b: Journal.Row) =>
 const matches = (row: Journal.Row, where: Journal.Where) =>
   where.statuses.includes(row.status) && (where.attempts === undefined || row.attempts === where.attempts)
 
+/** Stores `value` under `key` unless something is there: what is stored afterwards, and whether it was `value`. */
+const insertIfAbsent = <A>(
+  ref: Ref.Ref<HashMap.HashMap<string, A>>,
+  key: string,
+  value: A
+): Effect.Effect<readonly [A, boolean]> =>
+  Ref.modify(ref, (map): readonly [readonly [A, boolean], HashMap.HashMap<string, A>] => {
+    const existing = HashMap.get(map, key)
+    return Option.isSome(existing) ? [[existing.value, false], map] : [[value, true], HashMap.set(map, key, value)]
+  })
+
 /** @internal */
 export const makeMemoryBackend: Effect.Effect<Journal.Backend> = Effect.map(
   Effect.zip(Ref.make(HashMap.empty<string, Journal.Row>()), Ref.make(HashMap.empty<string, Journal.Claim>())),
   ([rows, claims]): Journal.Backend => ({
     insert: (row) =>
-      Ref.modify(
-        rows,
-        (
-          map
-        ): readonly [
-          { readonly row: Journal.Row; readonly inserted: boolean },
-          HashMap.HashMap<string, Journal.Row>
-        ] => {
-          const existing = HashMap.get(map, row.key)
-          return Option.isSome(existing)
-            ? [{ row: existing.value, inserted: false }, map]
-            : [{ row, inserted: true }, HashMap.set(map, row.key, row)]
-        }
-      ),
+      Effect.map(insertIfAbsent(rows, row.key, row), ([stored, inserted]) => ({ row: stored, inserted })),
     update: (key, where, patch) =>
       Ref.modify(rows, (map) => {
         const current = HashMap.get(map, key)
@@ -515,20 +513,7 @@ export const makeMemoryBackend: Effect.Effect<Journal.Backend> = Effect.map(
     // Every step is already atomic on the Ref, and there is nothing to make durable.
     batch: (effect) => effect,
     insertClaim: (claim) =>
-      Ref.modify(
-        claims,
-        (
-          map
-        ): readonly [
-          { readonly claim: Journal.Claim; readonly inserted: boolean },
-          HashMap.HashMap<string, Journal.Claim>
-        ] => {
-          const existing = HashMap.get(map, claim.owner)
-          return Option.isSome(existing)
-            ? [{ claim: existing.value, inserted: false }, map]
-            : [{ claim, inserted: true }, HashMap.set(map, claim.owner, claim)]
-        }
-      ),
+      Effect.map(insertIfAbsent(claims, claim.owner, claim), ([stored, inserted]) => ({ claim: stored, inserted })),
     replaceClaim: (claim, where) =>
       Ref.modify(claims, (map) => {
         const current = HashMap.get(map, claim.owner)
