@@ -339,7 +339,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
 
   // The writer parks on its own callback rather than in `Queue.take`: a taker on an empty Queue costs a Deferred per
   // wake (an object spread of Effect's prototype, ~7 µs here), and every round trip wakes both writers. It parks only
-  // when the queue is empty, so a sender waiting for room (the queue is full) never has to wake it.
+  // when both the queue and `overflow` are empty, so a frame waiting for room never finds it parked.
   let parkedWriter: ((effect: Effect.Effect<void>) => void) | undefined
   const wakeWriter = (): void => {
     const resume = parkedWriter
