@@ -4,10 +4,12 @@
  *
  * @since 0.1.0
  */
+import type * as Arr from "effect/Array"
+import * as Cause from "effect/Cause"
 import * as Channel from "effect/Channel"
-import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
 import { dual } from "effect/Function"
-import { hasProperty } from "effect/Predicate"
+import * as Pull from "effect/Pull"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as contentLength_ from "./internal/contentLength.js"
@@ -21,13 +23,13 @@ import * as ndjson_ from "./internal/ndjson.js"
  * @category errors
  */
 export class FramingError extends Schema.TaggedError<FramingError>("@lifeline/jsonrpc/FramingError")("FramingError", {
-  reason: Schema.Literal(
+  reason: Schema.Literals([
     "HeaderTooLarge",
     "BodyTooLarge",
     "InvalidContentLength",
     "UnsupportedContentType",
     "TruncatedFrame"
-  ),
+  ]),
   detail: Schema.String
 }) {}
 
@@ -123,19 +125,36 @@ export const contentLength: Framing = contentLength_.framing
  */
 export const ndjson: Framing = ndjson_.framing
 
-// A channel loop rather than `Stream.mapConcat`: it stops reading upstream at the first error and needs no extra
-// operators for the end-of-input check. In bench/framing.ts it was up to 15 % faster than the mapConcat equivalent on
-// 200 B frames, and no measurably different on 64 KiB frames, where copying the bodies dominates.
+// A pull loop (the shape of effect's own `Channel.splitLines`) rather than stock operators: it stops pulling upstream
+// at the first error, emits the frames of one upstream chunk as one array, and an upstream chunk that completes no
+// frame costs no emission. It translates the Effect 3 channel loop (`Channel.readWith`), which bench/framing.ts
+// measured up to 15 % faster than a `Stream.mapConcat` adapter on 200 B frames and no measurably different on 64 KiB
+// frames, where copying the bodies dominates. On Effect 4.1 the same comparison (100,000 x 200 B in 64 KiB chunks,
+// against `Stream.map` + `Stream.flattenIterable`) gave about half the time for 200 B frames.
 const decodeChannel = <E>(
-  decoder: Decoder
-): Channel.Channel<Chunk.Chunk<Uint8Array>, Chunk.Chunk<Uint8Array>, E | FramingError, E, unknown, unknown> => {
-  const loop: Channel.Channel<Chunk.Chunk<Uint8Array>, Chunk.Chunk<Uint8Array>, E | FramingError, E, unknown, unknown> =
-    Channel.readWith({
-      onInput: (input: Chunk.Chunk<Uint8Array>) => {
+  framing: Framing,
+  limits: Partial<Limits> | undefined
+): Channel.Channel<
+  Arr.NonEmptyReadonlyArray<Uint8Array>,
+  E | FramingError,
+  void,
+  Arr.NonEmptyReadonlyArray<Uint8Array>,
+  E,
+  unknown
+> =>
+  Channel.fromTransform((upstream) =>
+    Effect.sync(() => {
+      // One decoder per run of the stream.
+      const decoder = framing.unsafeMakeDecoder(limits)
+      // Set once the decoder is spent or the input has ended: every later pull repeats it without reading upstream.
+      let halt: Pull.Pull<never, FramingError> | undefined
+      const onInput = (
+        input: Arr.NonEmptyReadonlyArray<Uint8Array>
+      ): Pull.Pull<Arr.NonEmptyReadonlyArray<Uint8Array>, E | FramingError> => {
         let frames: ReadonlyArray<Uint8Array>
         let error: FramingError | undefined
         if (input.length === 1) {
-          const step = decoder.push(Chunk.unsafeHead(input))
+          const step = decoder.push(input[0])
           frames = step.frames
           error = step.error
         } else {
@@ -148,19 +167,26 @@ const decodeChannel = <E>(
           }
           frames = all
         }
-        const next = error === undefined ? loop : Channel.fail(error)
-        return frames.length === 0 ? next : Channel.zipRight(emit(frames), next)
-      },
-      onFailure: (error) => Channel.fail(error),
-      onDone: () => {
-        const error = decoder.end()
-        return error === undefined ? Channel.void : Channel.fail(error)
+        if (error !== undefined) halt = Effect.fail(error)
+        if (frames.length === 0) return halt ?? pull
+        return Effect.succeed(frames as Arr.NonEmptyReadonlyArray<Uint8Array>)
       }
+      const onDone = (): Pull.Pull<never, FramingError> => {
+        const error = decoder.end()
+        halt = error === undefined ? Cause.done() : Effect.fail(error)
+        return halt
+      }
+      const next: Pull.Pull<Arr.NonEmptyReadonlyArray<Uint8Array>, E | FramingError> = Pull.matchEffect(upstream, {
+        onSuccess: onInput,
+        onFailure: Effect.failCause,
+        onDone
+      })
+      const pull: Pull.Pull<Arr.NonEmptyReadonlyArray<Uint8Array>, E | FramingError> = Effect.suspend(() =>
+        halt ?? next
+      )
+      return pull
     })
-  return loop
-}
-
-const emit = (frames: ReadonlyArray<Uint8Array>) => Channel.write(Chunk.unsafeFromArray(frames))
+  )
 
 /**
  * Cuts a byte stream into frame bodies. Each run of the stream gets its own decoder. The frames of one upstream chunk
@@ -190,13 +216,13 @@ export const decode: {
     limits?: Partial<Limits>
   ): Stream.Stream<Uint8Array, E | FramingError, R>
 } = dual(
-  (args) => hasProperty(args[0], Stream.StreamTypeId),
+  (args) => Stream.isStream(args[0]),
   <E, R>(
     self: Stream.Stream<Uint8Array, E, R>,
     framing: Framing,
     limits?: Partial<Limits>
   ): Stream.Stream<Uint8Array, E | FramingError, R> =>
-    Stream.suspend(() => Stream.pipeThroughChannel(self, decodeChannel<E>(framing.unsafeMakeDecoder(limits))))
+    Stream.pipeThroughChannel(self, decodeChannel<E>(framing, limits))
 )
 
 /**

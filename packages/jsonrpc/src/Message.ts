@@ -4,8 +4,7 @@
  *
  * @since 0.1.0
  */
-import * as Either from "effect/Either"
-import type * as ParseResult from "effect/ParseResult"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type { ParseOptions } from "effect/SchemaAST"
 import * as RpcError from "./RpcError.js"
@@ -17,7 +16,7 @@ import * as RpcError from "./RpcError.js"
  * @since 0.1.0
  * @category schemas
  */
-export const RequestId = Schema.Union(Schema.String, Schema.Int)
+export const RequestId = Schema.Union([Schema.String, Schema.Int])
 
 /**
  * @since 0.1.0
@@ -31,10 +30,7 @@ export type RequestId = string | number
  * @since 0.1.0
  * @category schemas
  */
-export const Params = Schema.Union(
-  Schema.Array(Schema.Unknown),
-  Schema.Record({ key: Schema.String, value: Schema.Unknown })
-)
+export const Params = Schema.Union([Schema.Array(Schema.Unknown), Schema.Record(Schema.String, Schema.Unknown)])
 
 /**
  * @since 0.1.0
@@ -138,23 +134,25 @@ export type Message = Request | Notification | Response
 
 /**
  * Any JSON-RPC 2.0 message. A request also satisfies the notification shape, so `Request` comes first; decode with
- * `exact: true` (as `decodeMessage` does), or a missing `result` reads as `undefined` and passes `Schema.Unknown`.
+ * `onExcessProperty: "error"` (as `decodeMessage` does), or excess members are dropped silently: a request with a
+ * float `id` would read as a notification.
+ * A missing `result` never passes: in Effect 4 a required key must be present even when its schema is
+ * `Schema.Unknown` (a `MissingKey` issue), which is what `exact: true` had to ask for in Effect 3.
  *
  * @since 0.1.0
  * @category schemas
  */
-export const Message = Schema.Union(Request, Notification, Success, Failure)
+export const Message = Schema.Union([Request, Notification, Success, Failure])
 
-const decodeEnvelope = Schema.decodeUnknownEither(Schema.Struct(envelope))
-const decodeUnion = Schema.decodeUnknownEither(Message, { exact: true, onExcessProperty: "error" })
+const decodeUnion = Schema.decodeUnknownResult(Message, { onExcessProperty: "error" })
 
 /**
  * Decodes one message with the Schemas, exactly: no excess properties, no missing `result`. The classifier below is
  * the fast path the peer uses; the two agree (property-tested).
  *
- * The envelope is checked on its own first because the Union decoder of effect 3.22 picks candidates with
- * `String(input.jsonrpc)`, which throws on valid JSON such as `{"jsonrpc":{"toString":null}}`; a Struct compares the
- * literal with `===`.
+ * Valid JSON such as `{"jsonrpc":{"toString":null}}` is refused, not thrown on: the Union picks its candidates by
+ * looking the `jsonrpc` literal up in a `Map` (`getCandidateIndex` in effect's `SchemaAST.ts`), with no string
+ * conversion.
  *
  * @since 0.1.0
  * @category schemas
@@ -162,8 +160,7 @@ const decodeUnion = Schema.decodeUnknownEither(Message, { exact: true, onExcessP
 export const decodeMessage = (
   u: unknown,
   overrideOptions?: ParseOptions
-): Either.Either<Schema.Schema.Type<typeof Message>, ParseResult.ParseError> =>
-  Either.flatMap(decodeEnvelope(u), () => decodeUnion(u, overrideOptions))
+): Result.Result<typeof Message.Type, Schema.SchemaError> => decodeUnion(u, overrideOptions)
 
 /**
  * What a single parsed JSON value turned out to be.
@@ -333,17 +330,17 @@ export const parse = (body: Uint8Array): Incoming => {
 
 /**
  * Serialises a message (or a batch) to its UTF-8 JSON body. `undefined` members are dropped by JSON; a value JSON
- * cannot represent (a BigInt, a cycle) is reported as `Left` so a handler bug can be answered with -32603 instead of
- * killing the writer.
+ * cannot represent (a BigInt, a cycle) is reported as a `Failure` so a handler bug can be answered with -32603
+ * instead of killing the writer.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const encode = (message: Message | ReadonlyArray<Message>): Either.Either<Uint8Array, RpcError.RpcError> => {
+export const encode = (message: Message | ReadonlyArray<Message>): Result.Result<Uint8Array, RpcError.RpcError> => {
   try {
-    return Either.right(textEncoder.encode(JSON.stringify(message)))
+    return Result.succeed(textEncoder.encode(JSON.stringify(message)))
   } catch (cause) {
-    return Either.left(
+    return Result.fail(
       RpcError.RpcError.internalError(`Could not serialise: ${cause instanceof Error ? cause.message : String(cause)}`)
     )
   }
@@ -355,11 +352,11 @@ export const encode = (message: Message | ReadonlyArray<Message>): Either.Either
  * @since 0.1.0
  * @category constructors
  */
-export const stringify = (message: Message | ReadonlyArray<Message>): Either.Either<string, RpcError.RpcError> => {
+export const stringify = (message: Message | ReadonlyArray<Message>): Result.Result<string, RpcError.RpcError> => {
   try {
-    return Either.right(JSON.stringify(message))
+    return Result.succeed(JSON.stringify(message))
   } catch (cause) {
-    return Either.left(
+    return Result.fail(
       RpcError.RpcError.internalError(`Could not serialise: ${cause instanceof Error ? cause.message : String(cause)}`)
     )
   }

@@ -1,6 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Framing } from "@lifeline/jsonrpc"
-import { Chunk, Effect, Either, FastCheck as fc, Stream } from "effect"
+import { Effect, Result, Stream } from "effect"
+import * as fc from "fast-check"
+import { prop } from "./utils/prop.js"
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder("utf-8", { fatal: true })
@@ -193,7 +195,7 @@ describe("Framing", () => {
       assert.strictEqual(text(Framing.ndjson.encodeString(body)), `${body}\n`)
     })
 
-    it.prop("encodeString agrees with encode of the UTF-8 bytes", [jsonValue], ([value]) => {
+    prop("encodeString agrees with encode of the UTF-8 bytes", [jsonValue], ([value]) => {
       const json = JSON.stringify(value)
       for (const [, framing] of framings) {
         assert.deepStrictEqual(framing.encodeString(json), framing.encode(utf8(json)))
@@ -203,7 +205,7 @@ describe("Framing", () => {
 
   for (const [name, framing] of framings) {
     describe(`${name} properties`, () => {
-      it.prop(
+      prop(
         "decode(encode(values)) is the identity under any chunking",
         [fc.array(jsonMessage, { maxLength: 8 }), offsets, fc.boolean(), fc.boolean()],
         ([values, at, oneByte, fromBytes]) => {
@@ -216,7 +218,7 @@ describe("Framing", () => {
         }
       )
 
-      it.prop(
+      prop(
         "never throws, and the outcome does not depend on the chunking",
         [anyBytes, offsets, fc.integer({ min: 0, max: 64 })],
         ([bytes, at, maxBodyBytes]) => {
@@ -231,7 +233,7 @@ describe("Framing", () => {
   }
 
   describe("contentLength resynchronisation", () => {
-    it.prop(
+    prop(
       "recovers every frame after stray output and counts the skipped bytes exactly",
       [fc.array(fc.tuple(maybeGarbage, jsonValue), { maxLength: 8 }), maybeGarbage, offsets],
       ([items, trailing, at]) => {
@@ -255,7 +257,7 @@ describe("Framing", () => {
   })
 
   describe("ndjson resynchronisation", () => {
-    it.prop(
+    prop(
       "recovers every frame after stray and blank lines and counts the skipped bytes exactly",
       [fc.array(fc.tuple(fc.array(strayLine, { maxLength: 3 }), jsonMessage), { maxLength: 8 }), offsets],
       ([items, at]) => {
@@ -607,10 +609,11 @@ describe("Framing", () => {
         const frames = yield* bytes(frame("{}") + frame("[1]"), "Content-Length: 2\r\n", "\r\n[]").pipe(
           Stream.rechunk(1),
           Framing.decode(Framing.contentLength),
-          Stream.mapChunks((chunk) => Chunk.of(Chunk.toReadonlyArray(chunk).map(text))),
+          Stream.chunks,
+          Stream.map((chunk) => chunk.map(text)),
           Stream.runCollect
         )
-        assert.deepStrictEqual(Chunk.toReadonlyArray(frames), [["{}", "[1]"], ["[]"]])
+        assert.deepStrictEqual(frames, [["{}", "[1]"], ["[]"]])
       }))
 
     it.effect("emits the frames before an error, then fails with it", () =>
@@ -619,8 +622,8 @@ describe("Framing", () => {
           bytes(frame("{}"), `${frame("[]")}Content-Length: 100\r\n\r\n`, frame("{}")),
           Framing.contentLength,
           { maxBodyBytes: 10 }
-        ).pipe(Stream.either, Stream.runCollect)
-        const shown = Chunk.toReadonlyArray(items).map(Either.match({ onLeft: (e) => e.reason, onRight: text }))
+        ).pipe(Stream.result, Stream.runCollect)
+        const shown = items.map(Result.match({ onFailure: (e) => e.reason, onSuccess: text }))
         assert.deepStrictEqual(shown, ["{}", "[]", "BodyTooLarge"])
       }))
 
@@ -634,8 +637,8 @@ describe("Framing", () => {
     it.effect("passes upstream errors through after the frames before them", () =>
       Effect.gen(function*() {
         const upstream = Stream.concat(bytes(frame("{}")), Stream.fail("boom" as const))
-        const items = yield* upstream.pipe(Framing.decode(Framing.contentLength), Stream.either, Stream.runCollect)
-        const shown = Chunk.toReadonlyArray(items).map(Either.match({ onLeft: (e) => e, onRight: text }))
+        const items = yield* upstream.pipe(Framing.decode(Framing.contentLength), Stream.result, Stream.runCollect)
+        const shown = items.map(Result.match({ onFailure: (e) => e, onSuccess: text }))
         assert.deepStrictEqual(shown, ["{}", "boom"])
       }))
 
@@ -644,8 +647,8 @@ describe("Framing", () => {
         const stream = bytes("{}\n[", "1]\n").pipe(Framing.decode(Framing.ndjson))
         const first = yield* Stream.runCollect(stream)
         const second = yield* Stream.runCollect(stream)
-        assert.deepStrictEqual(Chunk.toReadonlyArray(first).map(text), ["{}", "[1]"])
-        assert.deepStrictEqual(Chunk.toReadonlyArray(second).map(text), ["{}", "[1]"])
+        assert.deepStrictEqual(first.map(text), ["{}", "[1]"])
+        assert.deepStrictEqual(second.map(text), ["{}", "[1]"])
       }))
 
     it.effect("encode frames each body for decode", () =>
@@ -656,7 +659,7 @@ describe("Framing", () => {
             Framing.decode(framing),
             Stream.runCollect
           )
-          assert.deepStrictEqual(Chunk.toReadonlyArray(frames).map(text), ["{}", "[\"é\"]"])
+          assert.deepStrictEqual(frames.map(text), ["{}", "[\"é\"]"])
         }
       }))
   })

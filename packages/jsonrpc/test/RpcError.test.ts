@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ErrorCode, RpcError } from "@lifeline/jsonrpc"
-import { Effect, Either, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 
 describe("RpcError", () => {
   const constructors: ReadonlyArray<readonly [string, RpcError.RpcError, number, string]> = [
@@ -82,14 +82,14 @@ describe("RpcError", () => {
     }))
 
   it("is a Schema: decodes a tagged error object and refuses a non-integer code", () => {
-    const decode = Schema.decodeUnknownEither(RpcError.RpcError)
+    const decode = Schema.decodeUnknownResult(RpcError.RpcError)
     const decoded = decode({ _tag: "RpcError", code: -32601, message: "Method not found: x" })
-    assert.isTrue(Either.isRight(decoded))
-    if (Either.isRight(decoded)) {
-      assert.instanceOf(decoded.right, RpcError.RpcError)
-      assert.strictEqual(decoded.right.code, -32601)
+    assert.isTrue(Result.isSuccess(decoded))
+    if (Result.isSuccess(decoded)) {
+      assert.instanceOf(decoded.success, RpcError.RpcError)
+      assert.strictEqual(decoded.success.code, -32601)
     }
-    assert.isTrue(Either.isLeft(decode({ _tag: "RpcError", code: 1.5, message: "x" })))
+    assert.isTrue(Result.isFailure(decode({ _tag: "RpcError", code: 1.5, message: "x" })))
   })
 })
 
