@@ -47,6 +47,10 @@ export type Handshake<Serves extends Method.Any, Calls extends Method.Any> =
     readonly timeout: Duration.Duration | undefined
   }
 
+// Effect 4 durations may be negative; a negative timeout is a zero one, as it was with Effect 3.
+const nonNegative = (input: Duration.Input): Duration.Duration =>
+  Duration.max(Duration.fromInputUnsafe(input), Duration.zero)
+
 /**
  * This side starts the handshake. Default timeout 10 seconds (Hermes' `initialize`).
  *
@@ -62,11 +66,11 @@ export type Handshake<Serves extends Method.Any, Calls extends Method.Any> =
  */
 export const initiate = <Serves extends Method.Any, Calls extends Method.Any>(
   run: (peer: Peer.Peer<Serves, Calls>) => Effect.Effect<unknown, Lifecycle.Failure>,
-  options?: { readonly timeout?: Duration.DurationInput | undefined }
+  options?: { readonly timeout?: Duration.Input | undefined }
 ): Handshake<Serves, Calls> => ({
   _tag: "Initiate",
   run,
-  timeout: Duration.decode(options?.timeout ?? Duration.seconds(10))
+  timeout: nonNegative(options?.timeout ?? Duration.seconds(10))
 })
 
 /**
@@ -86,13 +90,13 @@ export const accept = (
   request: string,
   options?: {
     readonly notifications?: ReadonlyArray<string> | undefined
-    readonly timeout?: Duration.DurationInput | undefined
+    readonly timeout?: Duration.Input | undefined
   }
 ): Handshake<any, any> => ({
   _tag: "Accept",
   request,
   notifications: options?.notifications ?? [],
-  timeout: options?.timeout === undefined ? undefined : Duration.decode(options.timeout)
+  timeout: options?.timeout === undefined ? undefined : nonNegative(options.timeout)
 })
 
 /**
@@ -203,7 +207,7 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
             Effect.mapError(() =>
               RpcError.RpcError.invalidRequest(`${handshake.request}: the handshake is already running`)
             ),
-            Effect.zipRight(serve(params, context)),
+            Effect.andThen(serve(params, context)),
             Effect.tap(() => Effect.ignore(lifecycle.transition(Lifecycle.Ready(), { from: "Initializing" }))),
             Effect.tapError((error) =>
               Effect.ignore(
@@ -253,9 +257,9 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
             const waited = yield* peer.awaitIdle.pipe(
               Effect.as(true),
               Effect.raceFirst(Effect.as(Deferred.await(force), false)),
-              Effect.timeoutTo({ duration: how.timeout, onTimeout: () => false, onSuccess: (idle) => idle }),
+              Effect.timeoutOrElse({ duration: how.timeout, orElse: () => Effect.succeed(false) }),
               Effect.interruptible,
-              Effect.forkDaemon,
+              Effect.forkDetach,
               Effect.flatMap(Fiber.join),
               Effect.exit
             )
@@ -306,14 +310,14 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
         const failed = Lifecycle.isTerminal(state)
           ? Effect.void
           : Effect.ignore(lifecycle.transition(Lifecycle.Failed({ error })))
-        return Effect.zipRight(failed, teardown("Failed", ShutdownPolicy.FailFast()))
+        return Effect.andThen(failed, teardown("Failed", ShutdownPolicy.FailFast()))
       })
 
     // Registered after the peer, so it runs before the peer's own finalizer and decides what in-flight work sees.
     yield* Effect.addFinalizer((exit) =>
-      Effect.zipRight(
-        lifecycle.beginStop(Exit.isInterrupted(exit) ? "Interrupted" : "Stop"),
-        teardown(Exit.isInterrupted(exit) ? "Interrupted" : "Stop", policy)
+      Effect.andThen(
+        lifecycle.beginStop(Exit.hasInterrupts(exit) ? "Interrupted" : "Stop"),
+        teardown(Exit.hasInterrupts(exit) ? "Interrupted" : "Stop", policy)
       )
     )
 
@@ -340,7 +344,7 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
     } else if (handshake.timeout !== undefined) {
       const timeout = handshake.timeout
       yield* Effect.sleep(timeout).pipe(
-        Effect.zipRight(Effect.suspend(() => {
+        Effect.andThen(Effect.suspend(() => {
           const state = lifecycle.unsafeState()._tag
           return state === "Starting" || state === "Initializing"
             ? fail(new Lifecycle.HandshakeTimeout({ timeoutMillis: Duration.toMillis(timeout) }))
@@ -356,7 +360,7 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
       policy,
       stop: (reason = "Stop") => stopWith(reason, policy),
       stopNow: (reason = "Stop") =>
-        Effect.zipRight(
+        Effect.andThen(
           Deferred.succeed(force, void 0),
           stopWith(reason, ShutdownPolicy.FailFast())
         ),

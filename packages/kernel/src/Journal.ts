@@ -24,7 +24,7 @@ import * as internal from "./internal/journal.js"
  * @since 0.1.0
  * @category schemas
  */
-export const Status = Schema.Literal("InFlight", "NeedsRecovery", "Completed", "Failed")
+export const Status = Schema.Literals(["InFlight", "NeedsRecovery", "Completed", "Failed"])
 
 /**
  * @since 0.1.0
@@ -124,10 +124,10 @@ export interface Guard {
  * @category errors
  */
 export class JournalError extends Schema.TaggedError<JournalError>("@lifeline/kernel/JournalError")("JournalError", {
-  reason: Schema.Literal("Storage", "Corrupt", "NotFound", "Conflict", "Invalid"),
+  reason: Schema.Literals(["Storage", "Corrupt", "NotFound", "Conflict", "Invalid"]),
   key: Schema.optional(Schema.String),
   detail: Schema.String,
-  cause: Schema.optional(Schema.Defect)
+  cause: Schema.optional(Schema.Defect())
 }) {
   override get message(): string {
     return this.key === undefined
@@ -195,7 +195,7 @@ export class OwnerInUse extends Schema.TaggedError<OwnerInUse>("@lifeline/kernel
  * @category models
  */
 export interface ClaimOptions {
-  readonly ttl?: Duration.DurationInput | undefined
+  readonly ttl?: Duration.Input | undefined
 }
 
 /**
@@ -240,7 +240,7 @@ export interface MakeOptions {
  * @since 0.1.0
  * @category models
  */
-export const defaultClaimTtl: Duration.DurationInput = "30 seconds"
+export const defaultClaimTtl: Duration.Input = "30 seconds"
 
 /**
  * The journal service.
@@ -261,7 +261,7 @@ export const defaultClaimTtl: Duration.DurationInput = "30 seconds"
  * @since 0.1.0
  * @category models
  */
-export class Journal extends Context.Tag("@lifeline/kernel/Journal")<Journal, Journal.Service>() {}
+export class Journal extends Context.Service<Journal, Journal.Service>()("@lifeline/kernel/Journal") {}
 
 /**
  * @since 0.1.0
@@ -284,7 +284,7 @@ export declare namespace Journal {
     readonly complete: (key: string, result?: unknown) => Effect.Effect<Entry, JournalError>
     /**
      * Records that an unfinished operation failed. `error` is stored as JSON: a tagged error keeps its `_tag` and
-     * fields (so `Schema.decodeUnknown` of its class reads it back) and its message becomes the entry's `reason`.
+     * fields (so `Schema.decodeUnknownEffect` of its class reads it back) and its message becomes the entry's `reason`.
      * Failing a failed entry returns it unchanged; failing a completed one is a `Conflict`. With a {@link Guard},
      * it is a recovery decision and fails with `Conflict` unless the guard holds.
      */
@@ -514,9 +514,9 @@ export const layerMemory: Layer.Layer<Journal> = Layer.effect(Journal, makeMemor
  * @since 0.1.0
  * @category models
  */
-export class Owner extends Context.Reference<Owner>()("@lifeline/kernel/Journal/Owner", {
-  defaultValue: (): string => "local"
-}) {}
+export const Owner: Context.Reference<string> = Context.Reference<string>("@lifeline/kernel/Journal/Owner", {
+  defaultValue: () => "local"
+})
 
 /**
  * @since 0.1.0
@@ -576,7 +576,7 @@ export const errorToJson: (error: unknown) => unknown = internal.errorToJson
  * @category models
  */
 export interface TrackOptions<A, I> {
-  readonly result?: Schema.Schema<A, I> | undefined
+  readonly result?: Schema.Codec<A, I> | undefined
 }
 
 /**
@@ -614,7 +614,7 @@ export const track: {
     kind: string,
     key: string,
     payload: unknown,
-    options: TrackOptions<A, I> & { readonly result: Schema.Schema<A, I> }
+    options: TrackOptions<A, I> & { readonly result: Schema.Codec<A, I> }
   ): <E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | JournalError, R | Journal>
   (
     kind: string,

@@ -6,14 +6,14 @@
  * @since 0.1.0
  */
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
-import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type { Predicate } from "effect/Predicate"
 import * as PubSub from "effect/PubSub"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -135,14 +135,13 @@ export const Closing: (args: { readonly reason: CloseReason }) => State = State.
 export const Closed: (args: void) => State = State.Closed
 
 /**
- * `Failed` with `error`. An error raised inside a span reaches its handlers wrapped in a proxy that points at the
- * span; the state keeps the original error, since it outlives the span and may be journaled.
+ * `Failed` with `error`. The state keeps the error itself: it outlives the span it was raised in and may be journaled.
+ * (Effect 4 reports an error's span in the `Cause`, so the error that reaches a handler is already the original.)
  *
  * @since 0.1.0
  * @category constructors
  */
-export const Failed = (args: { readonly error: Failure }): State =>
-  State.Failed({ error: Cause.originalError(args.error) })
+export const Failed = (args: { readonly error: Failure }): State => State.Failed({ error: args.error })
 
 /**
  * The states each state may move to. `Starting → Ready` is for peers without a handshake. `Closing` and `Failed` are
@@ -395,7 +394,7 @@ const record = (event: Event): Effect.Effect<void> => {
   const fields = annotations(event)
   return Effect.logInfo(`lifecycle ${fields.from} → ${fields.to}`).pipe(
     Effect.annotateLogs(fields),
-    Effect.zipRight(
+    Effect.andThen(
       Effect.currentSpan.pipe(
         Effect.flatMap((span) =>
           Effect.sync(() => span.event("lifeline.lifecycle.transition", BigInt(event.at) * 1_000_000n, fields))
@@ -429,27 +428,27 @@ const record = (event: Event): Effect.Effect<void> => {
  * @category constructors
  */
 export const make: Effect.Effect<Lifecycle, never, Scope.Scope> = Effect.gen(function*() {
-  const clock = yield* Effect.clock
+  const clock = yield* Clock.Clock
   const pubsub = yield* Effect.acquireRelease(PubSub.unbounded<Published>(), PubSub.shutdown)
   let current: State = Starting()
   const history: Array<Event> = []
 
   // The only place the state changes. Synchronous, so nothing can interleave between the check, the change and the
   // publish: that is what makes transitions atomic and the published order equal to the order of changes.
-  const unsafeTransition = (to: State, expected: Tag | undefined): Either.Either<Event, IllegalTransition> => {
+  const unsafeTransition = (to: State, expected: Tag | undefined): Result.Result<Event, IllegalTransition> => {
     const from = current
     if ((expected !== undefined && from._tag !== expected) || !isLegal(from._tag, to._tag)) {
-      return Either.left(new IllegalTransition({ from, to, expected }))
+      return Result.fail(new IllegalTransition({ from, to, expected }))
     }
-    const event: Event = { from, to, at: clock.unsafeCurrentTimeMillis() }
+    const event: Event = { from, to, at: clock.currentTimeMillisUnsafe() }
     current = to
     history.push(event)
-    pubsub.unsafeOffer({ index: history.length - 1, event })
-    return Either.right(event)
+    PubSub.publishUnsafe(pubsub, { index: history.length - 1, event })
+    return Result.succeed(event)
   }
 
   const transition = (to: State, options?: { readonly from?: Tag | undefined }) =>
-    Effect.suspend(() => unsafeTransition(to, options?.from)).pipe(Effect.tap(record))
+    Effect.suspend(() => Effect.fromResult(unsafeTransition(to, options?.from))).pipe(Effect.tap(record))
 
   const beginStop = (reason: CloseReason): Effect.Effect<StopResult> =>
     Effect.suspend(() => {
@@ -457,9 +456,9 @@ export const make: Effect.Effect<Lifecycle, never, Scope.Scope> = Effect.gen(fun
       if (state._tag !== "Starting" && state._tag !== "Initializing" && state._tag !== "Ready") {
         return Effect.succeed("AlreadyClosing" as const)
       }
-      return Either.match(unsafeTransition(Closing({ reason }), state._tag), {
-        onLeft: () => Effect.succeed("AlreadyClosing" as const),
-        onRight: (event) => Effect.as(record(event), "Stopped" as const)
+      return Result.match(unsafeTransition(Closing({ reason }), state._tag), {
+        onFailure: () => Effect.succeed("AlreadyClosing" as const),
+        onSuccess: (event) => Effect.as(record(event), "Stopped" as const)
       })
     })
 
@@ -468,9 +467,9 @@ export const make: Effect.Effect<Lifecycle, never, Scope.Scope> = Effect.gen(fun
   const subscribe = <A>(
     f: (past: ReadonlyArray<Event>, state: State, live: Stream.Stream<Event>) => Stream.Stream<A>
   ): Stream.Stream<A> =>
-    Stream.unwrapScoped(Effect.map(PubSub.subscribe(pubsub), (queue) => {
+    Stream.unwrap(Effect.map(PubSub.subscribe(pubsub), (subscription) => {
       const past = history.slice()
-      const live = Stream.fromQueue(queue).pipe(
+      const live = Stream.fromSubscription(subscription).pipe(
         Stream.filter(({ index }) => index >= past.length),
         Stream.map(({ event }) => event)
       )
@@ -532,14 +531,15 @@ export const make: Effect.Effect<Lifecycle, never, Scope.Scope> = Effect.gen(fun
 export const runHandshake = <A, E extends Failure, R>(
   lifecycle: Lifecycle,
   handshake: Effect.Effect<A, E, R>,
-  timeout: Duration.DurationInput
+  timeout: Duration.Input
 ): Effect.Effect<A, E | HandshakeTimeout | IllegalTransition, R> => {
-  const duration = Duration.decode(timeout)
+  // Effect 4 durations may be negative; a negative timeout is a zero one, as it was with Effect 3.
+  const duration = Duration.max(Duration.fromInputUnsafe(timeout), Duration.zero)
   const timeoutMillis = Duration.toMillis(duration)
   return Effect.gen(function*() {
     yield* lifecycle.transition(Initializing(), { from: "Starting" })
     const result = yield* handshake.pipe(
-      Effect.timeoutFail({ duration, onTimeout: () => new HandshakeTimeout({ timeoutMillis }) }),
+      Effect.timeoutOrElse({ duration, orElse: () => Effect.fail(new HandshakeTimeout({ timeoutMillis })) }),
       Effect.tapError((error: E | HandshakeTimeout) =>
         Effect.ignore(lifecycle.transition(Failed({ error }), { from: "Initializing" }))
       )

@@ -6,13 +6,15 @@
  * @since 0.1.0
  */
 import * as Config from "effect/Config"
-import * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
-import * as Either from "effect/Either"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 
 /**
  * The shutdown policy.
@@ -80,7 +82,7 @@ export const FailFast: (args: void) => Policy = Policy.FailFast
 export const Drain: (args: { readonly timeout: Duration.Duration }) => Policy = Policy.Drain
 
 /**
- * `Drain` from any `DurationInput`, decoded once here.
+ * `Drain` from any `Duration.Input`, decoded once here. A negative input is a zero timeout.
  *
  * @example
  * ```ts
@@ -92,7 +94,9 @@ export const Drain: (args: { readonly timeout: Duration.Duration }) => Policy = 
  * @since 0.1.0
  * @category constructors
  */
-export const drain = (timeout: Duration.DurationInput): Policy => Drain({ timeout: Duration.decode(timeout) })
+export const drain = (timeout: Duration.Input): Policy =>
+  // Effect 4 durations may be negative; Effect 3's were clamped to zero here, and still are.
+  Drain({ timeout: Duration.max(Duration.fromInputUnsafe(timeout), Duration.zero) })
 
 /**
  * @since 0.1.0
@@ -123,7 +127,7 @@ export const isDrain: (u: unknown) => u is Extract<Policy, { readonly _tag: "Dra
  * @since 0.1.0
  * @category models
  */
-export class ShutdownPolicy extends Context.Tag("@lifeline/kernel/ShutdownPolicy")<ShutdownPolicy, Policy>() {}
+export class ShutdownPolicy extends Context.Service<ShutdownPolicy, Policy>()("@lifeline/kernel/ShutdownPolicy") {}
 
 /**
  * The environment variable naming the policy: `fail-fast` or `drain`.
@@ -149,34 +153,85 @@ export const DRAIN_TIMEOUT_VARIABLE = "LIFELINE_DRAIN_TIMEOUT"
  */
 export const defaultDrainTimeout: Duration.Duration = Duration.seconds(5)
 
-// Config.duration's parser, with a message that shows the expected format, and negative values rejected: Duration
-// would silently clamp "-3 seconds" to zero, which reads like a typo that turned drain into fail-fast.
-const drainTimeout: Config.Config<Duration.Duration> = Config.string(DRAIN_TIMEOUT_VARIABLE).pipe(
-  Config.mapOrFail((text) => {
+// An invalid value of `variable`, reported at its path like the errors `Config.schema` makes.
+const invalid = (variable: string, text: string, message: string): Config.ConfigError =>
+  new Config.ConfigError(
+    new Schema.SchemaError(new SchemaIssue.Pointer([variable], new SchemaIssue.InvalidValue({ message }, text)))
+  )
+
+// Config.Duration's parser, with a message that shows the expected format, and negative values rejected: Duration
+// keeps "-3 seconds" as a negative duration, which a timeout treats as zero and which reads like a typo that turned
+// drain into fail-fast. "Infinity", which Effect 4 also parses, is refused as it was before: a drain has a deadline.
+const drainTimeout: Config.Config<Duration.Duration> = Config.schema(
+  Schema.String.annotate({ description: "How long the drain policy lets in-flight work finish, e.g. \"3 seconds\"" }),
+  DRAIN_TIMEOUT_VARIABLE
+).pipe(
+  Config.mapEffect((text) => {
     const trimmed = text.trim()
-    return Option.match(Duration.decodeUnknown(trimmed), {
+    const duration = trimmed === "Infinity" || trimmed === "-Infinity"
+      ? Option.none()
+      : Duration.fromInput(trimmed as Duration.Input)
+    return Option.match(duration, {
       onNone: () =>
-        Either.left(
-          ConfigError.InvalidData(
-            [],
-            `Expected a duration such as "3 seconds" or "500 millis" (a number, a space, then nanos, micros, millis, ` +
-              `seconds, minutes, hours, days or weeks) but received "${text}"`
-          )
-        ),
+        Effect.fail(invalid(
+          DRAIN_TIMEOUT_VARIABLE,
+          text,
+          `Expected a duration such as "3 seconds" or "500 millis" (a number, a space, then nanos, micros, millis, ` +
+            `seconds, minutes, hours, days or weeks) but received "${text}"`
+        )),
       onSome: (duration) =>
         trimmed.startsWith("-")
-          ? Either.left(ConfigError.InvalidData([], `Expected a duration that is not negative but received "${text}"`))
-          : Either.right(duration)
+          ? Effect.fail(
+            invalid(DRAIN_TIMEOUT_VARIABLE, text, `Expected a duration that is not negative but received "${text}"`)
+          )
+          : Effect.succeed(duration)
     })
   }),
-  Config.withDefault(defaultDrainTimeout),
-  Config.withDescription("How long the drain policy lets in-flight work finish, e.g. \"3 seconds\"")
+  Config.withDefault(defaultDrainTimeout)
 )
 
-const policyName: Config.Config<"fail-fast" | "drain"> = Config.literal("fail-fast", "drain")(POLICY_VARIABLE).pipe(
-  Config.withDefault("fail-fast" as const),
-  Config.withDescription("What a peer does with in-flight work when it stops: fail-fast (default) or drain")
+const policyNames = ["fail-fast", "drain"] as const
+
+const policyName: Config.Config<"fail-fast" | "drain"> = Config.schema(
+  Schema.String.annotate({
+    description: "What a peer does with in-flight work when it stops: fail-fast (default) or drain"
+  }),
+  POLICY_VARIABLE
+).pipe(
+  Config.mapEffect((text) => {
+    const name = policyNames.find((name) => name === text)
+    return name === undefined
+      ? Effect.fail(
+        invalid(
+          POLICY_VARIABLE,
+          text,
+          `Expected one of (${policyNames.join(", ")}) but received ${JSON.stringify(text)}`
+        )
+      )
+      : Effect.succeed(name)
+  }),
+  Config.withDefault("fail-fast" as const)
 )
+
+// Config.all stops at the first invalid value; reading each as a Result lets `config` report both together.
+const settled = <A>(config: Config.Config<A>): Config.Config<Result.Result<A, Config.ConfigError>> =>
+  config.pipe(
+    Config.map(Result.succeed),
+    Config.orElse((error) => Config.succeed(Result.fail(error)))
+  )
+
+const variables = Schema.Struct({ [POLICY_VARIABLE]: Schema.String, [DRAIN_TIMEOUT_VARIABLE]: Schema.String })
+
+// Two invalid values become one error with both issues, each at its variable's path. A source that could not be read
+// is reported alone: it is not about the values.
+const together = (first: Config.ConfigError, second: Config.ConfigError): Config.ConfigError =>
+  first.cause._tag === "SchemaError" && second.cause._tag === "SchemaError"
+    ? new Config.ConfigError(
+      new Schema.SchemaError(new SchemaIssue.Composite(variables.ast, [first.cause.issue, second.cause.issue]))
+    )
+    : first.cause._tag === "SourceError"
+    ? first
+    : second
 
 /**
  * Reads the policy from `LIFELINE_SHUTDOWN_POLICY` (`fail-fast` or `drain`, default `fail-fast`) and
@@ -190,8 +245,9 @@ const policyName: Config.Config<"fail-fast" | "drain"> = Config.literal("fail-fa
  * import { ShutdownPolicy } from "@lifeline/kernel"
  *
  * const policy = ShutdownPolicy.config.pipe(
- *   Effect.withConfigProvider(
- *     ConfigProvider.fromMap(new Map([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", "3 seconds"]]))
+ *   Effect.provideService(
+ *     ConfigProvider.ConfigProvider,
+ *     ConfigProvider.fromEnv({ env: { LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "3 seconds" } })
  *   )
  * )
  * ```
@@ -199,8 +255,14 @@ const policyName: Config.Config<"fail-fast" | "drain"> = Config.literal("fail-fa
  * @since 0.1.0
  * @category constructors
  */
-export const config: Config.Config<Policy> = Config.all([policyName, drainTimeout]).pipe(
-  Config.map(([name, timeout]) => name === "drain" ? Drain({ timeout }) : FailFast())
+export const config: Config.Config<Policy> = Config.all([settled(policyName), settled(drainTimeout)]).pipe(
+  Config.mapEffect(([name, timeout]) =>
+    Result.isFailure(name)
+      ? Effect.fail(Result.isFailure(timeout) ? together(name.failure, timeout.failure) : name.failure)
+      : Result.isFailure(timeout)
+      ? Effect.fail(timeout.failure)
+      : Effect.succeed(name.success === "drain" ? Drain({ timeout: timeout.success }) : FailFast())
+  )
 )
 
 /**
@@ -233,7 +295,7 @@ export const layerFailFast: Layer.Layer<ShutdownPolicy> = layer(FailFast())
  * @since 0.1.0
  * @category layers
  */
-export const layerDrain = (timeout: Duration.DurationInput): Layer.Layer<ShutdownPolicy> => layer(drain(timeout))
+export const layerDrain = (timeout: Duration.Input): Layer.Layer<ShutdownPolicy> => layer(drain(timeout))
 
 /**
  * The policy read from the environment with {@link config}; fails with a `ConfigError` naming the variable when a
@@ -250,4 +312,4 @@ export const layerDrain = (timeout: Duration.DurationInput): Layer.Layer<Shutdow
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig: Layer.Layer<ShutdownPolicy, ConfigError.ConfigError> = Layer.effect(ShutdownPolicy, config)
+export const layerConfig: Layer.Layer<ShutdownPolicy, Config.ConfigError> = Layer.effect(ShutdownPolicy, config)

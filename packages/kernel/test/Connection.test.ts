@@ -14,9 +14,9 @@ import {
   Ref,
   Schema,
   Scope,
-  Stream,
-  TestClock
+  Stream
 } from "effect"
+import { TestClock } from "effect/testing"
 import { eventually, makeRaw } from "./utils.js"
 
 const Work = Method.request("work", { params: Schema.Struct({ ms: Schema.Number }), result: Schema.Number })
@@ -58,14 +58,14 @@ const setup = (options: Setup = {}) =>
       transport: pair.left,
       handlers: {
         work: ({ ms }) =>
-          Effect.scoped(Effect.zipRight(counter.resource, Effect.as(Effect.sleep(Duration.millis(ms)), ms))),
+          Effect.scoped(Effect.andThen(counter.resource, Effect.as(Effect.sleep(Duration.millis(ms)), ms))),
         initialize: () => Effect.succeed({ ok: true }),
         initialized: () => Effect.void,
-        ping: ({ ms }) => Effect.scoped(Effect.zipRight(counter.resource, Effect.sleep(Duration.millis(ms))))
+        ping: ({ ms }) => Effect.scoped(Effect.andThen(counter.resource, Effect.sleep(Duration.millis(ms))))
       },
       ...(options.policy === undefined ? {} : { policy: options.policy }),
       ...(options.handshake === undefined ? {} : { handshake: options.handshake })
-    }).pipe(Scope.extend(scope))
+    }).pipe(Scope.provide(scope))
     const client = yield* Peer.make({
       protocol: Client,
       transport: pair.right,
@@ -77,13 +77,16 @@ const setup = (options: Setup = {}) =>
 
 const tags = (events: Iterable<Lifecycle.Event>) => Array.from(events, (e) => e.to._tag)
 
+// Effect 4 has no `Fiber.poll`: the fiber's exit if it has one, as an Option.
+const poll = <A, E>(fiber: Fiber.Fiber<A, E>) => Effect.sync(() => Option.fromNullishOr(fiber.pollUnsafe()))
+
 describe("Connection", () => {
   describe("fail-fast", () => {
-    it.scoped("stop fails every pending call at once, interrupts handlers and closes the transport", () =>
+    it.effect("stop fails every pending call at once, interrupts handlers and closes the transport", () =>
       Effect.gen(function*() {
         const { client, counter, server } = yield* setup({ policy: ShutdownPolicy.FailFast() })
-        const outbound = yield* Effect.fork(server.peer.call(Work, { ms: 1000 }))
-        const inbound = yield* Effect.fork(client.call(Work, { ms: 1000 }))
+        const outbound = yield* Effect.forkChild(server.peer.call(Work, { ms: 1000 }))
+        const inbound = yield* Effect.forkChild(client.call(Work, { ms: 1000 }))
         yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 1 && s.pendingOutbound === 1))
         // No clock moves: fail-fast waits for nothing.
         assert.strictEqual(yield* server.stop(), "Stopped")
@@ -100,7 +103,7 @@ describe("Connection", () => {
         assert.deepStrictEqual(tags(yield* Stream.runCollect(server.lifecycle.events)), ["Ready", "Closing", "Closed"])
       }))
 
-    it.scoped("calls after stop fail at once with ShutdownError; late answers are dropped and counted", () =>
+    it.effect("calls after stop fail at once with ShutdownError; late answers are dropped and counted", () =>
       Effect.gen(function*() {
         const pair = yield* TestTransport.makePair()
         const connection = yield* Connection.make({
@@ -109,7 +112,7 @@ describe("Connection", () => {
           handlers: {}
         })
         const raw = yield* makeRaw(pair.right)
-        const call = yield* Effect.fork(connection.peer.call(Work, { ms: 1 }))
+        const call = yield* Effect.forkChild(connection.peer.call(Work, { ms: 1 }))
         const request = yield* raw.next
         yield* connection.stop()
         assert.strictEqual((yield* Effect.flip(Fiber.join(call)))._tag, "ShutdownError")
@@ -122,12 +125,12 @@ describe("Connection", () => {
   })
 
   describe("drain", () => {
-    it.scoped("finishes early when the work ends early", () =>
+    it.effect("finishes early when the work ends early", () =>
       Effect.gen(function*() {
         const { client, counter, server } = yield* setup({ policy: ShutdownPolicy.drain("5 seconds") })
-        const inbound = yield* Effect.fork(client.call(Work, { ms: 1000 }))
+        const inbound = yield* Effect.forkChild(client.call(Work, { ms: 1000 }))
         yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 1))
-        const stopping = yield* Effect.fork(server.stop())
+        const stopping = yield* Effect.forkChild(server.stop())
         yield* eventually(Effect.map(server.lifecycle.state, (s) => s._tag === "Closing"))
         yield* TestClock.adjust("1 second")
         assert.strictEqual(yield* Fiber.join(stopping), "Stopped")
@@ -138,17 +141,17 @@ describe("Connection", () => {
         assert.deepStrictEqual(yield* Ref.get(counter.ref), { acquired: 1, released: 1 })
       }))
 
-    it.scoped("cuts off exactly at the deadline, not a millisecond before", () =>
+    it.effect("cuts off exactly at the deadline, not a millisecond before", () =>
       Effect.gen(function*() {
         const { client, counter, server } = yield* setup({ policy: ShutdownPolicy.drain("5 seconds") })
-        const inbound = yield* Effect.fork(client.call(Work, { ms: 60_000 }))
-        const outbound = yield* Effect.fork(server.peer.call(Work, { ms: 60_000 }, { timeout: "1 hour" }))
+        const inbound = yield* Effect.forkChild(client.call(Work, { ms: 60_000 }))
+        const outbound = yield* Effect.forkChild(server.peer.call(Work, { ms: 60_000 }, { timeout: "1 hour" }))
         yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 1 && s.pendingOutbound === 1))
-        const stopping = yield* Effect.fork(server.stop())
+        const stopping = yield* Effect.forkChild(server.stop())
         yield* eventually(Effect.map(server.lifecycle.state, (s) => s._tag === "Closing"))
         yield* TestClock.adjust(Duration.millis(4999))
-        assert.isTrue(Option.isNone(yield* Fiber.poll(stopping)))
-        assert.isTrue(Option.isNone(yield* Fiber.poll(outbound)))
+        assert.isTrue(Option.isNone(yield* poll(stopping)))
+        assert.isTrue(Option.isNone(yield* poll(outbound)))
         yield* TestClock.adjust(Duration.millis(1))
         assert.strictEqual(yield* Fiber.join(stopping), "Stopped")
         const error = (yield* Effect.flip(Fiber.join(outbound))) as PeerError.ShutdownError
@@ -164,17 +167,17 @@ describe("Connection", () => {
         yield* Fiber.interrupt(inbound)
       }))
 
-    it.scoped("a notification handler still running is work in flight: drained, or cut off and reported", () =>
+    it.effect("a notification handler still running is work in flight: drained, or cut off and reported", () =>
       Effect.gen(function*() {
         const { client, counter, server } = yield* setup({ policy: ShutdownPolicy.drain("5 seconds") })
         yield* client.notify(Ping, { ms: 2000 })
         yield* client.notify(Ping, { ms: 60_000 })
         yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 2))
-        const stopping = yield* Effect.fork(server.stop())
+        const stopping = yield* Effect.forkChild(server.stop())
         yield* eventually(Effect.map(server.lifecycle.state, (s) => s._tag === "Closing"))
         yield* TestClock.adjust("2 seconds")
         assert.strictEqual((yield* server.peer.stats).activeInbound, 1)
-        assert.isTrue(Option.isNone(yield* Fiber.poll(stopping)))
+        assert.isTrue(Option.isNone(yield* poll(stopping)))
         yield* TestClock.adjust("3 seconds")
         yield* Fiber.join(stopping)
         assert.deepStrictEqual((yield* server.awaitShutdown).cutOff, [{
@@ -185,12 +188,12 @@ describe("Connection", () => {
         assert.deepStrictEqual(yield* Ref.get(counter.ref), { acquired: 2, released: 2 })
       }))
 
-    it.scoped("new work is refused while draining: -32003 inbound, ShutdownError outbound", () =>
+    it.effect("new work is refused while draining: -32003 inbound, ShutdownError outbound", () =>
       Effect.gen(function*() {
         const { client, server } = yield* setup({ policy: ShutdownPolicy.drain("5 seconds") })
-        yield* Effect.fork(client.call(Work, { ms: 1000 }))
+        yield* Effect.forkChild(client.call(Work, { ms: 1000 }))
         yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 1))
-        yield* Effect.fork(server.stop())
+        yield* Effect.forkChild(server.stop())
         yield* eventually(Effect.map(server.lifecycle.state, (s) => s._tag === "Closing"))
         const refused = yield* Effect.flip(client.call(Work, { ms: 1 }))
         assert.strictEqual(refused._tag, "RpcError")
@@ -202,12 +205,12 @@ describe("Connection", () => {
         yield* server.awaitShutdown
       }))
 
-    it.scoped("interrupting the owning fiber (SIGTERM through runMain) still drains until the deadline", () =>
+    it.effect("interrupting the owning fiber (SIGTERM through runMain) still drains until the deadline", () =>
       Effect.gen(function*() {
         const pair = yield* TestTransport.makePair()
         const made = yield* Deferred.make<Connection.Connection<any, any>>()
         // The connection lives in the scope of a fiber that is then interrupted, as runMain does on SIGTERM.
-        const owner = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+        const owner = yield* Effect.forkChild(Effect.scoped(Effect.gen(function*() {
           const connection = yield* Connection.make({
             protocol: Server,
             transport: pair.left,
@@ -228,12 +231,12 @@ describe("Connection", () => {
           transport: pair.right,
           handlers: { work: () => Effect.succeed(0) }
         })
-        const inbound = yield* Effect.fork(client.call(Work, { ms: 1000 }))
+        const inbound = yield* Effect.forkChild(client.call(Work, { ms: 1000 }))
         yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 1))
-        const interrupting = yield* Effect.fork(Fiber.interrupt(owner))
+        const interrupting = yield* Effect.forkChild(Fiber.interrupt(owner))
         yield* eventually(Effect.map(server.lifecycle.state, (s) => s._tag === "Closing"))
         yield* TestClock.adjust("999 millis")
-        assert.isTrue(Option.isNone(yield* Fiber.poll(interrupting)))
+        assert.isTrue(Option.isNone(yield* poll(interrupting)))
         yield* TestClock.adjust("1 millis")
         yield* Fiber.join(interrupting)
         assert.strictEqual(yield* Fiber.join(inbound), 1000)
@@ -242,12 +245,12 @@ describe("Connection", () => {
         assert.strictEqual(report.reason, "Interrupted")
       }))
 
-    it.scoped("stopNow cuts a drain short at once", () =>
+    it.effect("stopNow cuts a drain short at once", () =>
       Effect.gen(function*() {
         const { client, server } = yield* setup({ policy: ShutdownPolicy.drain("1 minute") })
-        yield* Effect.fork(Effect.ignore(client.call(Work, { ms: 60_000 })))
+        yield* Effect.forkChild(Effect.ignore(client.call(Work, { ms: 60_000 })))
         yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 1))
-        const stopping = yield* Effect.fork(server.stop())
+        const stopping = yield* Effect.forkChild(server.stop())
         yield* eventually(Effect.map(server.lifecycle.state, (s) => s._tag === "Closing"))
         assert.strictEqual(yield* server.stopNow(), "AlreadyClosing")
         assert.strictEqual(yield* Fiber.join(stopping), "Stopped")
@@ -256,7 +259,7 @@ describe("Connection", () => {
   })
 
   describe("stop is idempotent", () => {
-    it.scoped("from Ready: first Stopped, then AlreadyClosing, concurrently too", () =>
+    it.effect("from Ready: first Stopped, then AlreadyClosing, concurrently too", () =>
       Effect.gen(function*() {
         const { server } = yield* setup()
         const results = yield* Effect.all(Array.from({ length: 8 }, () => server.stop()), { concurrency: "unbounded" })
@@ -266,7 +269,7 @@ describe("Connection", () => {
         assert.strictEqual((yield* server.lifecycle.state)._tag, "Closed")
       }))
 
-    it.scoped("from Starting and Initializing (handshake pending), from Closing (drain running) and from Closed", () =>
+    it.effect("from Starting and Initializing (handshake pending), from Closing (drain running) and from Closed", () =>
       Effect.gen(function*() {
         // Starting: no handshake has arrived yet.
         const starting = yield* setup({ handshake: Connection.accept("initialize") })
@@ -278,23 +281,23 @@ describe("Connection", () => {
         const pair = yield* TestTransport.makePair()
         yield* makeRaw(pair.right)
         const scope = yield* Scope.make()
-        const made = yield* Effect.fork(
+        const made = yield* Effect.forkChild(
           Connection.make({
             protocol: Protocol.make({ calls: [Initialize] }),
             transport: pair.left,
             handlers: {},
             handshake: Connection.initiate((peer) => peer.call(Initialize, {}), { timeout: "10 seconds" })
-          }).pipe(Scope.extend(scope))
+          }).pipe(Scope.provide(scope))
         )
-        yield* Effect.yieldNow()
+        yield* Effect.yieldNow
         yield* Scope.close(scope, Exit.void)
         assert.isTrue(Exit.isFailure(yield* Fiber.await(made)))
 
         // Closing and Closed.
         const draining = yield* setup({ policy: ShutdownPolicy.drain("5 seconds") })
-        yield* Effect.fork(Effect.ignore(draining.client.call(Work, { ms: 10_000 })))
+        yield* Effect.forkChild(Effect.ignore(draining.client.call(Work, { ms: 10_000 })))
         yield* eventually(Effect.map(draining.server.peer.stats, (s) => s.activeInbound === 1))
-        const first = yield* Effect.fork(draining.server.stop())
+        const first = yield* Effect.forkChild(draining.server.stop())
         yield* eventually(Effect.map(draining.server.lifecycle.state, (s) => s._tag === "Closing"))
         assert.strictEqual(yield* draining.server.stop(), "AlreadyClosing") // at once, while the drain runs
         yield* TestClock.adjust("5 seconds")
@@ -304,7 +307,7 @@ describe("Connection", () => {
   })
 
   describe("handshake", () => {
-    it.scoped("before Ready other requests get -32002; a second handshake gets -32600", () =>
+    it.effect("before Ready other requests get -32002; a second handshake gets -32600", () =>
       Effect.gen(function*() {
         const { client, server } = yield* setup({
           handshake: Connection.accept("initialize", { notifications: ["initialized"] })
@@ -322,7 +325,7 @@ describe("Connection", () => {
         )
       }))
 
-    it.scoped("an accepted handshake that does not come in time moves to Failed exactly at the timeout", () =>
+    it.effect("an accepted handshake that does not come in time moves to Failed exactly at the timeout", () =>
       Effect.gen(function*() {
         const { server } = yield* setup({ handshake: Connection.accept("initialize", { timeout: "10 seconds" }) })
         yield* TestClock.adjust(Duration.millis(9999))
@@ -334,7 +337,7 @@ describe("Connection", () => {
         assert.strictEqual((yield* server.awaitShutdown).reason, "Failed")
       }))
 
-    it.scoped("a refused handshake leaves the lifecycle Failed; when the other side closes, the teardown runs", () =>
+    it.effect("a refused handshake leaves the lifecycle Failed; when the other side closes, the teardown runs", () =>
       Effect.gen(function*() {
         const pair = yield* TestTransport.makePair()
         const server = yield* Connection.make({
@@ -352,12 +355,12 @@ describe("Connection", () => {
         assert.strictEqual(report.reason, "Failed")
       }))
 
-    it.scoped("an initiated handshake that times out fails make with HandshakeTimeout", () =>
+    it.effect("an initiated handshake that times out fails make with HandshakeTimeout", () =>
       Effect.gen(function*() {
         const pair = yield* TestTransport.makePair()
         yield* makeRaw(pair.right)
         const lifecycle = yield* Deferred.make<Lifecycle.Lifecycle>()
-        const made = yield* Effect.fork(
+        const made = yield* Effect.forkChild(
           Connection.make({
             protocol: Protocol.make({ calls: [Initialize] }),
             transport: pair.left,
@@ -375,16 +378,16 @@ describe("Connection", () => {
   })
 
   describe("policy from Config", () => {
-    it.scoped("LIFELINE_SHUTDOWN_POLICY=drain picks a drain through the ShutdownPolicy layer", () =>
+    it.effect("LIFELINE_SHUTDOWN_POLICY=drain picks a drain through the ShutdownPolicy layer", () =>
       Effect.gen(function*() {
         const pair = yield* TestTransport.makePair()
         const connection = yield* Connection.make({ protocol: Protocol.make({}), transport: pair.left, handlers: {} })
         assert.deepStrictEqual(connection.policy, ShutdownPolicy.drain("3 seconds"))
       }).pipe(
         Effect.provide(ShutdownPolicy.layerConfig.pipe(
-          Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(
-            new Map([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", "3 seconds"]])
-          )))
+          Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({
+            env: { LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "3 seconds" }
+          })))
         ))
       ))
   })
@@ -398,15 +401,15 @@ describe("Connection", () => {
       "transport failure"
     ] as const
     for (const path of paths) {
-      it.scoped(path, () =>
+      it.effect(path, () =>
         Effect.gen(function*() {
           const policy = path === "stop (drain, clean)" || path === "drain timeout"
             ? ShutdownPolicy.drain("5 seconds")
             : ShutdownPolicy.FailFast()
           const { client, counter, pair, scope, server } = yield* setup({ policy })
           const ms = path === "stop (drain, clean)" ? 100 : 60_000
-          yield* Effect.fork(Effect.ignore(client.call(Work, { ms })))
-          yield* Effect.fork(Effect.ignore(client.call(Work, { ms })))
+          yield* Effect.forkChild(Effect.ignore(client.call(Work, { ms })))
+          yield* Effect.forkChild(Effect.ignore(client.call(Work, { ms })))
           yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 2))
           switch (path) {
             case "stop (fail-fast)":
@@ -414,14 +417,14 @@ describe("Connection", () => {
               break
             case "stop (drain, clean)":
             case "drain timeout": {
-              const stopping = yield* Effect.fork(server.stop())
+              const stopping = yield* Effect.forkChild(server.stop())
               yield* eventually(Effect.map(server.lifecycle.state, (s) => s._tag === "Closing"))
               yield* TestClock.adjust("5 seconds")
               yield* Fiber.join(stopping)
               break
             }
             case "interruption":
-              yield* Scope.close(scope, Exit.interrupt(server.peer as any))
+              yield* Scope.close(scope, Exit.interrupt())
               break
             case "transport failure":
               yield* pair.rightToLeft.fail("pipe broke")

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Journal, PeerError, Recovery } from "@lifeline/kernel"
-import { Deferred, Effect, Exit, Fiber, Option, Schema, Scope, TestClock } from "effect"
+import { Deferred, Effect, Exit, Fiber, Option, Schema, Scope } from "effect"
+import { TestClock } from "effect/testing"
 
 class ToolFailed extends Schema.TaggedError<ToolFailed>()("ToolFailed", { tool: Schema.String }) {
   override get message(): string {
@@ -147,7 +148,7 @@ describe("Journal", () => {
           assert.strictEqual(failed.status, "Failed")
           assert.deepStrictEqual(failed.error, { _tag: "ToolFailed", tool: "grep", message: "grep failed" })
           assert.strictEqual(failed.reason, "grep failed")
-          const decoded = yield* Schema.decodeUnknown(ToolFailed)(failed.error)
+          const decoded = yield* Schema.decodeUnknownEffect(ToolFailed)(failed.error)
           assert.strictEqual(decoded.tool, "grep")
         })
       ))
@@ -360,7 +361,7 @@ describe("Journal", () => {
     it.effect("a defect is recorded as a Defect", () =>
       withJournal((journal) =>
         Effect.gen(function*() {
-          yield* Effect.exit(Effect.dieMessage("bug").pipe(Journal.track("tool", "t", null)))
+          yield* Effect.exit(Effect.die(new Error("bug")).pipe(Journal.track("tool", "t", null)))
           const entry = Option.getOrThrow(yield* journal.get("t"))
           assert.strictEqual(entry.status, "Failed")
           assert.strictEqual((entry.error as { _tag: string })._tag, "Defect")
@@ -373,9 +374,9 @@ describe("Journal", () => {
         Effect.gen(function*() {
           const started = yield* Deferred.make<void>()
           const fiber = yield* Deferred.succeed(started, void 0).pipe(
-            Effect.zipRight(Effect.never),
+            Effect.andThen(Effect.never),
             Journal.track("llm", "t", null),
-            Effect.fork
+            Effect.forkChild
           )
           yield* Deferred.await(started)
           assert.deepStrictEqual(yield* journal.running, ["t"])
@@ -399,7 +400,7 @@ describe("Journal", () => {
     it.effect("a sleeping operation records its start and end on the TestClock", () =>
       withJournal((journal) =>
         Effect.gen(function*() {
-          const fiber = yield* Effect.sleep("10 seconds").pipe(Journal.track("llm", "t", null), Effect.fork)
+          const fiber = yield* Effect.sleep("10 seconds").pipe(Journal.track("llm", "t", null), Effect.forkChild)
           yield* TestClock.adjust("10 seconds")
           yield* Fiber.join(fiber)
           const entry = Option.getOrThrow(yield* journal.get("t"))
@@ -423,11 +424,11 @@ describe("Journal", () => {
     const claimIn = (journal: Journal.Journal.Service, owner: string, options?: Journal.ClaimOptions) =>
       Effect.gen(function*() {
         const scope = yield* Scope.make()
-        const claim = yield* journal.claim(owner, options).pipe(Scope.extend(scope))
+        const claim = yield* journal.claim(owner, options).pipe(Scope.provide(scope))
         return { claim, close: Scope.close(scope, Exit.void) }
       })
 
-    it.scoped("stores who holds the owner and until when, renews it on the Clock, and deletes it on release", () =>
+    it.effect("stores who holds the owner and until when, renews it on the Clock, and deletes it on release", () =>
       Effect.gen(function*() {
         const { open } = yield* storage
         const journal = yield* open({ identity: { pid: 41, host: "box", startedAt: 7 } })
@@ -457,7 +458,7 @@ describe("Journal", () => {
         assert.isFalse(yield* journal.holds("host"))
       }))
 
-    it.scoped("a second journal is refused with OwnerInUse naming the holder, for as long as it renews", () =>
+    it.effect("a second journal is refused with OwnerInUse naming the holder, for as long as it renews", () =>
       Effect.gen(function*() {
         const { open } = yield* storage
         const first = yield* open({ identity: { pid: 41, host: "box", startedAt: 7 } })
@@ -478,7 +479,7 @@ describe("Journal", () => {
         yield* second.claim("elsewhere")
       }))
 
-    it.scoped("released on Scope close: the next claimant gets it at once", () =>
+    it.effect("released on Scope close: the next claimant gets it at once", () =>
       Effect.gen(function*() {
         const { open } = yield* storage
         const first = yield* open()
@@ -490,7 +491,7 @@ describe("Journal", () => {
         assert.strictEqual(claim.claimedAt, 0)
       }))
 
-    it.scoped("a holder that stopped renewing (crashed) is taken over once its claim expires", () =>
+    it.effect("a holder that stopped renewing (crashed) is taken over once its claim expires", () =>
       Effect.gen(function*() {
         const { backend, open } = yield* storage
         // what a crashed process leaves: its claim, renewed for the last time at 0
@@ -506,7 +507,7 @@ describe("Journal", () => {
         assert.isTrue(yield* journal.holds("host"))
       }))
 
-    it.scoped("a holder that cannot renew loses the claim to the next claimant after expiry, and knows it", () =>
+    it.effect("a holder that cannot renew loses the claim to the next claimant after expiry, and knows it", () =>
       Effect.gen(function*() {
         const { backend } = yield* storage
         let down = false
@@ -538,7 +539,7 @@ describe("Journal", () => {
         assert.strictEqual(refused._tag, "OwnerInUse")
       }))
 
-    it.scoped("on the same host, a liveness check takes over a dead holder at once and keeps a live one", () =>
+    it.effect("on the same host, a liveness check takes over a dead holder at once and keeps a live one", () =>
       Effect.gen(function*() {
         const { open } = yield* storage
         const alive = new Set([41])
@@ -566,7 +567,7 @@ describe("Journal", () => {
         yield* held.close
       }))
 
-    it.scoped("claims of one journal are shared: the owner is released when the last Scope closes", () =>
+    it.effect("claims of one journal are shared: the owner is released when the last Scope closes", () =>
       Effect.gen(function*() {
         const { open } = yield* storage
         const journal = yield* open()
@@ -581,7 +582,7 @@ describe("Journal", () => {
         yield* other.claim("host")
       }))
 
-    it.scoped("Journal.claim claims the current Journal.Owner; a bad ttl or owner is Invalid", () =>
+    it.effect("Journal.claim claims the current Journal.Owner; a bad ttl or owner is Invalid", () =>
       Effect.gen(function*() {
         const journal = yield* Journal.makeMemory
         const claim = yield* Journal.claim().pipe(

@@ -1,21 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { RpcError } from "@lifeline/jsonrpc"
 import { Lifecycle, PeerError } from "@lifeline/kernel"
-import {
-  Cause,
-  Chunk,
-  Deferred,
-  Duration,
-  Effect,
-  Exit,
-  Fiber,
-  HashMap,
-  Logger,
-  Option,
-  Scope,
-  Stream,
-  TestClock
-} from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, Fiber, Logger, Option, References, Scope, Stream } from "effect"
+import { TestClock } from "effect/testing"
 
 type Tag = Lifecycle.Tag
 
@@ -85,12 +72,30 @@ const history = (lifecycle: Lifecycle.Lifecycle) =>
     return collected
   })
 
-// TestClock.adjust does not wait for forked fibers to reach their sleep, so wait until they have.
-const untilSleeping = (count: number) =>
-  Effect.yieldNow().pipe(
-    Effect.zipRight(TestClock.sleeps()),
-    Effect.repeat({ until: (sleeps) => Chunk.size(sleeps) >= count })
-  )
+// TestClock.adjust does not wait for forked fibers to reach their sleep, so wait until they have. Effect 4's TestClock
+// does not list its sleeps: `fork` runs the effect on a Clock that counts them on their way to the TestClock.
+const sleepCounter = Effect.gen(function*() {
+  const clock = yield* Clock.Clock
+  let sleeps = 0
+  const counting: Clock.Clock = {
+    ...clock,
+    sleep: (duration) =>
+      Effect.suspend(() => {
+        sleeps++
+        return clock.sleep(duration)
+      })
+  }
+  return {
+    fork: <A, E>(effect: Effect.Effect<A, E>) => Effect.forkChild(Effect.provideService(effect, Clock.Clock, counting)),
+    untilSleeping: (count: number) =>
+      Effect.gen(function*() {
+        while (sleeps < count) yield* Effect.yieldNow
+      })
+  }
+})
+
+// Effect 4 has no `Fiber.poll`: the fiber's exit if it has one, as an Option.
+const poll = <A, E>(fiber: Fiber.Fiber<A, E>) => Effect.sync(() => Option.fromNullishOr(fiber.pollUnsafe()))
 
 describe("Lifecycle", () => {
   describe("transition table", () => {
@@ -113,7 +118,7 @@ describe("Lifecycle", () => {
       )
     })
 
-    it.scoped("a new lifecycle is Starting with no events", () =>
+    it.effect("a new lifecycle is Starting with no events", () =>
       Effect.gen(function*() {
         const lifecycle = yield* Lifecycle.make
         assert.deepStrictEqual(yield* lifecycle.state, Lifecycle.Starting())
@@ -123,7 +128,7 @@ describe("Lifecycle", () => {
     for (const from of ["Starting", "Initializing", "Ready", "Closing", "Closed", "Failed"] as const) {
       for (const to of ["Starting", "Initializing", "Ready", "Closing", "Closed", "Failed"] as const) {
         if (isLegal(from, to)) {
-          it.scoped(`${from} → ${to} is legal: the state changes and one event is published`, () =>
+          it.effect(`${from} → ${to} is legal: the state changes and one event is published`, () =>
             Effect.gen(function*() {
               const lifecycle = yield* makeIn(from)
               const before = yield* history(lifecycle)
@@ -134,7 +139,7 @@ describe("Lifecycle", () => {
               assert.deepStrictEqual(yield* history(lifecycle), [...before, event])
             }))
         } else {
-          it.scoped(`${from} → ${to} is illegal: IllegalTransition, state and events unchanged`, () =>
+          it.effect(`${from} → ${to} is illegal: IllegalTransition, state and events unchanged`, () =>
             Effect.gen(function*() {
               const lifecycle = yield* makeIn(from)
               const before = yield* history(lifecycle)
@@ -150,7 +155,7 @@ describe("Lifecycle", () => {
       }
     }
 
-    it.scoped("a compare-and-set transition fails when the expected state is not current", () =>
+    it.effect("a compare-and-set transition fails when the expected state is not current", () =>
       Effect.gen(function*() {
         const lifecycle = yield* makeIn("Ready")
         const error = yield* Effect.flip(
@@ -163,7 +168,7 @@ describe("Lifecycle", () => {
         assert.deepStrictEqual(yield* lifecycle.state, Lifecycle.Closing({ reason: "Stop" }))
       }))
 
-    it.scoped("a compare-and-set transition still obeys the table", () =>
+    it.effect("a compare-and-set transition still obeys the table", () =>
       Effect.gen(function*() {
         const lifecycle = yield* makeIn("Ready")
         const error = yield* Effect.flip(lifecycle.transition(Lifecycle.Initializing(), { from: "Ready" }))
@@ -173,11 +178,11 @@ describe("Lifecycle", () => {
   })
 
   describe("events and changes", () => {
-    it.scoped("events arrive in order, stamped with TestClock time", () =>
+    it.effect("events arrive in order, stamped with TestClock time", () =>
       Effect.gen(function*() {
         const lifecycle = yield* Lifecycle.make
-        const live = yield* Effect.fork(Stream.runCollect(lifecycle.events))
-        yield* Effect.yieldNow()
+        const live = yield* Effect.forkChild(Stream.runCollect(lifecycle.events))
+        yield* Effect.yieldNow
         yield* TestClock.adjust("10 millis")
         yield* lifecycle.transition(Lifecycle.Initializing())
         yield* TestClock.adjust("1 second")
@@ -193,32 +198,32 @@ describe("Lifecycle", () => {
           { from: Lifecycle.Closing({ reason: "Stop" }), to: Lifecycle.Closed(), at: 61_015 }
         ]
         // The live subscriber ends by itself after the terminal state.
-        assert.deepStrictEqual(Chunk.toArray(yield* Fiber.join(live)), expected)
+        assert.deepStrictEqual(yield* Fiber.join(live), expected)
         // A late subscriber gets the whole story too.
-        assert.deepStrictEqual(Chunk.toArray(yield* Stream.runCollect(lifecycle.events)), expected)
+        assert.deepStrictEqual(yield* Stream.runCollect(lifecycle.events), expected)
       }))
 
-    it.scoped("a subscriber that joins midway sees the history, then live events, each once", () =>
+    it.effect("a subscriber that joins midway sees the history, then live events, each once", () =>
       Effect.gen(function*() {
         const lifecycle = yield* Lifecycle.make
         yield* lifecycle.transition(Lifecycle.Ready())
-        const live = yield* Effect.fork(Stream.runCollect(lifecycle.events))
-        yield* Effect.yieldNow()
+        const live = yield* Effect.forkChild(Stream.runCollect(lifecycle.events))
+        yield* Effect.yieldNow
         yield* lifecycle.transition(Lifecycle.Failed({ error: failure }))
         assert.deepStrictEqual(
-          Chunk.toArray(yield* Fiber.join(live)).map((event) => `${event.from._tag}→${event.to._tag}`),
+          (yield* Fiber.join(live)).map((event) => `${event.from._tag}→${event.to._tag}`),
           ["Starting→Ready", "Ready→Failed"]
         )
       }))
 
-    it.scoped("changes starts with the current state and ends after a terminal one", () =>
+    it.effect("changes starts with the current state and ends after a terminal one", () =>
       Effect.gen(function*() {
         const lifecycle = yield* makeIn("Ready")
         const seen: Array<Lifecycle.State> = []
         const subscribed = yield* Deferred.make<void>()
-        const changes = yield* Effect.fork(
+        const changes = yield* Effect.forkChild(
           Stream.runForEach(lifecycle.changes, (state) =>
-            Effect.sync(() => seen.push(state)).pipe(Effect.zipRight(Deferred.succeed(subscribed, void 0))))
+            Effect.sync(() => seen.push(state)).pipe(Effect.andThen(Deferred.succeed(subscribed, void 0))))
         )
         // The first element is the state at subscription, so after it nothing can be missed.
         yield* Deferred.await(subscribed)
@@ -230,47 +235,47 @@ describe("Lifecycle", () => {
           Lifecycle.Closing({ reason: "Interrupted" }),
           Lifecycle.Closed()
         ])
-        assert.deepStrictEqual(Chunk.toArray(yield* Stream.runCollect(lifecycle.changes)), [Lifecycle.Closed()])
+        assert.deepStrictEqual(yield* Stream.runCollect(lifecycle.changes), [Lifecycle.Closed()])
       }))
 
     it.effect("closing the scope that made the lifecycle ends its streams", () =>
       Effect.gen(function*() {
         const scope = yield* Scope.make()
-        const lifecycle = yield* Lifecycle.make.pipe(Scope.extend(scope))
-        const events = yield* Effect.fork(Stream.runCollect(lifecycle.events))
-        const changes = yield* Effect.fork(Stream.runCollect(lifecycle.changes))
-        const waiting = yield* Effect.fork(lifecycle.awaitState((state) => state._tag === "Ready"))
-        yield* Effect.yieldNow()
+        const lifecycle = yield* Lifecycle.make.pipe(Scope.provide(scope))
+        const events = yield* Effect.forkChild(Stream.runCollect(lifecycle.events))
+        const changes = yield* Effect.forkChild(Stream.runCollect(lifecycle.changes))
+        const waiting = yield* Effect.forkChild(lifecycle.awaitState((state) => state._tag === "Ready"))
+        yield* Effect.yieldNow
         yield* Scope.close(scope, Exit.void)
-        assert.deepStrictEqual(Chunk.toArray(yield* Fiber.join(events)), [])
-        assert.deepStrictEqual(Chunk.toArray(yield* Fiber.join(changes)), [Lifecycle.Starting()])
+        assert.deepStrictEqual(yield* Fiber.join(events), [])
+        assert.deepStrictEqual(yield* Fiber.join(changes), [Lifecycle.Starting()])
         assert.deepStrictEqual(yield* Fiber.join(waiting), Lifecycle.Starting())
         // Subscribing after the scope closed ends at once too.
-        assert.deepStrictEqual(Chunk.toArray(yield* Stream.runCollect(lifecycle.events)), [])
-        assert.deepStrictEqual(Chunk.toArray(yield* Stream.runCollect(lifecycle.changes)), [Lifecycle.Starting()])
+        assert.deepStrictEqual(yield* Stream.runCollect(lifecycle.events), [])
+        assert.deepStrictEqual(yield* Stream.runCollect(lifecycle.changes), [Lifecycle.Starting()])
         assert.deepStrictEqual(yield* lifecycle.awaitState(Lifecycle.State.$is("Ready")), Lifecycle.Starting())
       }))
 
     it.effect("streams subscribed to after the scope closed still replay the history", () =>
       Effect.gen(function*() {
         const scope = yield* Scope.make()
-        const lifecycle = yield* Lifecycle.make.pipe(Scope.extend(scope))
+        const lifecycle = yield* Lifecycle.make.pipe(Scope.provide(scope))
         yield* lifecycle.transition(Lifecycle.Ready())
         yield* Scope.close(scope, Exit.void)
         assert.deepStrictEqual(
-          Chunk.toArray(yield* Stream.runCollect(lifecycle.events)).map((event) => event.to),
+          (yield* Stream.runCollect(lifecycle.events)).map((event) => event.to),
           [Lifecycle.Ready()]
         )
       }))
 
-    it.scoped("every transition is logged at Info with from and to, and added to the current span", () =>
+    it.effect("every transition is logged at Info with from and to, and added to the current span", () =>
       Effect.gen(function*() {
         const lines: Array<{ level: string; message: unknown; annotations: Record<string, unknown> }> = []
-        const logger = Logger.make(({ annotations, logLevel, message }) => {
+        const logger = Logger.make(({ fiber, logLevel, message }) => {
           lines.push({
-            level: logLevel.label,
+            level: logLevel.toUpperCase(),
             message,
-            annotations: Object.fromEntries(HashMap.toEntries(annotations))
+            annotations: { ...fiber.getRef(References.CurrentLogAnnotations) }
           })
         })
         const spanEvents = yield* Effect.gen(function*() {
@@ -287,7 +292,7 @@ describe("Lifecycle", () => {
           // are span events too, so keep only ours.
           return (span as unknown as { events: Array<[string, bigint, Record<string, unknown>]> }).events
             .filter(([name]) => name === "lifeline.lifecycle.transition")
-        }).pipe(Effect.withSpan("test"), Effect.provide(Logger.add(logger)))
+        }).pipe(Effect.withSpan("test"), Effect.provide(Logger.layer([logger], { mergeWithExisting: true })))
         assert.deepStrictEqual(lines.map((line) => [line.level, line.annotations]), [
           ["INFO", { from: "Starting", to: "Ready" }],
           ["INFO", { from: "Ready", to: "Closing", reason: "RemoteShutdown" }],
@@ -306,28 +311,28 @@ describe("Lifecycle", () => {
   })
 
   describe("awaitState", () => {
-    it.scoped("returns at once when the current state matches", () =>
+    it.effect("returns at once when the current state matches", () =>
       Effect.gen(function*() {
         const lifecycle = yield* makeIn("Ready")
         assert.deepStrictEqual(yield* lifecycle.awaitState((state) => state._tag === "Ready"), Lifecycle.Ready())
       }))
 
-    it.scoped("waits for a later state", () =>
+    it.effect("waits for a later state", () =>
       Effect.gen(function*() {
         const lifecycle = yield* Lifecycle.make
-        const waiting = yield* Effect.fork(lifecycle.awaitState(Lifecycle.State.$is("Ready")))
-        yield* Effect.yieldNow()
+        const waiting = yield* Effect.forkChild(lifecycle.awaitState(Lifecycle.State.$is("Ready")))
+        yield* Effect.yieldNow
         yield* lifecycle.transition(Lifecycle.Initializing())
-        assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)))
+        assert.isTrue(Option.isNone(yield* poll(waiting)))
         yield* lifecycle.transition(Lifecycle.Ready())
         assert.deepStrictEqual(yield* Fiber.join(waiting), Lifecycle.Ready())
       }))
 
-    it.scoped("returns the terminal state when the wanted one can no longer come", () =>
+    it.effect("returns the terminal state when the wanted one can no longer come", () =>
       Effect.gen(function*() {
         const lifecycle = yield* makeIn("Initializing")
-        const waiting = yield* Effect.fork(lifecycle.awaitState(Lifecycle.State.$is("Ready")))
-        yield* Effect.yieldNow()
+        const waiting = yield* Effect.forkChild(lifecycle.awaitState(Lifecycle.State.$is("Ready")))
+        yield* Effect.yieldNow
         yield* lifecycle.transition(Lifecycle.Failed({ error: failure }))
         assert.deepStrictEqual(yield* Fiber.join(waiting), Lifecycle.Failed({ error: failure }))
         // And already-terminal lifecycles answer at once.
@@ -340,7 +345,7 @@ describe("Lifecycle", () => {
 
   describe("beginStop", () => {
     for (const from of ["Starting", "Initializing", "Ready"] as const) {
-      it.scoped(`from ${from}: Stopped once, then AlreadyClosing`, () =>
+      it.effect(`from ${from}: Stopped once, then AlreadyClosing`, () =>
         Effect.gen(function*() {
           const lifecycle = yield* makeIn(from)
           assert.strictEqual(yield* lifecycle.beginStop("Stop"), "Stopped")
@@ -355,7 +360,7 @@ describe("Lifecycle", () => {
     }
 
     for (const from of ["Closing", "Closed", "Failed"] as const) {
-      it.scoped(`from ${from}: AlreadyClosing, state unchanged`, () =>
+      it.effect(`from ${from}: AlreadyClosing, state unchanged`, () =>
         Effect.gen(function*() {
           const lifecycle = yield* makeIn(from)
           const before = yield* history(lifecycle)
@@ -368,14 +373,14 @@ describe("Lifecycle", () => {
     }
 
     for (const from of ["Starting", "Initializing", "Ready", "Closing", "Closed", "Failed"] as const) {
-      it.scoped(`from ${from}: 100 concurrent callers, at most one Stopped`, () =>
+      it.effect(`from ${from}: 100 concurrent callers, at most one Stopped`, () =>
         Effect.gen(function*() {
           const lifecycle = yield* makeIn(from)
           const results = yield* Effect.all(
             // Some callers yield first, so the calls interleave with fibers that have already answered.
             Array.from({ length: 100 }, (_, i) =>
-              Effect.repeatN(Effect.yieldNow(), i % 3).pipe(
-                Effect.zipRight(lifecycle.beginStop(i % 2 === 0 ? "Stop" : "Interrupted"))
+              Effect.repeat(Effect.yieldNow, { times: i % 3 }).pipe(
+                Effect.andThen(lifecycle.beginStop(i % 2 === 0 ? "Stop" : "Interrupted"))
               )),
             { concurrency: "unbounded" }
           )
@@ -388,13 +393,13 @@ describe("Lifecycle", () => {
         }))
     }
 
-    it.scoped("racing a handshake's Ready: one of them wins, never both", () =>
+    it.effect("racing a handshake's Ready: one of them wins, never both", () =>
       Effect.gen(function*() {
         const lifecycle = yield* makeIn("Initializing")
         const [stop, ready] = yield* Effect.all(
           [
             lifecycle.beginStop("Stop"),
-            Effect.either(lifecycle.transition(Lifecycle.Ready(), { from: "Initializing" }))
+            Effect.result(lifecycle.transition(Lifecycle.Ready(), { from: "Initializing" }))
           ],
           { concurrency: "unbounded" }
         )
@@ -404,7 +409,7 @@ describe("Lifecycle", () => {
         const path = (yield* history(lifecycle)).map((event) => event.to._tag)
         assert.deepStrictEqual(
           path,
-          ready._tag === "Right" ? ["Initializing", "Ready", "Closing"] : ["Initializing", "Closing"]
+          ready._tag === "Success" ? ["Initializing", "Ready", "Closing"] : ["Initializing", "Closing"]
         )
       }))
   })
@@ -420,7 +425,7 @@ describe("Lifecycle", () => {
     }
 
     for (const tag of ["Starting", "Initializing", "Ready", "Closing", "Closed", "Failed"] as const) {
-      it.scoped(`inbound in ${tag}`, () =>
+      it.effect(`inbound in ${tag}`, () =>
         Effect.gen(function*() {
           const lifecycle = yield* makeIn(tag)
           const [request, handshake] = inbound[tag]
@@ -434,7 +439,7 @@ describe("Lifecycle", () => {
           assert.deepStrictEqual(forRequest, Lifecycle.inboundGate(sample(tag), "tools/list", false))
         }))
 
-      it.scoped(`outbound in ${tag}`, () =>
+      it.effect(`outbound in ${tag}`, () =>
         Effect.gen(function*() {
           const lifecycle = yield* makeIn(tag)
           const error = lifecycle.outboundGate()
@@ -465,15 +470,16 @@ describe("Lifecycle", () => {
   })
 
   describe("runHandshake", () => {
-    it.scoped("a handshake that completes moves Starting → Initializing → Ready and returns its result", () =>
+    it.effect("a handshake that completes moves Starting → Initializing → Ready and returns its result", () =>
       Effect.gen(function*() {
         const lifecycle = yield* Lifecycle.make
+        const { fork, untilSleeping } = yield* sleepCounter
         const seen: Array<Tag> = []
         const handshake = Effect.sync(() => seen.push(lifecycle.unsafeState()._tag)).pipe(
-          Effect.zipRight(Effect.sleep("2 seconds")),
+          Effect.andThen(Effect.sleep("2 seconds")),
           Effect.as({ protocolVersion: "1.0" })
         )
-        const fiber = yield* Effect.fork(Lifecycle.runHandshake(lifecycle, handshake, "10 seconds"))
+        const fiber = yield* fork(Lifecycle.runHandshake(lifecycle, handshake, "10 seconds"))
         yield* untilSleeping(2) // the handshake's sleep and the timeout's
         yield* TestClock.adjust("2 seconds")
         assert.deepStrictEqual(yield* Fiber.join(fiber), { protocolVersion: "1.0" })
@@ -485,16 +491,17 @@ describe("Lifecycle", () => {
         )
       }))
 
-    it.scoped("a handshake that never finishes fails exactly at the timeout", () =>
+    it.effect("a handshake that never finishes fails exactly at the timeout", () =>
       Effect.gen(function*() {
         const lifecycle = yield* Lifecycle.make
-        const fiber = yield* Effect.fork(Lifecycle.runHandshake(lifecycle, Effect.never, "10 seconds"))
+        const { fork, untilSleeping } = yield* sleepCounter
+        const fiber = yield* fork(Lifecycle.runHandshake(lifecycle, Effect.never, "10 seconds"))
         yield* untilSleeping(1)
         yield* TestClock.adjust(Duration.millis(9_999))
         assert.deepStrictEqual(yield* lifecycle.state, Lifecycle.Initializing())
-        assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)))
+        assert.isTrue(Option.isNone(yield* poll(fiber)))
         yield* TestClock.adjust("1 millis")
-        const error = Cause.originalError(yield* Effect.flip(Fiber.join(fiber)))
+        const error = yield* Effect.flip(Fiber.join(fiber))
         assert.deepStrictEqual(error, new Lifecycle.HandshakeTimeout({ timeoutMillis: 10_000 }))
         assert.include(error.message, "10000 ms")
         const state = yield* lifecycle.state
@@ -503,30 +510,31 @@ describe("Lifecycle", () => {
         assert.strictEqual(failed?.at, 10_000)
       }))
 
-    it.scoped("the timed-out handshake is interrupted", () =>
+    it.effect("the timed-out handshake is interrupted", () =>
       Effect.gen(function*() {
         const lifecycle = yield* Lifecycle.make
+        const { fork, untilSleeping } = yield* sleepCounter
         const interrupted = yield* Deferred.make<void>()
         const handshake = Effect.never.pipe(Effect.onInterrupt(() => Deferred.succeed(interrupted, void 0)))
-        const fiber = yield* Effect.fork(Lifecycle.runHandshake(lifecycle, handshake, "1 second"))
+        const fiber = yield* fork(Lifecycle.runHandshake(lifecycle, handshake, "1 second"))
         yield* untilSleeping(1)
         yield* TestClock.adjust("1 second")
         yield* Effect.flip(Fiber.join(fiber))
         assert.isTrue(yield* Deferred.isDone(interrupted))
       }))
 
-    it.scoped("a handshake that fails moves to Failed with its error", () =>
+    it.effect("a handshake that fails moves to Failed with its error", () =>
       Effect.gen(function*() {
         const lifecycle = yield* Lifecycle.make
         const rejected = RpcError.RpcError.invalidParams("unsupported protocol version")
         const error = yield* Effect.flip(Lifecycle.runHandshake(lifecycle, Effect.fail(rejected), "10 seconds"))
-        assert.strictEqual(Cause.originalError(error), rejected)
+        assert.strictEqual(error, rejected)
         const state = yield* lifecycle.state
         // The state keeps the error itself, not the span-carrying proxy the failure travelled in.
         assert.isTrue(state._tag === "Failed" && state.error === rejected)
       }))
 
-    it.scoped("a handshake on a lifecycle that is not Starting fails with IllegalTransition and changes nothing", () =>
+    it.effect("a handshake on a lifecycle that is not Starting fails with IllegalTransition and changes nothing", () =>
       Effect.gen(function*() {
         for (const tag of ["Initializing", "Ready", "Closing", "Closed", "Failed"] as const) {
           const lifecycle = yield* makeIn(tag)
@@ -540,11 +548,11 @@ describe("Lifecycle", () => {
         }
       }))
 
-    it.scoped("a stop during the handshake wins: a late success is IllegalTransition, the state stays Closing", () =>
+    it.effect("a stop during the handshake wins: a late success is IllegalTransition, the state stays Closing", () =>
       Effect.gen(function*() {
         const lifecycle = yield* Lifecycle.make
         const proceed = yield* Deferred.make<void>()
-        const fiber = yield* Effect.fork(Lifecycle.runHandshake(lifecycle, Deferred.await(proceed), "10 seconds"))
+        const fiber = yield* Effect.forkChild(Lifecycle.runHandshake(lifecycle, Deferred.await(proceed), "10 seconds"))
         yield* lifecycle.awaitState(Lifecycle.State.$is("Initializing"))
         assert.strictEqual(yield* lifecycle.beginStop("Stop"), "Stopped")
         yield* Deferred.succeed(proceed, void 0)
@@ -553,17 +561,17 @@ describe("Lifecycle", () => {
         assert.deepStrictEqual(yield* lifecycle.state, Lifecycle.Closing({ reason: "Stop" }))
       }))
 
-    it.scoped("a stop during the handshake wins: a late failure does not mark the lifecycle Failed", () =>
+    it.effect("a stop during the handshake wins: a late failure does not mark the lifecycle Failed", () =>
       Effect.gen(function*() {
         const lifecycle = yield* Lifecycle.make
         const proceed = yield* Deferred.make<void>()
         const timeout = new PeerError.RequestTimeout({ method: "initialize", id: 0, timeoutMillis: 5 })
-        const handshake = Deferred.await(proceed).pipe(Effect.zipRight(Effect.fail(timeout)))
-        const fiber = yield* Effect.fork(Lifecycle.runHandshake(lifecycle, handshake, "10 seconds"))
+        const handshake = Deferred.await(proceed).pipe(Effect.andThen(Effect.fail(timeout)))
+        const fiber = yield* Effect.forkChild(Lifecycle.runHandshake(lifecycle, handshake, "10 seconds"))
         yield* lifecycle.awaitState(Lifecycle.State.$is("Initializing"))
         assert.strictEqual(yield* lifecycle.beginStop("Stop"), "Stopped")
         yield* Deferred.succeed(proceed, void 0)
-        assert.strictEqual(Cause.originalError(yield* Effect.flip(Fiber.join(fiber))), timeout)
+        assert.strictEqual(yield* Effect.flip(Fiber.join(fiber)), timeout)
         assert.deepStrictEqual(yield* lifecycle.state, Lifecycle.Closing({ reason: "Stop" }))
       }))
   })

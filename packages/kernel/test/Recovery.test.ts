@@ -10,7 +10,8 @@ import {
   ShutdownPolicy,
   TestTransport
 } from "@lifeline/kernel"
-import { Deferred, Duration, Effect, Either, Exit, Fiber, Option, Schema, Scope, TestClock } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, Option, Result, Schema, Scope } from "effect"
+import { TestClock } from "effect/testing"
 
 class ToolFailed extends Schema.TaggedError<ToolFailed>()("ToolFailed", { tool: Schema.String }) {}
 
@@ -35,7 +36,7 @@ const leftover = (journal: Journal.Journal.Service, key: string, kind: string, p
 const entryOf = (journal: Journal.Journal.Service, key: string) => Effect.map(journal.get(key), Option.getOrThrow)
 
 describe("Recovery", () => {
-  it.scoped("the default decision fails every interrupted operation with a typed InterruptedByCrash", () =>
+  it.effect("the default decision fails every interrupted operation with a typed InterruptedByCrash", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       yield* leftover(yield* host.start, "tool-1", "tool")
@@ -58,7 +59,7 @@ describe("Recovery", () => {
       assert.deepStrictEqual(yield* journal.unfinished(), [])
     }))
 
-  it.scoped("seed case 1: an LLM request in flight auto-continues after a restart, once, and completes", () =>
+  it.effect("seed case 1: an LLM request in flight auto-continues after a restart, once, and completes", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       yield* leftover(yield* host.start, "turn-7", "llm", { conversation: "c1", attempt: 1 })
@@ -85,7 +86,7 @@ describe("Recovery", () => {
       assert.strictEqual(runs.length, 1)
     }))
 
-  it.scoped("seed case 2: a tool that was executing shows a typed error, and the user can retry it", () =>
+  it.effect("seed case 2: a tool that was executing shows a typed error, and the user can retry it", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       yield* leftover(yield* host.start, "tool-3", "tool")
@@ -109,7 +110,7 @@ describe("Recovery", () => {
       assert.isTrue(Option.isNone(Recovery.interruptedByCrash(retried)))
     }))
 
-  it.scoped("seed case 4: operations a drain timeout marked NeedsRecovery are auto-continued", () =>
+  it.effect("seed case 4: operations a drain timeout marked NeedsRecovery are auto-continued", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       const first = yield* host.start
@@ -118,7 +119,7 @@ describe("Recovery", () => {
       yield* first.release("turn-1")
       yield* first.release("tool-1")
       // the first host holds the owner while it runs, and releases it when it stops
-      yield* Effect.scoped(Effect.zipRight(
+      yield* Effect.scoped(Effect.andThen(
         first.claim("local"),
         Recovery.recordShutdown(first)({
           policy: ShutdownPolicy.drain("5 seconds"),
@@ -141,7 +142,7 @@ describe("Recovery", () => {
       assert.strictEqual(tool.detail, "cut off by a shutdown (cut off by a drain timeout (Stop))")
     }))
 
-  it.scoped("a resumer that fails records its error and is reported", () =>
+  it.effect("a resumer that fails records its error and is reported", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       yield* leftover(yield* host.start, "turn-1", "llm")
@@ -154,11 +155,11 @@ describe("Recovery", () => {
       assert.instanceOf(report.errors[0].error, ToolFailed)
       const entry = yield* entryOf(journal, "turn-1")
       assert.strictEqual(entry.status, "Failed")
-      assert.strictEqual((yield* Schema.decodeUnknown(ToolFailed)(entry.error)).tool, "llm")
+      assert.strictEqual((yield* Schema.decodeUnknownEffect(ToolFailed)(entry.error)).tool, "llm")
       assert.deepStrictEqual(yield* journal.running, [])
     }))
 
-  it.scoped("operations a fiber of this process runs are skipped, not recovered", () =>
+  it.effect("operations a fiber of this process runs are skipped, not recovered", () =>
     Effect.gen(function*() {
       const journal = yield* Journal.makeMemory
       yield* journal.begin({ kind: "llm", key: "live", payload: null, owner: "local" })
@@ -173,7 +174,7 @@ describe("Recovery", () => {
       assert.strictEqual((yield* entryOf(journal, "live")).status, "InFlight")
     }))
 
-  it.scoped("two recoveries at once resume each operation exactly once", () =>
+  it.effect("two recoveries at once resume each operation exactly once", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       const first = yield* host.start
@@ -194,7 +195,7 @@ describe("Recovery", () => {
       }
       const both = yield* Effect.all([Recovery.run(options), Recovery.run(options)], { concurrency: 2 }).pipe(
         Effect.provideService(Journal.Journal, journal),
-        Effect.fork
+        Effect.forkChild
       )
       yield* TestClock.adjust("1 second")
       const [a, b] = yield* Fiber.join(both)
@@ -205,7 +206,7 @@ describe("Recovery", () => {
       assert.deepStrictEqual(yield* journal.unfinished(), [])
     }))
 
-  it.scoped("an operation started maxAttempts times is failed instead of resumed", () =>
+  it.effect("an operation started maxAttempts times is failed instead of resumed", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       const first = yield* host.start
@@ -226,7 +227,7 @@ describe("Recovery", () => {
       assert.strictEqual(error.detail, "interrupted by a crash or a restart; not resumed after 3 attempts")
     }))
 
-  it.scoped("recovers only the owner's operations", () =>
+  it.effect("recovers only the owner's operations", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       const first = yield* host.start
@@ -241,7 +242,7 @@ describe("Recovery", () => {
       assert.strictEqual((yield* entryOf(journal, "theirs")).status, "InFlight")
     }))
 
-  it.scoped("a resumer interrupted midway leaves the operation InFlight for the next recovery", () =>
+  it.effect("a resumer interrupted midway leaves the operation InFlight for the next recovery", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       yield* leftover(yield* host.start, "turn-1", "llm")
@@ -249,9 +250,9 @@ describe("Recovery", () => {
       const started = yield* Deferred.make<void>()
       const fiber = yield* Recovery.run({
         decisions: {
-          llm: () => Recovery.resume(() => Effect.zipRight(Deferred.succeed(started, void 0), Effect.never))
+          llm: () => Recovery.resume(() => Effect.andThen(Deferred.succeed(started, void 0), Effect.never))
         }
-      }).pipe(Effect.provideService(Journal.Journal, journal), Effect.fork)
+      }).pipe(Effect.provideService(Journal.Journal, journal), Effect.forkChild)
       yield* Deferred.await(started)
       yield* Fiber.interrupt(fiber)
       const entry = yield* entryOf(journal, "turn-1")
@@ -263,24 +264,24 @@ describe("Recovery", () => {
       assert.deepStrictEqual(report.resumed.map((resumed) => resumed.attempts), [3])
     }))
 
-  it.scoped("a resumer bounded by a timeout on the Clock fails when TestClock passes it", () =>
+  it.effect("a resumer bounded by a timeout on the Clock fails when TestClock passes it", () =>
     Effect.gen(function*() {
       const host = yield* makeHost
       yield* leftover(yield* host.start, "turn-1", "llm")
       const journal = yield* host.start
       const fiber = yield* Recovery.run({
         decisions: { llm: () => Recovery.resume(() => Effect.never.pipe(Effect.timeout("30 seconds"))) }
-      }).pipe(Effect.provideService(Journal.Journal, journal), Effect.fork)
+      }).pipe(Effect.provideService(Journal.Journal, journal), Effect.forkChild)
       yield* TestClock.adjust("30 seconds")
       const report = yield* Fiber.join(fiber)
       assert.strictEqual(report.errors.length, 1)
       const entry = yield* entryOf(journal, "turn-1")
       assert.deepStrictEqual([entry.status, entry.finishedAt], ["Failed", 30_000])
-      assert.strictEqual((entry.error as { _tag: string })._tag, "TimeoutException")
+      assert.strictEqual((entry.error as { _tag: string })._tag, "TimeoutError")
     }))
 
   describe("the owner's claim", () => {
-    it.scoped("refused while another live journal holds the owner: OwnerInUse, and nothing is touched", () =>
+    it.effect("refused while another live journal holds the owner: OwnerInUse, and nothing is touched", () =>
       Effect.gen(function*() {
         const host = yield* makeHost
         const running = yield* host.start
@@ -307,13 +308,13 @@ describe("Recovery", () => {
         assert.strictEqual((yield* running.complete("theirs", "done")).status, "Completed")
       }))
 
-    it.scoped("run keeps the owner claimed until its Scope closes", () =>
+    it.effect("run keeps the owner claimed until its Scope closes", () =>
       Effect.gen(function*() {
         const host = yield* makeHost
         const journal = yield* host.start
         const other = yield* host.start
         const scope = yield* Scope.make()
-        yield* Recovery.run().pipe(Effect.provideService(Journal.Journal, journal), Scope.extend(scope))
+        yield* Recovery.run().pipe(Effect.provideService(Journal.Journal, journal), Scope.provide(scope))
         assert.isTrue(yield* journal.holds("local"))
         yield* TestClock.adjust("5 minutes")
         assert.strictEqual((yield* Effect.flip(other.claim("local")))._tag, "OwnerInUse")
@@ -322,7 +323,7 @@ describe("Recovery", () => {
         yield* other.claim("local")
       }))
 
-    it.scoped("a crashed holder's work is recovered once its claim expires", () =>
+    it.effect("a crashed holder's work is recovered once its claim expires", () =>
       Effect.gen(function*() {
         const host = yield* makeHost
         yield* leftover(yield* host.start, "turn-1", "llm")
@@ -340,7 +341,7 @@ describe("Recovery", () => {
   })
 
   describe("child processes", () => {
-    it.scoped("recorded children that exited are done; the ones a crashed host left are reaped", () =>
+    it.effect("recorded children that exited are done; the ones a crashed host left are reaped", () =>
       Effect.gen(function*() {
         const host = yield* makeHost
         const first = yield* host.start
@@ -376,7 +377,7 @@ describe("Recovery", () => {
         assert.strictEqual((yield* entryOf(journal, live)).status, "InFlight")
       }))
 
-    it.scoped("Recovery.run reaps with `reap` and leaves process entries alone without it", () =>
+    it.effect("Recovery.run reaps with `reap` and leaves process entries alone without it", () =>
       Effect.gen(function*() {
         const host = yield* makeHost
         yield* Recovery.recordProcess({ pid: 7, command: ["sleep", "60"] }).pipe(
@@ -401,7 +402,7 @@ describe("Recovery", () => {
       cutOff: ids.map((id) => ({ direction: "inbound" as const, id, method: "work" }))
     })
 
-    it.scoped("a drain timeout marks what it cut off as NeedsRecovery", () =>
+    it.effect("a drain timeout marks what it cut off as NeedsRecovery", () =>
       Effect.gen(function*() {
         const journal = yield* Journal.makeMemory
         yield* journal.begin({ kind: "work", key: "rpc/1", payload: null, owner: "local" })
@@ -413,7 +414,7 @@ describe("Recovery", () => {
         assert.strictEqual((yield* entryOf(journal, "rpc/2")).status, "InFlight")
       }))
 
-    it.scoped("a fail-fast stop records what it cut off as Failed with the shutdown reason", () =>
+    it.effect("a fail-fast stop records what it cut off as Failed with the shutdown reason", () =>
       Effect.gen(function*() {
         const journal = yield* Journal.makeMemory
         yield* journal.begin({ kind: "work", key: "rpc/1", payload: null, owner: "local" })
@@ -424,12 +425,12 @@ describe("Recovery", () => {
         )
         const entry = yield* entryOf(journal, "rpc/1")
         assert.strictEqual(entry.status, "Failed")
-        const error = yield* Schema.decodeUnknown(PeerError.ShutdownError)(entry.error)
+        const error = yield* Schema.decodeUnknownEffect(PeerError.ShutdownError)(entry.error)
         assert.deepStrictEqual([error.reason, error.detail], ["Stop", "Stop"])
         assert.strictEqual((yield* entryOf(journal, "rpc/2")).status, "Completed")
       }))
 
-    it.scoped("without keysOf, every InFlight operation of the owner that no fiber here runs counts as cut off", () =>
+    it.effect("without keysOf, every InFlight operation of the owner that no fiber here runs counts as cut off", () =>
       Effect.gen(function*() {
         const journal = yield* Journal.makeMemory
         yield* journal.begin({ kind: "work", key: "cut", payload: null, owner: "local" })
@@ -444,7 +445,7 @@ describe("Recovery", () => {
         assert.strictEqual((yield* entryOf(journal, "other")).status, "InFlight")
       }))
 
-    it.scoped("without keysOf and without the owner's claim, it records nothing: the work may be another process's", () =>
+    it.effect("without keysOf and without the owner's claim, it records nothing: the work may be another process's", () =>
       Effect.gen(function*() {
         const backend = yield* Journal.makeMemoryBackend
         const other = yield* Journal.make(backend)
@@ -455,7 +456,7 @@ describe("Recovery", () => {
         assert.strictEqual((yield* entryOf(journal, "theirs")).status, "InFlight")
       }))
 
-    it.scoped("tracked work cut off by a drain timeout ends NeedsRecovery, not Failed", () =>
+    it.effect("tracked work cut off by a drain timeout ends NeedsRecovery, not Failed", () =>
       Effect.gen(function*() {
         const journal = yield* Journal.makeMemory
         const error = yield* Effect.flip(
@@ -497,44 +498,44 @@ describe("Recovery", () => {
           },
           policy,
           onShutdown: Recovery.recordShutdown(journal, { keysOf })
-        }).pipe(Scope.extend(scope))
+        }).pipe(Scope.provide(scope))
         const client = yield* Peer.make({
           protocol: Protocol.flip(Server),
           transport: pair.right,
           handlers: {},
           requestTimeout: "1 hour"
         })
-        const call = (ms: number) => Effect.fork(Effect.either(client.call(Work, { ms })))
+        const call = (ms: number) => Effect.forkChild(Effect.result(client.call(Work, { ms })))
         const started = (count: number) =>
           Effect.gen(function*() {
             for (let i = 0; i < 10_000; i++) {
               if ((yield* journal.running).length === count) return
-              yield* Effect.yieldNow()
+              yield* Effect.yieldNow
             }
-            return yield* Effect.dieMessage("the work never started")
+            return yield* Effect.die(new Error("the work never started"))
           })
         return { journal, server, call, started }
       })
 
-    it.scoped("seed case 3: a drain that the work finishes in time ends clean, with nothing unfinished", () =>
+    it.effect("seed case 3: a drain that the work finishes in time ends clean, with nothing unfinished", () =>
       Effect.gen(function*() {
         const { call, journal, server, started } = yield* setup(ShutdownPolicy.drain("5 seconds"))
         const reply = yield* call(1000)
         yield* started(1)
-        const stopping = yield* Effect.fork(server.stop())
+        const stopping = yield* Effect.forkChild(server.stop())
         yield* TestClock.adjust("1 second")
         assert.strictEqual(yield* Fiber.join(stopping), "Stopped")
-        assert.deepStrictEqual(yield* Fiber.join(reply), Either.right(1000))
+        assert.deepStrictEqual(yield* Fiber.join(reply), Result.succeed(1000))
         assert.isTrue((yield* server.awaitShutdown).drained)
         assert.deepStrictEqual(yield* journal.unfinished(), [])
       }))
 
-    it.scoped("seed case 4: the work a drain deadline cut off is NeedsRecovery, and a restart auto-continues it", () =>
+    it.effect("seed case 4: the work a drain deadline cut off is NeedsRecovery, and a restart auto-continues it", () =>
       Effect.gen(function*() {
         const { call, journal, server, started } = yield* setup(ShutdownPolicy.drain("5 seconds"))
         yield* call(60_000)
         yield* started(1)
-        const stopping = yield* Effect.fork(server.stop())
+        const stopping = yield* Effect.forkChild(server.stop())
         yield* TestClock.adjust("5 seconds")
         yield* Fiber.join(stopping)
         const cut = yield* journal.unfinished()
@@ -548,7 +549,7 @@ describe("Recovery", () => {
         assert.deepStrictEqual(report.resumed.map((entry) => [entry.status, entry.result]), [["Completed", 60_000]])
       }))
 
-    it.scoped("a fail-fast stop records the work it cut off as Failed with the shutdown reason", () =>
+    it.effect("a fail-fast stop records the work it cut off as Failed with the shutdown reason", () =>
       Effect.gen(function*() {
         const { call, journal, server, started } = yield* setup(ShutdownPolicy.FailFast())
         yield* call(60_000)
@@ -558,7 +559,7 @@ describe("Recovery", () => {
         const key = keysOf(report.cutOff[0])
         const entry = yield* entryOf(journal, key)
         assert.strictEqual(entry.status, "Failed")
-        const error = yield* Schema.decodeUnknown(PeerError.ShutdownError)(entry.error)
+        const error = yield* Schema.decodeUnknownEffect(PeerError.ShutdownError)(entry.error)
         assert.deepStrictEqual([error.reason, error.detail], ["Stop", "Stop"])
         assert.deepStrictEqual(yield* journal.unfinished(), [])
       }))

@@ -1,23 +1,34 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ShutdownPolicy } from "@lifeline/kernel"
-import type { ConfigError } from "effect"
-import { ConfigProvider, Duration, Effect, Layer } from "effect"
+import type { Config, SchemaIssue } from "effect"
+import { ConfigProvider, Duration, Effect, Layer, Schema } from "effect"
+
+// An environment holding exactly `entries`. Effect 4's providers read an empty value as unset unless told otherwise;
+// these tests are about the values themselves, so an empty one stays a value, as Effect 3's `fromMap` kept it.
+const providerOf = (entries: ReadonlyArray<readonly [string, string]>) =>
+  ConfigProvider.fromEnv({ env: Object.fromEntries(entries), preserveEmptyStrings: true })
 
 const withEnv = (entries: ReadonlyArray<readonly [string, string]>) =>
-  Effect.withConfigProvider(ConfigProvider.fromMap(new Map(entries)))
+  Effect.provideService(ConfigProvider.ConfigProvider, providerOf(entries))
 
 const read = (entries: ReadonlyArray<readonly [string, string]>) => ShutdownPolicy.config.pipe(withEnv(entries))
 
-const invalidData = (error: ConfigError.ConfigError): Array<{ path: string; message: string }> => {
-  switch (error._op) {
-    case "InvalidData":
-      return [{ path: error.path.join("."), message: error.message }]
-    case "And":
-    case "Or":
-      return [...invalidData(error.left), ...invalidData(error.right)]
-    default:
-      return []
+// Effect 4's ConfigError wraps a SchemaError: its issues, each with the path it sits at and its message.
+const invalidData = (error: Config.ConfigError): Array<{ path: string; message: string }> => {
+  const collect = (issue: SchemaIssue.Issue, path: ReadonlyArray<PropertyKey>): Array<{
+    path: string
+    message: string
+  }> => {
+    switch (issue._tag) {
+      case "Pointer":
+        return collect(issue.issue, [...path, ...issue.path])
+      case "Composite":
+        return issue.issues.flatMap((inner) => collect(inner, path))
+      default:
+        return [{ path: path.map(String).join("."), message: new Schema.SchemaError(issue).message }]
+    }
   }
+  return error.cause._tag === "SchemaError" ? collect(error.cause.issue, []) : []
 }
 
 describe("ShutdownPolicy", () => {
@@ -69,10 +80,8 @@ describe("ShutdownPolicy", () => {
         Effect.provide(
           ShutdownPolicy.layerConfig.pipe(
             Layer.provide(
-              Layer.setConfigProvider(
-                ConfigProvider.fromMap(
-                  new Map([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", "3 seconds"]])
-                )
+              ConfigProvider.layer(
+                providerOf([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", "3 seconds"]])
               )
             )
           )

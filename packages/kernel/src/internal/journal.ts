@@ -3,15 +3,16 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as HashMap from "effect/HashMap"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Ref from "effect/Ref"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
 import type * as Journal from "../Journal.js"
 import {
   defaultClaimTtl,
@@ -29,12 +30,12 @@ const finished: ReadonlyArray<Journal.Status> = ["Completed", "Failed"]
 // JSON
 // ---------------------------------------------------------------------------------------------------------------------
 
-const encodeJson = (value: unknown, what: string, key: string): Either.Either<string, JournalError> => {
+const encodeJson = (value: unknown, what: string, key: string): Result.Result<string, JournalError> => {
   try {
     // `undefined` (no result) is stored as JSON null, and read back as no result.
-    return Either.right(JSON.stringify(value) ?? "null")
+    return Result.succeed(JSON.stringify(value) ?? "null")
   } catch (cause) {
-    return Either.left(new JournalError({ reason: "Invalid", key, detail: `the ${what} is not JSON`, cause }))
+    return Result.fail(new JournalError({ reason: "Invalid", key, detail: `the ${what} is not JSON`, cause }))
   }
 }
 
@@ -148,7 +149,7 @@ interface Held {
   claim: Journal.Claim
   count: number
   lost: boolean
-  renewal: Fiber.RuntimeFiber<void> | undefined
+  renewal: Fiber.Fiber<void> | undefined
 }
 
 // Owner claims: one row per owner in the storage, held by one journal instance (its random token) and renewed by a
@@ -157,7 +158,7 @@ const makeClaims = (backend: Journal.Backend, options: Journal.MakeOptions | und
   const token = globalThis.crypto.randomUUID().replaceAll("-", "")
   const identity = options?.identity
   const held = new Map<string, Held>()
-  const lock = Effect.unsafeMakeSemaphore(1)
+  const lock = Semaphore.makeUnsafe(1)
 
   const stamp = (owner: string, now: number, ttl: number): Journal.Claim => {
     const claim: { -readonly [K in keyof Journal.Claim]: Journal.Claim[K] } = {
@@ -223,12 +224,12 @@ const makeClaims = (backend: Journal.Backend, options: Journal.MakeOptions | und
       const every = Duration.millis(Math.max(1, Math.floor(ttl / 3)))
       for (;;) {
         yield* Effect.sleep(every)
-        const renewed = yield* Effect.either(extend(entry, ttl))
-        if (Either.isLeft(renewed)) {
-          yield* Effect.logWarning(`journal: could not renew the claim on owner ${owner}`, renewed.left)
+        const renewed = yield* Effect.result(extend(entry, ttl))
+        if (Result.isFailure(renewed)) {
+          yield* Effect.logWarning(`journal: could not renew the claim on owner ${owner}`, renewed.failure)
           continue
         }
-        if (renewed.right) continue
+        if (renewed.success) continue
         entry.lost = true
         const taker = yield* Effect.option(backend.getClaim(owner))
         yield* Effect.logError(
@@ -257,7 +258,7 @@ const makeClaims = (backend: Journal.Backend, options: Journal.MakeOptions | und
       if (entry.renewal !== undefined) yield* Fiber.interrupt(entry.renewal)
       if (entry.lost) return
       yield* backend.deleteClaim(owner, token).pipe(
-        Effect.catchAll((error) =>
+        Effect.catch((error) =>
           Effect.logWarning(`journal: could not release the claim on owner ${owner}; it expires by itself`, error)
         )
       )
@@ -268,7 +269,7 @@ const makeClaims = (backend: Journal.Backend, options: Journal.MakeOptions | und
     claimOptions?: Journal.ClaimOptions
   ): Effect.Effect<Journal.Claim, OwnerInUse | JournalError, Scope.Scope> =>
     Effect.gen(function*() {
-      const ttl = Duration.toMillis(Duration.decode(claimOptions?.ttl ?? defaultClaimTtl))
+      const ttl = Duration.toMillis(Duration.fromInputUnsafe(claimOptions?.ttl ?? defaultClaimTtl))
       if (!(ttl > 0) || !Number.isFinite(ttl)) {
         return yield* new JournalError({ reason: "Invalid", detail: "a claim's ttl is a finite, positive duration" })
       }
@@ -283,9 +284,10 @@ const makeClaims = (backend: Journal.Backend, options: Journal.MakeOptions | und
             return current
           }
           const entry: Held = { claim: yield* acquire(owner, ttl), count: 1, lost: false, renewal: undefined }
-          // A daemon: the claim is shared by every Scope that claims it here, and ends with the last one. Forked from
-          // an uninterruptible acquire, it must be made interruptible, or the release would wait for it forever.
-          entry.renewal = yield* Effect.forkDaemon(Effect.interruptible(renew(owner, entry, ttl)))
+          // Detached: the claim is shared by every Scope that claims it here, and ends with the last one. Forked
+          // from an uninterruptible acquire, it must be interruptible, or the release would wait for it forever:
+          // Effect 4 forks it interruptible by default, and `interruptible` keeps that explicit.
+          entry.renewal = yield* Effect.forkDetach(Effect.interruptible(renew(owner, entry, ttl)))
           held.set(owner, entry)
           return entry
         })),
@@ -348,7 +350,7 @@ export const make = (
     const begin = (operation: Journal.Operation): Effect.Effect<Journal.Began, JournalError> =>
       Effect.gen(function*() {
         yield* checkKey(operation.key)
-        const payload = yield* encodeJson(operation.payload, "payload", operation.key)
+        const payload = yield* Effect.fromResult(encodeJson(operation.payload, "payload", operation.key))
         const now = yield* Clock.currentTimeMillis
         claim(operation.key)
         return yield* insertOrRetry({
@@ -395,19 +397,19 @@ export const make = (
       })
 
     const complete = (key: string, result?: unknown) =>
-      Effect.flatMap(encodeJson(result, "result", key), (json) =>
+      Effect.flatMap(Effect.fromResult(encodeJson(result, "result", key)), (json) =>
         end(key, "Completed", { result: result === undefined ? null : json, error: null, reason: null }, undefined)
-          .pipe(
-            Effect.tap(() =>
-              claims.delete(key)
-            )
-          ))
+          .pipe(Effect.tap(() =>
+            Effect.sync(() => claims.delete(key))
+          )))
 
     const fail = (key: string, error: unknown, guard?: Journal.Guard) =>
       Effect.suspend(() => {
         const json = errorToJson(error)
         const patch = { error: JSON.stringify(json) ?? null, reason: messageOf(json) }
-        if (guard === undefined) return end(key, "Failed", patch, undefined).pipe(Effect.tap(() => claims.delete(key)))
+        if (guard === undefined) {
+          return end(key, "Failed", patch, undefined).pipe(Effect.tap(() => Effect.sync(() => claims.delete(key))))
+        }
         // A recovery decision: refused while a fiber here runs the operation.
         if (claims.has(key)) return claimed(key)
         claim(key)
@@ -550,7 +552,7 @@ export const claim = (
 // ---------------------------------------------------------------------------------------------------------------------
 
 const failureOf = <E>(cause: Cause.Cause<E>): unknown =>
-  Option.match(Cause.failureOption(cause), {
+  Option.match(Cause.findErrorOption(cause), {
     onSome: errorToJson,
     onNone: () => {
       const defect = errorToJson(Cause.squash(cause))
@@ -562,8 +564,8 @@ const failureOf = <E>(cause: Cause.Cause<E>): unknown =>
 // its outcome is unknown. The entry stays InFlight for the shutdown recorder (NeedsRecovery under a drain timeout,
 // Failed under fail-fast) or, without one, for Recovery at the next start.
 const isCutOff = <E>(cause: Cause.Cause<E>): boolean =>
-  Cause.isInterruptedOnly(cause) ||
-  Option.exists(Cause.failureOption(cause), (error) => Predicate.isTagged(error, "ShutdownError"))
+  Cause.hasInterruptsOnly(cause) ||
+  Option.exists(Cause.findErrorOption(cause), (error) => Predicate.isTagged(error, "ShutdownError"))
 
 /** @internal */
 export const track = (
@@ -580,7 +582,7 @@ export const track = (
       const { entry, started } = yield* journal.begin({ kind, key, payload, owner })
       if (!started) {
         if (entry.status === "Completed" && options?.result !== undefined) {
-          return yield* Schema.decodeUnknown(options.result)(entry.result ?? null).pipe(
+          return yield* Schema.decodeUnknownEffect(options.result)(entry.result ?? null).pipe(
             Effect.mapError((cause) =>
               new JournalError({ reason: "Corrupt", key, detail: "the stored result does not match its schema", cause })
             )
@@ -597,7 +599,7 @@ export const track = (
       if (Exit.isSuccess(exit)) {
         const result = options?.result === undefined
           ? Effect.succeed(undefined)
-          : Schema.encode(options.result)(exit.value).pipe(
+          : Schema.encodeEffect(options.result)(exit.value).pipe(
             Effect.mapError((cause) =>
               new JournalError({ reason: "Invalid", key, detail: "the result does not match its schema", cause })
             )
@@ -611,8 +613,8 @@ export const track = (
         yield* journal.release(key)
       } else {
         yield* journal.fail(key, failureOf(exit.cause)).pipe(
-          Effect.catchAll((error) =>
-            Effect.zipRight(
+          Effect.catch((error) =>
+            Effect.andThen(
               journal.release(key),
               Effect.logWarning("journal: could not record the failure of an operation", error)
             )

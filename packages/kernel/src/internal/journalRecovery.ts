@@ -4,6 +4,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Journal from "../Journal.js"
@@ -12,7 +13,7 @@ import { ShutdownError } from "../PeerError.js"
 import type * as Recovery from "../Recovery.js"
 import { InterruptedByCrash, ProcessInfo, processKind } from "../Recovery.js"
 
-const decodeInterrupted = Schema.decodeUnknownOption(Schema.typeSchema(Schema.Struct({
+const decodeInterrupted = Schema.decodeUnknownOption(Schema.toType(Schema.Struct({
   _tag: Schema.Literal("InterruptedByCrash"),
   key: Schema.String,
   kind: Schema.String,
@@ -74,7 +75,7 @@ const failEntry = (journal: Journal.Journal.Service, entry: Journal.Entry, detai
       )
     ),
     Effect.map((failed): Outcome => ({ failed })),
-    Effect.catchAll(orSkip(entry))
+    Effect.catch(orSkip(entry))
   )
 
 // Runs `effect` for an entry this fiber owns and records how it ended. Interruption leaves the entry InFlight, as a
@@ -92,22 +93,22 @@ const settle = <R>(
         const completed = yield* journal.complete(entry.key, exit.value).pipe(
           // A value that is not JSON: the operation did complete, so record that, without its value.
           Effect.catchIf((error) => error.reason === "Invalid", () => journal.complete(entry.key)),
-          Effect.either
+          Effect.result
         )
-        if (completed._tag === "Left") {
+        if (Result.isFailure(completed)) {
           yield* journal.release(entry.key)
-          return entryError(entry, completed.left)
+          return entryError(entry, completed.failure)
         }
-        return done(completed.right)
+        return done(completed.success)
       }
-      if (Cause.isInterruptedOnly(exit.cause)) {
+      if (Cause.hasInterruptsOnly(exit.cause)) {
         yield* journal.release(entry.key)
         return yield* Effect.interrupt
       }
-      const error = Option.getOrElse(Cause.failureOption(exit.cause), () => Cause.squash(exit.cause))
+      const error = Option.getOrElse(Cause.findErrorOption(exit.cause), () => Cause.squash(exit.cause))
       yield* journal.fail(entry.key, error).pipe(
-        Effect.catchAll((journalError) =>
-          Effect.zipRight(
+        Effect.catch((journalError) =>
+          Effect.andThen(
             journal.release(entry.key),
             Effect.logWarning("recovery: could not record a failed resume", journalError)
           )
@@ -139,7 +140,7 @@ const recoverOne = <R>(
     Effect.matchEffect({
       onFailure: orSkip(entry),
       onSuccess: (resumed) =>
-        Effect.zipRight(
+        Effect.andThen(
           Effect.logInfo(`recovery: resuming ${entry.kind} ${entry.key} (attempt ${resumed.attempts})`).pipe(
             Effect.annotateLogs("key", entry.key)
           ),
@@ -160,7 +161,7 @@ const reapOne = <R>(
         attempts: entry.attempts
       }).pipe(
         Effect.map((failed): Outcome => ({ failed })),
-        Effect.catchAll(orSkip(entry))
+        Effect.catch(orSkip(entry))
       ),
     onSome: (info) =>
       journal.resume(entry.key, { attempts: entry.attempts }).pipe(
@@ -307,5 +308,5 @@ export const recordShutdown = (
       ))
     yield* Effect.logInfo(`journal: ${failed.reduce((a, b) => a + b, 0)} operation(s) failed by the shutdown`)
   }).pipe(
-    Effect.catchAll((error) => Effect.logWarning("journal: could not record what the shutdown cut off", error))
+    Effect.catch((error) => Effect.logWarning("journal: could not record what the shutdown cut off", error))
   )
