@@ -1,20 +1,20 @@
 /**
- * A child process as a transport, for the host side: spawned from an `@effect/platform` `Command` (arguments,
+ * A child process as a transport, for the host side: spawned from an Effect `ChildProcess` command (arguments,
  * environment, working directory) inside a Scope, stdin/stdout as the `Transport`, stderr read line by line into the
  * host's log with its last lines kept, the exit observed, and one bounded stop sequence when the Scope closes:
  *
  * (protocol shutdown, ≤ 5 s) → end of stdin → wait ≤ 1 s → SIGTERM to the process group → wait ≤ 1 s → SIGKILL to
  * the process group → wait ≤ 1 s, then the same for descendants left in the group.
  *
- * Why not platform's `CommandExecutor`: its `Process` (0.97) ends stdin when its `Sink` completes and does not wait for
- * `drain` after the last write of a chunk (no backpressure across sends), reports a signal only inside an error
- * message, and its `kill` and its release wait for the exit without a limit and never escalate to SIGKILL. We keep its
- * `Command` as the description of what to run and its conventions (`detached` on POSIX, so the child leads its own
- * process group and `kill(-pid)` reaches grandchildren), and own the process handle.
+ * Why not Effect's `ChildProcessSpawner` (`NodeChildProcessSpawner`, 4.1): its release and `kill` escalate to SIGKILL
+ * only with `forceKillAfter`, time their waits with `setTimeout` rather than the Clock, and then still wait for the
+ * exit without a limit; its handle's stdin is a `Sink` (no send-by-send writes, no `trySend`), its exit code reports
+ * a signal only inside an error message, and it counts a zombie as a live group member. We keep its `Command` as the
+ * description of what to run and its conventions (`detached` by default on POSIX, so the child leads its own process
+ * group and `kill(-pid)` reaches grandchildren; `env` with `extendEnv`), and own the process handle.
  *
  * @since 0.1.0
  */
-import type * as Command from "@effect/platform/Command"
 import * as Connection from "@lifeline/kernel/Connection"
 import type * as Journal from "@lifeline/kernel/Journal"
 import type * as Lifecycle from "@lifeline/kernel/Lifecycle"
@@ -27,6 +27,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
+import type * as ChildProcess from "effect/process/ChildProcess"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as internal from "./internal/childProcess.js"
@@ -34,18 +35,19 @@ import * as NodeSignals from "./NodeSignals.js"
 
 /**
  * The child could not be started: the program was not found or may not be run, the working directory does not exist,
- * or the `Command` is a pipeline (spawn one program; use a shell command line for a pipeline). `Unrecorded`: the child
- * was to be recorded in a journal (`Options.journal`) and the journal failed, so it was killed at once, before
- * anything talked to it; `cause` is the `JournalError`.
+ * or the `Command` is `Unsupported`: a pipeline (spawn one program; use a shell command line for a pipeline), or a
+ * `shell` command with arguments (pass the whole script as the command, as Effect's spawner requires). `Unrecorded`:
+ * the child was to be recorded in a journal (`Options.journal`) and the journal failed, so it was killed at once,
+ * before anything talked to it; `cause` is the `JournalError`.
  *
  * @since 0.1.0
  * @category errors
  */
 export class SpawnError extends Schema.TaggedError<SpawnError>("@lifeline/node/SpawnError")("SpawnError", {
-  reason: Schema.Literal("NotFound", "PermissionDenied", "BadDirectory", "Unsupported", "Unrecorded", "Unknown"),
+  reason: Schema.Literals(["NotFound", "PermissionDenied", "BadDirectory", "Unsupported", "Unrecorded", "Unknown"]),
   command: Schema.String,
   detail: Schema.String,
-  cause: Schema.optional(Schema.Defect)
+  cause: Schema.optional(Schema.Defect())
 }) {
   override get message(): string {
     return `cannot spawn ${this.command}: ${this.detail}`
@@ -109,13 +111,13 @@ export interface StopReport {
  */
 export interface StopOptions {
   /** How long the protocol shutdown step may take; also bounds closing the connection. Default 5 seconds. */
-  readonly shutdownTimeout?: Duration.DurationInput | undefined
+  readonly shutdownTimeout?: Duration.Input | undefined
   /** How long the child has to exit after its stdin ended. Default 1 second. */
-  readonly exitTimeout?: Duration.DurationInput | undefined
+  readonly exitTimeout?: Duration.Input | undefined
   /** How long the process group has after SIGTERM. Default 1 second. */
-  readonly terminateTimeout?: Duration.DurationInput | undefined
+  readonly terminateTimeout?: Duration.Input | undefined
   /** How long to wait for the exit after SIGKILL before reporting `Unkillable`. Default 1 second. */
-  readonly killTimeout?: Duration.DurationInput | undefined
+  readonly killTimeout?: Duration.Input | undefined
   /**
    * A child that does not answer the protocol shutdown in time is unresponsive: SIGKILL it at once instead of ending
    * its input and trying SIGTERM first (Hermes: "Timeout exceeded: process forcibly terminated"). Default true.
@@ -128,8 +130,14 @@ export interface StopOptions {
  * @category models
  */
 export interface Options {
-  /** What to run. Its stdio settings are ignored: stdin, stdout and stderr are always pipes. */
-  readonly command: Command.Command
+  /**
+   * What to run: one program (`ChildProcess.make`), its arguments (a `Redacted` one is passed as is and recorded as
+   * `<redacted>`), `cwd`, `env` (which replaces the host's environment unless `extendEnv: true`), `shell`, `detached`
+   * (default true on POSIX; false leaves the child in the host's process group, and signals reach the child alone) and
+   * `windowsHide`. Ignored: its stdio settings and `additionalFds` (stdin, stdout and stderr are always pipes), and
+   * `killSignal`/`forceKillAfter` (the stop sequence decides).
+   */
+  readonly command: ChildProcess.Command
   /** The child's name in the host's log. Default: the command. */
   readonly name?: string | undefined
   /** How many of the last stderr lines are kept (for `PeerExited.stderrTail`). Default 50. */
@@ -137,7 +145,7 @@ export interface Options {
   /** Longer stderr lines are cut into pieces of this many characters. Default 8192. */
   readonly maxStderrLineLength?: number | undefined
   /** The level stderr lines are logged at; `None` keeps them out of the log (they are still kept). Default `Debug`. */
-  readonly stderrLogLevel?: LogLevel.Literal | undefined
+  readonly stderrLogLevel?: LogLevel.LogLevel | undefined
   readonly stop?: StopOptions | undefined
   /** The protocol's shutdown step (e.g. a `shutdown` request), run first when the child is stopped. */
   readonly shutdown?: Effect.Effect<unknown, unknown> | undefined
@@ -155,14 +163,14 @@ export interface Options {
    *
    * @example
    * ```ts
-   * import { Command } from "@effect/platform"
    * import { Effect, Layer } from "effect"
+   * import { ChildProcess } from "effect/process"
    * import { Journal } from "@lifeline/kernel"
    * import { NodeChildProcess, SqliteJournal } from "@lifeline/node"
    *
-   * const TransportLive = Layer.unwrapEffect(
+   * const TransportLive = Layer.unwrap(
    *   Effect.map(Journal.Journal, (journal) =>
-   *     NodeChildProcess.layer({ command: Command.make("my-language-server", "--stdio"), journal }))
+   *     NodeChildProcess.layer({ command: ChildProcess.make("my-language-server", ["--stdio"]), journal }))
    * ).pipe(Layer.provide(SqliteJournal.layerConfig))
    * ```
    */
@@ -196,13 +204,13 @@ export interface Child {
   readonly stop: Effect.Effect<StopReport>
 }
 
-const nameOf = (command: Command.Command): string =>
+const nameOf = (command: ChildProcess.Command): string =>
   command._tag === "StandardCommand" ? command.command.split(/[\\/]/).pop() ?? command.command : "pipeline"
 
-const argv = (command: Command.Command): ReadonlyArray<string> =>
-  command._tag === "StandardCommand" ? [command.command, ...command.args] : ["pipeline"]
+const argv = (command: ChildProcess.Command): ReadonlyArray<string> =>
+  command._tag === "StandardCommand" ? internal.argvOf(command) : ["pipeline"]
 
-const commandLine = (command: Command.Command): string => argv(command).join(" ")
+const commandLine = (command: ChildProcess.Command): string => argv(command).join(" ")
 
 const makeInternal = (options: Options): Effect.Effect<internal.Internal, SpawnError, Scope.Scope> =>
   Effect.gen(function*() {
@@ -243,12 +251,12 @@ const makeInternal = (options: Options): Effect.Effect<internal.Internal, SpawnE
  *
  * @example
  * ```ts
- * import { Command } from "@effect/platform"
  * import { Effect, Stream } from "effect"
+ * import { ChildProcess } from "effect/process"
  * import { NodeChildProcess } from "@lifeline/node"
  *
  * const program = Effect.gen(function*() {
- *   const child = yield* NodeChildProcess.make({ command: Command.make("cat") })
+ *   const child = yield* NodeChildProcess.make({ command: ChildProcess.make("cat") })
  *   yield* child.transport.send([new TextEncoder().encode("hello")])
  *   yield* child.transport.end
  *   yield* Stream.runDrain(child.transport.incoming)
@@ -267,17 +275,17 @@ export const make = (options: Options): Effect.Effect<Child, SpawnError, Scope.S
  *
  * @example
  * ```ts
- * import { Command } from "@effect/platform"
+ * import { ChildProcess } from "effect/process"
  * import { NodeChildProcess } from "@lifeline/node"
  *
- * const TransportLive = NodeChildProcess.layer({ command: Command.make("my-language-server", "--stdio") })
+ * const TransportLive = NodeChildProcess.layer({ command: ChildProcess.make("my-language-server", ["--stdio"]) })
  * ```
  *
  * @since 0.1.0
  * @category layers
  */
 export const layer = (options: Options): Layer.Layer<Transport.Transport, SpawnError> =>
-  Layer.scoped(Transport.Transport, Effect.map(make(options), (child) => child.transport))
+  Layer.effect(Transport.Transport, Effect.map(make(options), (child) => child.transport))
 
 /**
  * Options of {@link makePeer}: the peer's options without the transport, the child's, and a protocol shutdown step
@@ -312,8 +320,8 @@ export interface ChildPeer<Serves extends Method.Any, Calls extends Method.Any> 
  *
  * @example
  * ```ts
- * import { Command } from "@effect/platform"
  * import { Effect, Schema } from "effect"
+ * import { ChildProcess } from "effect/process"
  * import { Method, Protocol } from "@lifeline/kernel"
  * import { NodeChildProcess } from "@lifeline/node"
  *
@@ -323,7 +331,7 @@ export interface ChildPeer<Serves extends Method.Any, Calls extends Method.Any> 
  *
  * const program = Effect.gen(function*() {
  *   const { peer } = yield* NodeChildProcess.makePeer({
- *     command: Command.make("node", "echo-server.js"),
+ *     command: ChildProcess.make("node", ["echo-server.js"]),
  *     protocol: client,
  *     handlers: {},
  *     shutdown: (peer) => peer.call(Shutdown, {})
@@ -383,8 +391,8 @@ export interface ChildConnection<Serves extends Method.Any, Calls extends Method
  *
  * @example
  * ```ts
- * import { Command } from "@effect/platform"
  * import { Effect, Schema } from "effect"
+ * import { ChildProcess } from "effect/process"
  * import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
  * import { NodeChildProcess } from "@lifeline/node"
  *
@@ -394,7 +402,7 @@ export interface ChildConnection<Serves extends Method.Any, Calls extends Method
  *
  * const program = Effect.gen(function*() {
  *   const { connection } = yield* NodeChildProcess.makeConnection({
- *     command: Command.make("node", "extension.js"),
+ *     command: ChildProcess.make("node", ["extension.js"]),
  *     protocol: host,
  *     handlers: {},
  *     handshake: Connection.initiate((peer) => peer.call(Initialize, {})),

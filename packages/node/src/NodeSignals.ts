@@ -21,8 +21,6 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as FiberId from "effect/FiberId"
-import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as internalLogger from "./internal/logger.js"
 import { flushWritable, unsafeGuard } from "./internal/streams.js"
@@ -54,7 +52,7 @@ export type Signal = "SIGINT" | "SIGTERM"
  * @since 0.1.0
  * @category models
  */
-export class NodeSignals extends Context.Tag("@lifeline/node/NodeSignals")<NodeSignals, NodeSignals.Service>() {}
+export class NodeSignals extends Context.Service<NodeSignals, NodeSignals.Service>()("@lifeline/node/NodeSignals") {}
 
 /**
  * @since 0.1.0
@@ -105,15 +103,15 @@ export const ExitCode = {
  * import { NodeSignals } from "@lifeline/node"
  *
  * NodeSignals.exitCodeOf(Exit.void, []) // 0
- * NodeSignals.exitCodeOf(Exit.interrupt(0 as never), ["SIGTERM"]) // 143
- * NodeSignals.exitCodeOf(Exit.interrupt(0 as never), ["SIGTERM", "SIGINT"]) // 2
+ * NodeSignals.exitCodeOf(Exit.interrupt(), ["SIGTERM"]) // 143
+ * NodeSignals.exitCodeOf(Exit.interrupt(), ["SIGTERM", "SIGINT"]) // 2
  * ```
  *
  * @since 0.1.0
  * @category combinators
  */
 export const exitCodeOf = (exit: Exit.Exit<unknown, unknown>, signals: ReadonlyArray<Signal>): number => {
-  if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) return ExitCode.Failure
+  if (Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)) return ExitCode.Failure
   if (signals.length >= 2) return ExitCode.Forced
   if (signals.length === 1) return signals[0] === "SIGINT" ? ExitCode.Interrupt : ExitCode.Terminate
   return Exit.isSuccess(exit) ? ExitCode.Success : ExitCode.Failure
@@ -153,8 +151,8 @@ export interface Controller {
  */
 export const unsafeMakeController = (): Controller => {
   const signals: Array<Signal> = []
-  const first = Deferred.unsafeMake<Signal>(FiberId.none)
-  const second = Deferred.unsafeMake<Signal>(FiberId.none)
+  const first = Deferred.makeUnsafe<Signal>()
+  const second = Deferred.makeUnsafe<Signal>()
   return {
     service: {
       received: Effect.sync(() => signals.slice()),
@@ -163,8 +161,8 @@ export const unsafeMakeController = (): Controller => {
     },
     unsafeReceive: (signal) => {
       signals.push(signal)
-      if (signals.length === 1) Deferred.unsafeDone(first, Exit.succeed(signal))
-      if (signals.length === 2) Deferred.unsafeDone(second, Exit.succeed(signal))
+      if (signals.length === 1) Deferred.doneUnsafe(first, Exit.succeed(signal))
+      if (signals.length === 2) Deferred.doneUnsafe(second, Exit.succeed(signal))
       return signals.length
     },
     unsafeReceived: () => signals.slice()
@@ -173,7 +171,7 @@ export const unsafeMakeController = (): Controller => {
 
 /**
  * Runs `stop` when a second signal arrives before `until` completes, e.g. a connection's `stopFailFast` until its
- * `awaitClosed`. The watcher is a daemon fiber: it must outlive the Scope whose finalizers are the graceful stop it
+ * `awaitClosed`. The watcher is a detached fiber: it must outlive the Scope whose finalizers are the graceful stop it
  * cuts short. Without a {@link NodeSignals} service (not run by `runMain`) it does nothing.
  *
  * @example
@@ -193,8 +191,8 @@ export const forceOnSecondSignal = (stop: Effect.Effect<unknown>, until: Effect.
     Option.match(signals, {
       onNone: () => Effect.void,
       onSome: (signals) =>
-        Effect.asVoid(Effect.forkDaemon(Effect.raceFirst(
-          Effect.zipRight(signals.forced, Effect.ignore(stop)),
+        Effect.asVoid(Effect.forkDetach(Effect.raceFirst(
+          Effect.andThen(signals.forced, Effect.ignore(stop)),
           Effect.ignore(until)
         )))
     }))
@@ -205,14 +203,15 @@ export const forceOnSecondSignal = (stop: Effect.Effect<unknown>, until: Effect.
  */
 export interface RunMainOptions {
   /** After the second signal, exit with `Abandoned` (3) if the program has not finished within this. Default 3 s. */
-  readonly forceTimeout?: Duration.DurationInput | undefined
+  readonly forceTimeout?: Duration.Input | undefined
   /** Before exiting, wait at most this long for stdout and stderr to drain. Default 1 second. */
-  readonly flushTimeout?: Duration.DurationInput | undefined
+  readonly flushTimeout?: Duration.Input | undefined
 }
 
 /**
- * Runs the main program of a Lifeline process, on top of platform's `NodeRuntime.runMain` (which interrupts the main
- * fiber at the first SIGINT/SIGTERM, so that every finalizer runs). In addition:
+ * Runs the main program of a Lifeline process, on top of `@effect/platform-node`'s `NodeRuntime.runMain` (which
+ * interrupts the main fiber at SIGINT/SIGTERM, so that every finalizer runs; on its own it exits with 130 for either
+ * signal, does not tell a second signal from the first, and does not flush stdout). In addition:
  * - logs go to stderr (stdout may carry the protocol), and the failure of the program is logged there;
  * - the program gets the {@link NodeSignals} service; the second signal completes its `forced`, the third (or
  *   `forceTimeout` after the second) exits at once with `Abandoned`;
@@ -240,10 +239,10 @@ export interface RunMainOptions {
  * @category constructors
  */
 export const runMain = <A, E>(effect: Effect.Effect<A, E, NodeSignals>, options: RunMainOptions = {}): void => {
-  const forceTimeout = Duration.decode(options.forceTimeout ?? Duration.seconds(3))
-  const flushTimeout = Duration.decode(options.flushTimeout ?? Duration.seconds(1))
+  const forceTimeout = Duration.fromInputUnsafe(options.forceTimeout ?? Duration.seconds(3))
+  const flushTimeout = Duration.fromInputUnsafe(options.flushTimeout ?? Duration.seconds(1))
   const controller = unsafeMakeController()
-  const withLogger = Effect.locallyWith(FiberRef.currentLoggers, internalLogger.useLogger(internalLogger.stderrLogger))
+  const withLogger = internalLogger.withStderrLogger(internalLogger.stderrLogger)
 
   let exiting = false
   const exit = (code: number): void => {
@@ -287,14 +286,13 @@ export const runMain = <A, E>(effect: Effect.Effect<A, E, NodeSignals>, options:
 
   const program = effect.pipe(
     Effect.provideService(NodeSignals, controller.service),
-    Effect.tapErrorCause((cause) =>
-      Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logError("the program failed", cause)
+    Effect.tapCause((cause) =>
+      Cause.hasInterruptsOnly(cause) ? Effect.void : Effect.logError("the program failed", cause)
     ),
     withLogger
   )
   NodeRuntime.runMain(program, {
     disableErrorReporting: true,
-    disablePrettyLogger: true,
     teardown: (result) => exit(exitCodeOf(result, controller.unsafeReceived()))
   })
 }

@@ -10,11 +10,11 @@ import * as Connection from "@lifeline/kernel/Connection"
 import type * as Lifecycle from "@lifeline/kernel/Lifecycle"
 import type * as Method from "@lifeline/kernel/Method"
 import * as Transport from "@lifeline/kernel/Transport"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
-import type * as Logger from "effect/Logger"
+import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
@@ -41,7 +41,7 @@ export interface Options {
    */
   readonly guardStdout?: boolean | undefined
   /** How long the release waits for written frames to leave the process. Default 2 seconds. */
-  readonly flushTimeout?: Duration.DurationInput | undefined
+  readonly flushTimeout?: Duration.Input | undefined
 }
 
 // Every console method that prints to stdout. They are all taken from one redirected Console, so that the state they
@@ -116,7 +116,7 @@ const guardWrites = (stdout: NodeJS.WritableStream, stderr: NodeJS.WritableStrea
  * import { NodeStdio } from "@lifeline/node"
  *
  * const program = Effect.logInfo("starting").pipe(
- *   Effect.provide(Logger.replace(Logger.defaultLogger, NodeStdio.logger))
+ *   Effect.provide(Logger.layer([NodeStdio.logger]))
  * )
  * ```
  *
@@ -127,9 +127,9 @@ export const logger: Logger.Logger<unknown, void> = internalLogger.stderrLogger
 
 /**
  * Takes over stdin and stdout in the current Scope. In the calling fiber (and the fibers it forks afterwards), Effect's
- * default and pretty loggers are replaced with a logger on stderr. The release waits (at most `flushTimeout`) for the
- * frames already written to leave the process, then restores `console` and `stdout.write`, and stops reading stdin so
- * that it no longer keeps the process alive.
+ * default logger is replaced with a logger on stderr, and `Logger.LogToStderr` is set. The release waits (at most
+ * `flushTimeout`) for the frames already written to leave the process, then restores `console` and `stdout.write`, and
+ * stops reading stdin so that it no longer keeps the process alive.
  *
  * `send` makes one system write per batch (a batch over 64 KiB is corked into one writev rather than copied) and,
  * when Node asks it to (`write` returned false), waits for `drain`: a host that does not read pushes back. `end` ends
@@ -160,15 +160,14 @@ export const make = (options: Options = {}): Effect.Effect<Transport.Transport.S
     const stdin = options.stdin ?? process.stdin
     const stdout = options.stdout ?? process.stdout
     const stderr = options.stderr ?? process.stderr
-    const flushTimeout = Duration.decode(options.flushTimeout ?? Duration.seconds(2))
+    const flushTimeout = Duration.fromInputUnsafe(options.flushTimeout ?? Duration.seconds(2))
     const guard = options.guardStdout ?? true
     // Logs, console output and redirected stdout writes all end up on stderr: once the host is gone it fails with
     // EPIPE, which must drop them rather than kill the process before its finalizers run.
     yield* Effect.sync(() => unsafeGuard(stderr))
 
-    yield* Effect.locallyScopedWith(
-      FiberRef.currentLoggers,
-      internalLogger.useLogger(stderr === process.stderr ? logger : internalLogger.makeStderrLogger(stderr))
+    yield* internalLogger.useStderrLoggerScoped(
+      stderr === process.stderr ? logger : internalLogger.makeStderrLogger(stderr)
     )
     let rawWrite: ((chunk: Uint8Array, callback: (error?: Error | null) => void) => boolean) | undefined
     if (guard) {
@@ -181,7 +180,7 @@ export const make = (options: Options = {}): Effect.Effect<Transport.Transport.S
       writer.flushed.pipe(
         Effect.timeoutOption(flushTimeout),
         Effect.flatMap((flushed) =>
-          flushed._tag === "None"
+          Option.isNone(flushed)
             ? Effect.logWarning(`stdout did not drain within ${Duration.format(flushTimeout)}`)
             : Effect.void
         )
@@ -223,7 +222,7 @@ export const make = (options: Options = {}): Effect.Effect<Transport.Transport.S
  * import { Peer, Protocol, Transport } from "@lifeline/kernel"
  * import { NodeStdio } from "@lifeline/node"
  *
- * const Main = Layer.scopedDiscard(Effect.gen(function*() {
+ * const Main = Layer.effectDiscard(Effect.gen(function*() {
  *   const transport = yield* Transport.Transport
  *   yield* Peer.make({ protocol: Protocol.make({}), handlers: {}, transport })
  * })).pipe(Layer.provide(NodeStdio.layer()))
@@ -233,7 +232,16 @@ export const make = (options: Options = {}): Effect.Effect<Transport.Transport.S
  * @category layers
  */
 export const layer = (options: Options = {}): Layer.Layer<Transport.Transport> =>
-  Layer.scoped(Transport.Transport, make(options))
+  Layer.effectContext(Effect.gen(function*() {
+    const transport = yield* make(options)
+    // A layer's output is a Context: the loggers `make` installed in the fiber that built the layer go into it, so
+    // that the program the layer is provided to logs to stderr too.
+    const loggers = yield* Logger.CurrentLoggers
+    return Context.make(Transport.Transport, transport).pipe(
+      Context.add(Logger.CurrentLoggers, loggers),
+      Context.add(Logger.LogToStderr, true)
+    )
+  }))
 
 /**
  * Completes when process `pid` is gone, checking every `interval` (default 1 second) on the Clock. An extension
@@ -254,7 +262,7 @@ export const layer = (options: Options = {}): Layer.Layer<Transport.Transport> =
  */
 export const awaitHostExit = (
   pid: number = process.ppid,
-  options: { readonly interval?: Duration.DurationInput | undefined } = {}
+  options: { readonly interval?: Duration.Input | undefined } = {}
 ): Effect.Effect<void> =>
   Effect.sync(() => Processes.isAlive(pid)).pipe(
     Effect.repeat({
@@ -281,7 +289,7 @@ export interface ConnectionOptions<Serves extends Method.Any, Calls extends Meth
  * (the host is gone), and, when run by `NodeSignals.runMain`, at the first SIGTERM/SIGINT; the second signal makes it
  * fail fast (`stopNow`). Wait for `awaitShutdown`, then return: `runMain` exits with the code that says how it ended.
  *
- * The signal watchers are daemon fibers: they start the stop before the interruption of the main fiber reaches the
+ * The signal watchers are detached fibers: they start the stop before the interruption of the main fiber reaches the
  * connection's finalizer, so the stop (a drain) runs in a fiber of its own, and they outlive that finalizer so that
  * the second signal can still cut it short.
  *
@@ -320,8 +328,8 @@ export const makeConnection = <Serves extends Method.Any, Calls extends Method.A
     const connection = yield* Connection.make<Serves, Calls, R>({ ...rest, transport })
     const signals = yield* Effect.serviceOption(NodeSignals.NodeSignals)
     if (Option.isSome(signals)) {
-      yield* Effect.forkDaemon(Effect.raceFirst(
-        Effect.zipRight(signals.value.stopRequested, connection.stop("Interrupted")),
+      yield* Effect.forkDetach(Effect.raceFirst(
+        Effect.andThen(signals.value.stopRequested, connection.stop("Interrupted")),
         connection.awaitShutdown
       ))
       yield* NodeSignals.forceOnSecondSignal(connection.stopNow("Interrupted"), connection.awaitShutdown)

@@ -9,15 +9,16 @@ import {
   Effect,
   Exit,
   Fiber,
-  HashMap,
   Logger,
-  LogLevel,
-  Mailbox,
   Option,
+  Queue,
+  References,
   Schema,
   Scope,
-  TestClock
+  Stream
 } from "effect"
+import type { Cause } from "effect"
+import { TestClock } from "effect/testing"
 import * as internal from "../src/internal/childProcess.js"
 import { LineSplitter, Tail } from "../src/internal/lines.js"
 
@@ -38,10 +39,10 @@ interface Behaviour {
 /** A child process that exists only in memory, with the reactions a test asks for, on the TestClock. */
 const makeFake = (behaviour: Behaviour = {}) =>
   Effect.gen(function*() {
-    const clock = yield* Effect.clock
+    const clock = yield* Clock.Clock
     const exited = yield* Deferred.make<NodeChildProcess.ExitStatus>()
-    const stdout = yield* Mailbox.make<Uint8Array>()
-    const stderr = yield* Mailbox.make<Uint8Array>()
+    const stdout = yield* Queue.make<Uint8Array, Cause.Done>()
+    const stderr = yield* Queue.make<Uint8Array, Cause.Done>()
     const written: Array<Uint8Array> = []
     const signals: Array<Sent> = []
     let status: NodeChildProcess.ExitStatus | undefined
@@ -51,16 +52,16 @@ const makeFake = (behaviour: Behaviour = {}) =>
     const exit = (exitStatus: NodeChildProcess.ExitStatus) => {
       if (status !== undefined) return
       status = exitStatus
-      stdout.unsafeDone(Exit.void)
-      stderr.unsafeDone(Exit.void)
-      Deferred.unsafeDone(exited, Exit.succeed(exitStatus))
+      Queue.endUnsafe(stdout)
+      Queue.endUnsafe(stderr)
+      Deferred.doneUnsafe(exited, Exit.succeed(exitStatus))
     }
     const diesOf = behaviour.diesOf ?? ["SIGTERM", "SIGKILL"]
 
     const handle: internal.Handle = {
       pid: 4242,
-      stdout: Mailbox.toStream(stdout),
-      stderr: Mailbox.toStream(stderr),
+      stdout: Stream.fromQueue(stdout),
+      stderr: Stream.fromQueue(stderr),
       stdin: {
         write: (chunks) =>
           Effect.suspend(() => {
@@ -80,7 +81,7 @@ const makeFake = (behaviour: Behaviour = {}) =>
       exit: Deferred.await(exited),
       unsafeExitStatus: () => status,
       unsafeSignal: (signal) => {
-        signals.push({ signal, at: clock.unsafeCurrentTimeMillis() })
+        signals.push({ signal, at: clock.currentTimeMillisUnsafe() })
         if (status === undefined && diesOf.includes(signal)) exit({ exitCode: null, signal })
         if (descendantAlive && behaviour.descendantDiesOf!.includes(signal)) descendantAlive = false
       },
@@ -91,8 +92,8 @@ const makeFake = (behaviour: Behaviour = {}) =>
       signals,
       written,
       exit,
-      writeStdout: (text: string) => stdout.unsafeOffer(new TextEncoder().encode(text)),
-      writeStderr: (text: string) => stderr.unsafeOffer(new TextEncoder().encode(text)),
+      writeStdout: (text: string) => Queue.offerUnsafe(stdout, new TextEncoder().encode(text)),
+      writeStderr: (text: string) => Queue.offerUnsafe(stderr, new TextEncoder().encode(text)),
       inputEnded: () => inputEnded
     }
   })
@@ -103,7 +104,7 @@ const settings = (
   name: "fake",
   stderrTailLines: 3,
   maxStderrLineLength: 100,
-  stderrLogLevel: LogLevel.None,
+  stderrLogLevel: "None",
   stop: internal.decodeStopSettings(overrides.stopOptions),
   shutdown: undefined,
   forced: undefined,
@@ -113,17 +114,17 @@ const settings = (
 /** Starts the stop sequence in a fiber and lets it run up to its first wait. */
 const startStop = (child: NodeChildProcess.Child) =>
   Effect.gen(function*() {
-    const fiber = yield* Effect.fork(child.stop)
+    const fiber = yield* Effect.forkChild(child.stop)
     yield* settle
     return fiber
   })
 
-const settle = Effect.repeatN(Effect.yieldNow(), 50)
+const settle = Effect.repeat(Effect.yieldNow, { times: 50 })
 
 const signalsOf = (sent: ReadonlyArray<Sent>) => sent.map(({ at, signal }) => `${signal}@${at}`)
 
 describe("NodeChildProcess stop sequence", () => {
-  it.scoped("a child that exits when its stdin ends gets no signal", () =>
+  it.effect("a child that exits when its stdin ends gets no signal", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake()
       const self = yield* internal.make(fake.handle, settings())
@@ -136,7 +137,7 @@ describe("NodeChildProcess stop sequence", () => {
       assert.strictEqual(report.elapsedMillis, 0)
     }))
 
-  it.scoped("a child that ignores the end of its input gets SIGTERM after exitTimeout, not before", () =>
+  it.effect("a child that ignores the end of its input gets SIGTERM after exitTimeout, not before", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake({ onEndOfInput: "ignore" })
       const self = yield* internal.make(fake.handle, settings())
@@ -152,7 +153,7 @@ describe("NodeChildProcess stop sequence", () => {
       assert.strictEqual(report.elapsedMillis, 1000)
     }))
 
-  it.scoped("a child that ignores SIGTERM gets SIGKILL terminateTimeout later, not before", () =>
+  it.effect("a child that ignores SIGTERM gets SIGKILL terminateTimeout later, not before", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: ["SIGKILL"] })
       const self = yield* internal.make(fake.handle, settings({ stopOptions: { terminateTimeout: "2 seconds" } }))
@@ -166,7 +167,7 @@ describe("NodeChildProcess stop sequence", () => {
       assert.strictEqual(report.elapsedMillis, 3000)
     }))
 
-  it.scoped("a child that survives SIGKILL is reported Unkillable after killTimeout: the stop still ends", () =>
+  it.effect("a child that survives SIGKILL is reported Unkillable after killTimeout: the stop still ends", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: [] })
       const self = yield* internal.make(fake.handle, settings())
@@ -180,10 +181,10 @@ describe("NodeChildProcess stop sequence", () => {
       assert.strictEqual(report.descendants, "Survived")
     }))
 
-  it.scoped("an answered protocol shutdown comes first, then the end of input", () =>
+  it.effect("an answered protocol shutdown comes first, then the end of input", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake()
-      const shutdown = Effect.zipRight(Effect.sleep("300 millis"), Effect.sync(() => assert.isFalse(fake.inputEnded())))
+      const shutdown = Effect.andThen(Effect.sleep("300 millis"), Effect.sync(() => assert.isFalse(fake.inputEnded())))
       const self = yield* internal.make(fake.handle, settings({ shutdown }))
       const stopping = yield* startStop(self.child)
       yield* TestClock.adjust("300 millis")
@@ -194,7 +195,7 @@ describe("NodeChildProcess stop sequence", () => {
       assert.deepStrictEqual(signalsOf(fake.signals), [])
     }))
 
-  it.scoped("no answer to the protocol shutdown within 5 s: SIGKILL at once (Hermes), no SIGTERM", () =>
+  it.effect("no answer to the protocol shutdown within 5 s: SIGKILL at once (Hermes), no SIGTERM", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake({ onEndOfInput: "ignore" })
       const self = yield* internal.make(fake.handle, settings({ shutdown: Effect.never }))
@@ -209,7 +210,7 @@ describe("NodeChildProcess stop sequence", () => {
       assert.isTrue(fake.inputEnded())
     }))
 
-  it.scoped("with killOnShutdownTimeout false, a shutdown timeout goes on to end of input and SIGTERM", () =>
+  it.effect("with killOnShutdownTimeout false, a shutdown timeout goes on to end of input and SIGTERM", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake({ onEndOfInput: "ignore" })
       const self = yield* internal.make(
@@ -226,7 +227,7 @@ describe("NodeChildProcess stop sequence", () => {
       assert.strictEqual(report.endedBy, "Terminate")
     }))
 
-  it.scoped("a failed protocol shutdown is reported and the sequence goes on", () =>
+  it.effect("a failed protocol shutdown is reported and the sequence goes on", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake()
       const self = yield* internal.make(fake.handle, settings({ shutdown: Effect.fail("no") }))
@@ -235,13 +236,13 @@ describe("NodeChildProcess stop sequence", () => {
       assert.strictEqual(report.endedBy, "EndOfInput")
     }))
 
-  it.scoped("a child that exits during the protocol shutdown ends it there", () =>
+  it.effect("a child that exits during the protocol shutdown ends it there", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake()
-      const shutdown = Effect.zipRight(
+      const shutdown = Effect.andThen(
         Effect.sleep("100 millis"),
         Effect.sync(() => fake.exit({ exitCode: 0, signal: null }))
-      ).pipe(Effect.zipRight(Effect.never))
+      ).pipe(Effect.andThen(Effect.never))
       const self = yield* internal.make(fake.handle, settings({ shutdown }))
       const stopping = yield* startStop(self.child)
       yield* TestClock.adjust("100 millis")
@@ -251,7 +252,7 @@ describe("NodeChildProcess stop sequence", () => {
       assert.strictEqual(report.elapsedMillis, 100)
     }))
 
-  it.scoped("descendants left in the process group after the child exited get SIGTERM, then SIGKILL", () =>
+  it.effect("descendants left in the process group after the child exited get SIGTERM, then SIGKILL", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake({ descendantDiesOf: ["SIGKILL"] })
       const self = yield* internal.make(fake.handle, settings())
@@ -265,7 +266,7 @@ describe("NodeChildProcess stop sequence", () => {
       assert.strictEqual(report.descendants, "Killed")
     }))
 
-  it.scoped("a descendant that dies of SIGTERM is reported Terminated", () =>
+  it.effect("a descendant that dies of SIGTERM is reported Terminated", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake({ descendantDiesOf: ["SIGTERM", "SIGKILL"] })
       const self = yield* internal.make(fake.handle, settings())
@@ -276,7 +277,7 @@ describe("NodeChildProcess stop sequence", () => {
       assert.deepStrictEqual(signalsOf(fake.signals), ["SIGTERM@0"])
     }))
 
-  it.scoped("a child that had already exited is not signalled", () =>
+  it.effect("a child that had already exited is not signalled", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake()
       const self = yield* internal.make(fake.handle, settings({ shutdown: Effect.never }))
@@ -287,7 +288,7 @@ describe("NodeChildProcess stop sequence", () => {
       assert.deepStrictEqual(signalsOf(fake.signals), [])
     }))
 
-  it.scoped("a second signal in the host (forced) cuts the wait short and goes straight to SIGKILL", () =>
+  it.effect("a second signal in the host (forced) cuts the wait short and goes straight to SIGKILL", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake({ onEndOfInput: "ignore" })
       const forced = yield* Deferred.make<void>()
@@ -308,8 +309,8 @@ describe("NodeChildProcess stop sequence", () => {
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const fake = yield* makeFake({ onEndOfInput: "ignore" })
-      const self = yield* internal.make(fake.handle, settings()).pipe(Scope.extend(scope))
-      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+      const self = yield* internal.make(fake.handle, settings()).pipe(Scope.provide(scope))
+      const closing = yield* Effect.forkChild(Scope.close(scope, Exit.void))
       yield* settle
       yield* TestClock.adjust("1 second")
       yield* Fiber.join(closing)
@@ -326,7 +327,7 @@ describe("NodeChildProcess stop sequence in an interrupted fiber", () => {
     Effect.gen(function*() {
       const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: ["SIGKILL"] })
       const started = yield* Deferred.make<void>()
-      const main = yield* Effect.fork(
+      const main = yield* Effect.forkChild(
         Effect.gen(function*() {
           yield* internal.make(
             fake.handle,
@@ -340,7 +341,7 @@ describe("NodeChildProcess stop sequence in an interrupted fiber", () => {
         }).pipe(Effect.scoped)
       )
       yield* Deferred.await(started)
-      const interrupting = yield* Effect.fork(Fiber.interrupt(main))
+      const interrupting = yield* Effect.forkChild(Fiber.interrupt(main))
       yield* settle
       yield* TestClock.adjust("1999 millis")
       assert.deepStrictEqual(signalsOf(fake.signals), [], "the shutdown step waits its full bound")
@@ -359,7 +360,7 @@ const Echo = Method.request("echo", { params: Schema.Struct({ text: Schema.Strin
 const Client = Protocol.make({ calls: [Echo] })
 
 describe("NodeChildProcess exit", () => {
-  it.scoped("when the child exits, pending calls fail at once with PeerExited: code, signal, stderr tail", () =>
+  it.effect("when the child exits, pending calls fail at once with PeerExited: code, signal, stderr tail", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake()
       const self = yield* internal.make(fake.handle, settings())
@@ -368,7 +369,7 @@ describe("NodeChildProcess exit", () => {
         { protocol: Client, handlers: {}, transport: self.child.transport, requestTimeout: "1 hour" },
         undefined
       )
-      const call = yield* Effect.fork(Effect.flip(peer.call(Echo, { text: "hi" })))
+      const call = yield* Effect.forkChild(Effect.flip(peer.call(Echo, { text: "hi" })))
       yield* settle
       assert.strictEqual(fake.written.length, 1)
       fake.writeStderr("first\nsecond\r\nthird\nfourth")
@@ -386,7 +387,7 @@ describe("NodeChildProcess exit", () => {
       assert.deepStrictEqual(yield* self.child.exitStatus, Option.some({ exitCode: 3, signal: null }))
     }))
 
-  it.scoped("a child killed by a signal reports the signal", () =>
+  it.effect("a child killed by a signal reports the signal", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake()
       const self = yield* internal.make(fake.handle, settings())
@@ -396,7 +397,7 @@ describe("NodeChildProcess exit", () => {
       assert.strictEqual(error.signal, "SIGTERM")
     }))
 
-  it.scoped("answers still arrive through the transport before the exit", () =>
+  it.effect("answers still arrive through the transport before the exit", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake()
       const self = yield* internal.make(fake.handle, settings())
@@ -405,7 +406,7 @@ describe("NodeChildProcess exit", () => {
         { protocol: Client, handlers: {}, transport: self.child.transport },
         undefined
       )
-      const call = yield* Effect.fork(peer.call(Echo, { text: "hi" }))
+      const call = yield* Effect.forkChild(peer.call(Echo, { text: "hi" }))
       yield* settle
       fake.writeStdout(
         new TextDecoder().decode(Framing.contentLength.encodeString(`{"jsonrpc":"2.0","id":1,"result":"hi"}`))
@@ -413,7 +414,7 @@ describe("NodeChildProcess exit", () => {
       assert.strictEqual(yield* Fiber.join(call), "hi")
     }))
 
-  it.scoped("stopping a child with a peer: the shutdown step gets the peer, pending calls end with ShutdownError", () =>
+  it.effect("stopping a child with a peer: the shutdown step gets the peer, pending calls end with ShutdownError", () =>
     Effect.gen(function*() {
       const fake = yield* makeFake()
       const self = yield* internal.make(fake.handle, settings())
@@ -422,12 +423,12 @@ describe("NodeChildProcess exit", () => {
         self,
         { protocol: Client, handlers: {}, transport: self.child.transport, requestTimeout: "1 hour" },
         (peer) =>
-          Effect.zipRight(
+          Effect.andThen(
             Effect.flatMap(Clock.currentTimeMillis, (now) => Deferred.succeed(shutdownSent, now)),
             Effect.ignore(peer.call(Echo, { text: "shutdown" }, { timeout: Duration.seconds(1) }))
           )
       )
-      const pending = yield* Effect.fork(Effect.flip(peer.call(Echo, { text: "pending" })))
+      const pending = yield* Effect.forkChild(Effect.flip(peer.call(Echo, { text: "pending" })))
       yield* settle
       const stopping = yield* startStop(self.child)
       yield* TestClock.adjust("1 second")
@@ -472,18 +473,19 @@ describe("stderr lines", () => {
     assert.deepStrictEqual(none.toArray(), [])
   })
 
-  it.scoped("stderr lines go to the tail and to the log, annotated with the child's name and pid", () => {
+  it.effect("stderr lines go to the tail and to the log, annotated with the child's name and pid", () => {
     const logged: Array<{ readonly message: unknown; readonly child: unknown; readonly pid: unknown }> = []
-    const capture = Logger.make(({ annotations, message }) => {
+    const capture = Logger.make(({ fiber, message }) => {
+      const annotations = fiber.getRef(References.CurrentLogAnnotations)
       logged.push({
         message: Array.isArray(message) ? message[0] : message,
-        child: Option.getOrUndefined(HashMap.get(annotations, "child")),
-        pid: Option.getOrUndefined(HashMap.get(annotations, "pid"))
+        child: annotations.child,
+        pid: annotations.pid
       })
     })
     return Effect.gen(function*() {
       const fake = yield* makeFake()
-      const self = yield* internal.make(fake.handle, settings({ stderrLogLevel: LogLevel.Info }))
+      const self = yield* internal.make(fake.handle, settings({ stderrLogLevel: "Info" }))
       fake.writeStderr("hello\nworld\n")
       fake.exit({ exitCode: 0, signal: null })
       yield* self.child.exited
@@ -493,7 +495,7 @@ describe("stderr lines", () => {
         { message: "hello", child: "fake", pid: 4242 },
         { message: "world", child: "fake", pid: 4242 }
       ])
-    }).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, capture)))
+    }).pipe(Effect.provide(Logger.layer([capture])))
   })
 })
 
@@ -509,8 +511,8 @@ describe("NodeChildProcess recorded in a journal", () => {
       const journal = yield* Journal.makeMemory
       const scope = yield* Scope.make()
       const fake = yield* makeFake()
-      yield* internal.record(fake.handle, journal, command).pipe(Scope.extend(scope))
-      yield* internal.make(fake.handle, settings()).pipe(Scope.extend(scope))
+      yield* internal.record(fake.handle, journal, command).pipe(Scope.provide(scope))
+      yield* internal.make(fake.handle, settings()).pipe(Scope.provide(scope))
       const [entry] = yield* processEntries(journal)
       assert.deepStrictEqual([entry.status, entry.payload], ["InFlight", { pid: 4242, startedAt: 0, command }])
       assert.deepStrictEqual(yield* journal.running, [entry.key])
@@ -528,10 +530,10 @@ describe("NodeChildProcess recorded in a journal", () => {
       const journal = yield* Journal.makeMemory
       const scope = yield* Scope.make()
       const fake = yield* makeFake({ onEndOfInput: "ignore" })
-      yield* internal.record(fake.handle, journal, command).pipe(Scope.extend(scope))
-      yield* internal.make(fake.handle, settings()).pipe(Scope.extend(scope))
+      yield* internal.record(fake.handle, journal, command).pipe(Scope.provide(scope))
+      yield* internal.make(fake.handle, settings()).pipe(Scope.provide(scope))
       const [entry] = yield* processEntries(journal)
-      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+      const closing = yield* Effect.forkChild(Scope.close(scope, Exit.void))
       yield* settle
       yield* TestClock.adjust("1 second")
       yield* Fiber.join(closing)
@@ -545,9 +547,9 @@ describe("NodeChildProcess recorded in a journal", () => {
       const journal = yield* Journal.makeMemory
       const scope = yield* Scope.make()
       const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: [] })
-      yield* internal.record(fake.handle, journal, command).pipe(Scope.extend(scope))
-      yield* internal.make(fake.handle, settings()).pipe(Scope.extend(scope))
-      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+      yield* internal.record(fake.handle, journal, command).pipe(Scope.provide(scope))
+      yield* internal.make(fake.handle, settings()).pipe(Scope.provide(scope))
+      const closing = yield* Effect.forkChild(Scope.close(scope, Exit.void))
       yield* settle
       yield* TestClock.adjust("3 seconds")
       yield* Fiber.join(closing)
@@ -556,7 +558,7 @@ describe("NodeChildProcess recorded in a journal", () => {
       assert.deepStrictEqual(yield* journal.running, [], "not run by this process any more: a reaper may take it")
     }))
 
-  it.scoped("a spawn the journal cannot record kills the child at once and fails", () =>
+  it.effect("a spawn the journal cannot record kills the child at once and fails", () =>
     Effect.gen(function*() {
       const memory = yield* Journal.makeMemory
       const journal: Journal.Journal.Service = {

@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { NodeSignals } from "@lifeline/node"
-import { Deferred, Effect, Exit, FiberId } from "effect"
+import { Deferred, Effect, Exit, Fiber } from "effect"
 
-const interrupted = Exit.interrupt(FiberId.none)
+const interrupted = Exit.interrupt()
 
 describe("NodeSignals", () => {
   it("the exit code says how the program ended", () => {
@@ -31,9 +31,9 @@ describe("NodeSignals", () => {
       assert.strictEqual(controller.unsafeReceive("SIGTERM"), 1)
       assert.strictEqual(yield* signals.stopRequested, "SIGTERM")
       assert.deepStrictEqual(yield* signals.received, ["SIGTERM"])
-      const forced = yield* Effect.fork(signals.forced)
+      const forced = yield* Effect.forkChild(signals.forced)
       assert.strictEqual(controller.unsafeReceive("SIGINT"), 2)
-      assert.strictEqual(yield* forced.await.pipe(Effect.flatten), "SIGINT")
+      assert.strictEqual(yield* Fiber.await(forced).pipe(Effect.flatten), "SIGINT")
     }))
 
   it.effect("forceOnSecondSignal runs the fail-fast stop at the second signal, from a daemon fiber", () =>
@@ -45,7 +45,7 @@ describe("NodeSignals", () => {
         Effect.provideService(NodeSignals.NodeSignals, controller.service)
       )
       controller.unsafeReceive("SIGTERM")
-      yield* Effect.repeatN(Effect.yieldNow(), 10)
+      yield* Effect.repeat(Effect.yieldNow, { times: 10 })
       assert.isFalse(yield* Deferred.isDone(stopped))
       controller.unsafeReceive("SIGTERM")
       yield* Deferred.await(stopped)
@@ -60,10 +60,10 @@ describe("NodeSignals", () => {
         Effect.provideService(NodeSignals.NodeSignals, controller.service)
       )
       yield* Deferred.succeed(closed, void 0)
-      yield* Effect.repeatN(Effect.yieldNow(), 10)
+      yield* Effect.repeat(Effect.yieldNow, { times: 10 })
       controller.unsafeReceive("SIGTERM")
       controller.unsafeReceive("SIGTERM")
-      yield* Effect.repeatN(Effect.yieldNow(), 10)
+      yield* Effect.repeat(Effect.yieldNow, { times: 10 })
       assert.strictEqual(stops, 0)
     }))
 

@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Framing } from "@lifeline/jsonrpc"
 import { Transport } from "@lifeline/kernel"
 import { NodeStdio } from "@lifeline/node"
-import { Chunk, Deferred, Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
+import { Deferred, Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
 import { PassThrough, Writable } from "node:stream"
 import { makeWriter, unsafeGuard } from "../src/internal/streams.js"
 
@@ -33,7 +33,7 @@ const epipe = () => Object.assign(new Error("write EPIPE"), { code: "EPIPE" })
 const tick = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
 
 describe("NodeStdio", () => {
-  it.scoped("sends each batch as one write, and reads stdin until it ends", () =>
+  it.effect("sends each batch as one write, and reads stdin until it ends", () =>
     Effect.gen(function*() {
       const streams = makeStreams()
       const writes: Array<number> = []
@@ -49,20 +49,20 @@ describe("NodeStdio", () => {
       assert.deepStrictEqual(writes, [frame.length * 2])
       assert.strictEqual(streams.stdout.text(), new TextDecoder().decode(frame).repeat(2))
 
-      const reading = yield* Effect.fork(Stream.runCollect(transport.incoming))
+      const reading = yield* Effect.forkChild(Stream.runCollect(transport.incoming))
       streams.stdin.write("abc")
       yield* tick
       streams.stdin.end("def")
       const chunks = yield* Fiber.join(reading)
-      assert.strictEqual(Buffer.concat(Chunk.toReadonlyArray(chunks)).toString("utf8"), "abcdef")
+      assert.strictEqual(Buffer.concat(chunks).toString("utf8"), "abcdef")
     }))
 
-  it.scoped("a console.log from user code goes to stderr and the frame on stdout stays whole", () =>
+  it.effect("a console.log from user code goes to stderr and the frame on stdout stays whole", () =>
     Effect.gen(function*() {
       const streams = makeStreams()
       const originalLog = globalThis.console.log
       const scope = yield* Scope.make()
-      const transport = yield* NodeStdio.make(streams.options).pipe(Scope.extend(scope))
+      const transport = yield* NodeStdio.make(streams.options).pipe(Scope.provide(scope))
       const frame = Framing.contentLength.encodeString(`{"jsonrpc":"2.0","id":1,"result":"whole"}`)
       // eslint-disable-next-line no-console
       console.log("stray output from user code")
@@ -84,12 +84,12 @@ describe("NodeStdio", () => {
       assert.isFalse(Object.prototype.hasOwnProperty.call(streams.stdout.stream, "write"), "write is restored")
     }))
 
-  it.scoped("logs go to stderr as logfmt lines, never to stdout", () =>
+  it.effect("logs go to stderr as logfmt lines, never to stdout", () =>
     Effect.gen(function*() {
       const streams = makeStreams()
       yield* NodeStdio.make(streams.options)
       yield* Effect.logInfo("hello from the extension")
-      yield* Effect.fork(Effect.logWarning("from a forked fiber"))
+      yield* Effect.forkChild(Effect.logWarning("from a forked fiber"))
       yield* tick
       assert.strictEqual(streams.stdout.text(), "")
       assert.match(streams.stderr.text(), /level=INFO .*message="hello from the extension"/)
@@ -108,7 +108,7 @@ describe("NodeStdio", () => {
       assert.include(streams.stderr.text(), "through the layer")
     }))
 
-  it.scoped("a host that does not read pushes back: send waits for drain", () =>
+  it.effect("a host that does not read pushes back: send waits for drain", () =>
     Effect.gen(function*() {
       let release: (() => void) | undefined
       const received: Array<number> = []
@@ -121,8 +121,8 @@ describe("NodeStdio", () => {
       })
       const transport = yield* NodeStdio.make({ stdin: new PassThrough(), stdout: slow, stderr: makeSink().stream })
       const sent = yield* Deferred.make<void>()
-      const sending = yield* Effect.fork(
-        Effect.zipRight(transport.send([utf8("0123456789")]), Deferred.succeed(sent, void 0))
+      const sending = yield* Effect.forkChild(
+        Effect.andThen(transport.send([utf8("0123456789")]), Deferred.succeed(sent, void 0))
       )
       yield* tick
       assert.deepStrictEqual(received, [10])
@@ -132,7 +132,7 @@ describe("NodeStdio", () => {
       assert.isTrue(yield* Deferred.isDone(sent))
     }))
 
-  it.scoped("sends after end fail with Closed; a failed stdout fails sends with Write", () =>
+  it.effect("sends after end fail with Closed; a failed stdout fails sends with Write", () =>
     Effect.gen(function*() {
       const streams = makeStreams()
       const transport = yield* NodeStdio.make(streams.options)
@@ -154,7 +154,7 @@ describe("NodeStdio", () => {
       assert.include(failed.message, "EPIPE")
     }))
 
-  it.scoped("a stdout that breaks after a send fails incoming with a Write error, without waiting for another send", () =>
+  it.effect("a stdout that breaks after a send fails incoming with a Write error, without waiting for another send", () =>
     Effect.gen(function*() {
       const broken = new Writable({
         write(_chunk, _encoding, callback) {
@@ -162,27 +162,27 @@ describe("NodeStdio", () => {
         }
       })
       const transport = yield* NodeStdio.make({ stdin: new PassThrough(), stdout: broken, stderr: makeSink().stream })
-      const reading = yield* Effect.fork(Effect.flip(Stream.runDrain(transport.incoming)))
+      const reading = yield* Effect.forkChild(Effect.flip(Stream.runDrain(transport.incoming)))
       yield* transport.send([utf8("the answer nobody reads")])
       const error = yield* Fiber.join(reading)
       assert.strictEqual(error.reason, "Write")
       assert.include(error.message, "EPIPE")
     }))
 
-  it.scoped("ending stdout is a half-close: incoming keeps flowing after stdout has closed", () =>
+  it.effect("ending stdout is a half-close: incoming keeps flowing after stdout has closed", () =>
     Effect.gen(function*() {
       const streams = makeStreams()
       const transport = yield* NodeStdio.make(streams.options)
-      const reading = yield* Effect.fork(Stream.runCollect(transport.incoming))
+      const reading = yield* Effect.forkChild(Stream.runCollect(transport.incoming))
       yield* transport.end
       yield* tick
       assert.isTrue(streams.stdout.stream.closed)
       streams.stdin.end("after")
       const chunks = yield* Fiber.join(reading)
-      assert.strictEqual(Buffer.concat(Chunk.toReadonlyArray(chunks)).toString("utf8"), "after")
+      assert.strictEqual(Buffer.concat(chunks).toString("utf8"), "after")
     }))
 
-  it.scoped("a broken stderr drops log lines and redirected output instead of killing the process", () =>
+  it.effect("a broken stderr drops log lines and redirected output instead of killing the process", () =>
     Effect.gen(function*() {
       let writes = 0
       const stderr = new Writable({
@@ -226,11 +226,11 @@ describe("NodeStdio", () => {
     await new Promise<void>((resolve) => setImmediate(resolve))
   })
 
-  it.scoped("a failing stdin fails incoming with a Read error", () =>
+  it.effect("a failing stdin fails incoming with a Read error", () =>
     Effect.gen(function*() {
       const streams = makeStreams()
       const transport = yield* NodeStdio.make(streams.options)
-      const reading = yield* Effect.fork(Effect.flip(Stream.runDrain(transport.incoming)))
+      const reading = yield* Effect.forkChild(Effect.flip(Stream.runDrain(transport.incoming)))
       yield* tick
       streams.stdin.destroy(new Error("EIO"))
       const error = yield* Fiber.join(reading)
@@ -247,9 +247,9 @@ describe("NodeStdio", () => {
 
   it.effect("awaitHostExit keeps waiting while the process lives", () =>
     Effect.gen(function*() {
-      const fiber = yield* Effect.fork(NodeStdio.awaitHostExit(process.pid, { interval: "10 millis" }))
-      yield* Effect.repeatN(Effect.yieldNow(), 20)
-      assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)))
+      const fiber = yield* Effect.forkChild(NodeStdio.awaitHostExit(process.pid, { interval: "10 millis" }))
+      yield* Effect.repeat(Effect.yieldNow, { times: 20 })
+      assert.isTrue(fiber.pollUnsafe() === undefined)
       yield* Fiber.interrupt(fiber)
     }))
 

@@ -4,7 +4,6 @@
  *
  * @internal
  */
-import type * as Command from "@effect/platform/Command"
 import * as Journal from "@lifeline/kernel/Journal"
 import type * as Method from "@lifeline/kernel/Method"
 import * as Peer from "@lifeline/kernel/Peer"
@@ -18,8 +17,10 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import { identity } from "effect/Function"
-import * as LogLevel from "effect/LogLevel"
+import type * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
+import type * as ChildProcessCommand from "effect/process/ChildProcess"
+import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -28,7 +29,7 @@ import * as Fs from "node:fs"
 import type * as NodeChildProcess from "../NodeChildProcess.js"
 import { LineSplitter, Tail } from "./lines.js"
 import * as Processes from "./processes.js"
-import { describeFailure, fromReadable, makeWriter, type Writer } from "./streams.js"
+import { describeFailure, makeWriter, type Reader, unsafeMakeReader, type Writer } from "./streams.js"
 
 /**
  * A running child, as the stop sequence and the transport see it.
@@ -76,15 +77,66 @@ const isDirectory = (path: string): boolean => {
 
 const ignore = () => {}
 
+interface Spawned {
+  readonly child: ChildProcess.ChildProcessWithoutNullStreams
+  readonly stdout: Reader<Transport.TransportError>
+  readonly stderr: Reader<unknown>
+}
+
+const unwrap = (word: string | Redacted.Redacted<string>): string =>
+  Redacted.isRedacted(word) ? Redacted.value(word) : word
+
 /**
- * Spawns one program with three pipes. On POSIX the child is `detached`: it leads its own process group (and
- * session), so a signal to `-pid` reaches its descendants too, and a terminal's Ctrl-C reaches only the host, which
- * then stops its children in order. The release is a last resort that never waits: SIGKILL to the group if the child
- * is still running, then the pipes are destroyed.
+ * The program and its arguments as they may be shown or recorded: a `Redacted` argument is `<redacted>`.
  *
  * @internal
  */
-export const spawnHandle = (command: Command.Command): Effect.Effect<Handle, SpawnFailure, Scope.Scope> =>
+export const argvOf = (command: ChildProcessCommand.StandardCommand): Array<string> => [
+  command.command,
+  ...command.args.map((word) => Redacted.isRedacted(word) ? "<redacted>" : word)
+]
+
+// Node's own NUL check throws an error that quotes the value: rejected first, so a `Redacted` value stays hidden.
+const nulCharacter = (command: ChildProcessCommand.StandardCommand): string | undefined => {
+  if (command.command.includes("\0")) return "the command contains a NUL character"
+  const index = command.args.findIndex((word) => unwrap(word).includes("\0"))
+  if (index !== -1) return `argument ${index + 1} contains a NUL character`
+  for (const [name, value] of Object.entries(command.options.env ?? {})) {
+    if (value !== undefined && unwrap(value).includes("\0")) {
+      return `the environment variable ${name} contains a NUL character`
+    }
+  }
+  return undefined
+}
+
+/** The environment as Effect 4's `NodeChildProcessSpawner` builds it: no `env`, the host's; `undefined` removes. */
+const environmentOf = (options: ChildProcessCommand.CommandOptions): NodeJS.ProcessEnv | undefined => {
+  if (options.env === undefined) return undefined
+  const env: NodeJS.ProcessEnv = options.extendEnv === true ? { ...process.env } : {}
+  for (const [name, value] of Object.entries(options.env)) {
+    if (value === undefined) delete env[name]
+    else env[name] = unwrap(value)
+  }
+  return env
+}
+
+/**
+ * Spawns one program with three pipes, from an Effect 4 `ChildProcess` command: its program, arguments, `cwd`, `env`
+ * (with `extendEnv`), `shell`, `detached` and `windowsHide`, with the defaults of `NodeChildProcessSpawner`; its stdio,
+ * `additionalFds`, `killSignal` and `forceKillAfter` are not used (three pipes; the stop sequence signals). `detached`
+ * is the default on POSIX: the child leads its own process group (and session), so a signal to `-pid` reaches its
+ * descendants too, and a terminal's Ctrl-C reaches only the host, which then stops its children in order. The
+ * release is a last resort that never waits: SIGKILL to the group if the child is still running, then the pipes are
+ * destroyed.
+ *
+ * Not `ChildProcessSpawner.spawn` (4.1): its release and `kill` wait for the exit without a bound on the Clock, and
+ * its handle has no signal in the exit status, no writable stdin (a `Sink`) and no signal that does not wait.
+ *
+ * @internal
+ */
+export const spawnHandle = (
+  command: ChildProcessCommand.Command
+): Effect.Effect<Handle, SpawnFailure, Scope.Scope> =>
   Effect.gen(function*() {
     if (command._tag !== "StandardCommand") {
       return yield* Effect.fail<SpawnFailure>({
@@ -92,47 +144,70 @@ export const spawnHandle = (command: Command.Command): Effect.Effect<Handle, Spa
         detail: "a piped Command is not supported: spawn one program (use a shell command line for a pipeline)"
       })
     }
-    const cwd = Option.getOrUndefined(command.cwd)
+    const options = command.options
+    const shell = options.shell !== undefined && options.shell !== false
+    if (shell && command.args.length > 0) {
+      return yield* Effect.fail<SpawnFailure>({
+        reason: "Unsupported",
+        detail: "the shell option cannot be combined with arguments: pass the whole script as the command"
+      })
+    }
+    const nul = nulCharacter(command)
+    if (nul !== undefined) return yield* Effect.fail<SpawnFailure>({ reason: "Unknown", detail: nul })
+    const cwd = options.cwd
     if (cwd !== undefined && !isDirectory(cwd)) {
       return yield* Effect.fail<SpawnFailure>({ reason: "BadDirectory", detail: `${cwd} is not a directory` })
     }
-    const env = command.extendEnv
-      ? { ...process.env, ...Object.fromEntries(command.env) }
-      : Object.fromEntries(command.env)
+    const detached = options.detached ?? posix
+    // Only a detached child leads a process group of its own: otherwise it shares the host's, which must not be hit.
+    const ownsGroup = posix && detached
     const exited = yield* Deferred.make<NodeChildProcess.ExitStatus>()
     let status: NodeChildProcess.ExitStatus | undefined
 
-    const child = yield* Effect.acquireRelease(
-      Effect.async<ChildProcess.ChildProcessWithoutNullStreams, SpawnFailure>((resume) => {
-        const child = ChildProcess.spawn(command.command, command.args, {
+    const { child, stderr, stdout } = yield* Effect.acquireRelease(
+      Effect.callback<Spawned, SpawnFailure>((resume) => {
+        const child = ChildProcess.spawn(command.command, command.args.map(unwrap), {
           stdio: "pipe",
           cwd,
-          env,
-          shell: command.shell,
-          detached: posix,
-          ...Option.match(command.uid, { onNone: () => ({}), onSome: (uid) => ({ uid }) }),
-          ...Option.match(command.gid, { onNone: () => ({}), onSome: (gid) => ({ gid }) })
+          env: environmentOf(options),
+          shell: options.shell,
+          detached,
+          windowsHide: options.windowsHide ?? !detached
         })
-        const onError = (error: NodeJS.ErrnoException) => resume(Effect.fail(failureOf(error)))
+        // Read from the start: what a child writes just before it exits is lost to a reader that comes later.
+        const stdout = unsafeMakeReader(child.stdout, (cause) =>
+          new Transport.TransportError({
+            reason: "Read",
+            message: `reading the child's stdout failed: ${messageOf(cause)}`,
+            cause
+          }))
+        const stderr = unsafeMakeReader(child.stderr, identity)
+        const onError = (error: NodeJS.ErrnoException) => {
+          stdout.unsafeRelease()
+          stderr.unsafeRelease()
+          resume(Effect.fail(failureOf(error)))
+        }
         child.once("error", onError)
         child.once("spawn", () => {
           child.off("error", onError)
           // Errors after the spawn (a failed kill) are reported by the effects that caused them; an 'error' event
           // nobody listens to would crash the host.
           child.on("error", ignore)
-          resume(Effect.succeed(child))
+          resume(Effect.succeed({ child, stdout, stderr }))
         })
         child.once("exit", (exitCode, signal) => {
           status = { exitCode, signal }
-          Deferred.unsafeDone(exited, Exit.succeed(status))
+          Deferred.doneUnsafe(exited, Exit.succeed(status))
         })
         return Effect.sync(() => {
           child.kill("SIGKILL")
         })
       }),
-      (child) =>
+      ({ child, stderr, stdout }) =>
         Effect.sync(() => {
-          if (status === undefined) signal(child, "SIGKILL")
+          if (status === undefined) signal(child, ownsGroup, "SIGKILL")
+          stdout.unsafeRelease()
+          stderr.unsafeRelease()
           child.stdin.destroy()
           child.stdout.destroy()
           child.stderr.destroy()
@@ -145,24 +220,19 @@ export const spawnHandle = (command: Command.Command): Effect.Effect<Handle, Spa
 
     const handle: Handle = {
       pid,
-      stdout: fromReadable(child.stdout, (cause) =>
-        new Transport.TransportError({
-          reason: "Read",
-          message: `reading the child's stdout failed: ${messageOf(cause)}`,
-          cause
-        })),
-      stderr: Stream.catchAll(fromReadable(child.stderr, identity), () => Stream.empty),
+      stdout: stdout.stream,
+      stderr: Stream.catch(stderr.stream, () => Stream.empty),
       stdin: makeWriter(child.stdin),
       exit: Deferred.await(exited),
       unsafeExitStatus: () => status,
-      unsafeSignal: (sig) => signal(child, sig),
-      unsafeGroupAlive: () => posix ? Processes.isGroupAlive(pid) : status === undefined
+      unsafeSignal: (sig) => signal(child, ownsGroup, sig),
+      unsafeGroupAlive: () => ownsGroup ? Processes.isGroupAlive(pid) : status === undefined
     }
     return handle
   })
 
-const signal = (child: ChildProcess.ChildProcess, sig: NodeJS.Signals): void => {
-  if (posix) {
+const signal = (child: ChildProcess.ChildProcess, ownsGroup: boolean, sig: NodeJS.Signals): void => {
+  if (ownsGroup) {
     try {
       process.kill(-child.pid!, sig)
       return
@@ -202,9 +272,9 @@ export const record = (
         if (status === undefined) return journal.release(key)
         return Recovery.processExited(key, status).pipe(
           Effect.provideService(Journal.Journal, journal),
-          Effect.catchAll((error) =>
+          Effect.catch((error) =>
             Effect.logWarning(`could not record the exit of child process ${handle.pid}`, error).pipe(
-              Effect.zipRight(journal.release(key))
+              Effect.andThen(journal.release(key))
             )
           )
         )
@@ -212,7 +282,7 @@ export const record = (
     )
     yield* Effect.addFinalizer(() => recordExit)
     // Registered after the finalizer, so interrupted before it runs: whichever comes first records, once.
-    yield* Effect.forkScoped(Effect.zipRight(handle.exit, recordExit))
+    yield* Effect.forkScoped(Effect.andThen(handle.exit, recordExit))
   })
 
 const messageOf = (u: unknown): string => u instanceof Error ? u.message : String(u)
@@ -234,10 +304,10 @@ export interface StopSettings {
  * @internal
  */
 export const decodeStopSettings = (options: NodeChildProcess.StopOptions | undefined): StopSettings => ({
-  shutdownTimeout: Duration.decode(options?.shutdownTimeout ?? Duration.seconds(5)),
-  exitTimeout: Duration.decode(options?.exitTimeout ?? Duration.seconds(1)),
-  terminateTimeout: Duration.decode(options?.terminateTimeout ?? Duration.seconds(1)),
-  killTimeout: Duration.decode(options?.killTimeout ?? Duration.seconds(1)),
+  shutdownTimeout: Duration.fromInputUnsafe(options?.shutdownTimeout ?? Duration.seconds(5)),
+  exitTimeout: Duration.fromInputUnsafe(options?.exitTimeout ?? Duration.seconds(1)),
+  terminateTimeout: Duration.fromInputUnsafe(options?.terminateTimeout ?? Duration.seconds(1)),
+  killTimeout: Duration.fromInputUnsafe(options?.killTimeout ?? Duration.seconds(1)),
   killOnShutdownTimeout: options?.killOnShutdownTimeout ?? true
 })
 
@@ -253,14 +323,24 @@ export interface StopSteps {
 }
 
 /**
- * Runs a bounded wait of the stop sequence in a fiber of its own, interruptible. The sequence runs uninterruptibly,
- * often as a finalizer of a fiber that has been interrupted (SIGTERM, a closing Scope), and a timeout cannot cut
- * short an uninterruptible effect: it waits for it. Made interruptible in the sequence's own fiber, the wait would
- * instead be interrupted at once by the pending interruption. In a fiber of its own, the timeouts work and nothing
- * else reaches it.
+ * Runs a bounded wait of the stop sequence in a fiber of its own, interruptible (Effect 4 starts a forked fiber
+ * interruptible whatever its parent's region). The sequence runs uninterruptibly, often as a finalizer of a fiber that
+ * has been interrupted (SIGTERM, a closing Scope), and a timeout waits for the interruption of what it cuts short.
+ * Made interruptible in the sequence's own fiber, the wait would instead be interrupted at once by the pending
+ * interruption. In a fiber of its own, the timeouts work and nothing else reaches it.
  */
 const isolated = <A>(effect: Effect.Effect<A>): Effect.Effect<A> =>
-  Effect.flatMap(Effect.forkDaemon(Effect.interruptible(effect)), Fiber.join)
+  Effect.flatMap(Effect.forkDetach(effect), Fiber.join)
+
+/**
+ * Runs `effect` in a fiber of its own and waits for it; interrupted, stops waiting at once and leaves it to finish in
+ * the background (a race or a timeout waits for its loser, and an uninterruptible loser would hold it).
+ */
+const disconnect = <A>(effect: Effect.Effect<A>): Effect.Effect<A> =>
+  Effect.flatMap(
+    Effect.forkDetach(effect),
+    (fiber) => Effect.onInterrupt(Fiber.join(fiber), () => Effect.asVoid(Effect.forkDetach(Fiber.interrupt(fiber))))
+  )
 
 /** How often the stop sequence looks for descendants left in the process group. */
 const groupPollInterval = Duration.millis(20)
@@ -281,9 +361,10 @@ export const runStop = (
   Effect.gen(function*() {
     const startedAt = yield* Clock.currentTimeMillis
     let isForced = false
-    const forcedWatch = forced === undefined ? undefined : Effect.tap(forced, () => {
-      isForced = true
-    })
+    const forcedWatch = forced === undefined ? undefined : Effect.tap(forced, () =>
+      Effect.sync(() => {
+        isForced = true
+      }))
     const hasExited = () => handle.unsafeExitStatus() !== undefined
     const groupGone = Effect.repeat(Effect.sync(() => !handle.unsafeGroupAlive()), {
       schedule: Schedule.spaced(groupPollInterval),
@@ -291,7 +372,10 @@ export const runStop = (
     })
     /** `wait`, at most `duration`, and not after a forced stop: `onTimeout` in those cases. */
     const within = <A, B>(wait: Effect.Effect<A>, duration: Duration.Duration, onTimeout: B): Effect.Effect<A | B> => {
-      const bounded = Effect.timeoutTo(wait, { duration, onSuccess: identity<A | B>, onTimeout: () => onTimeout })
+      const bounded = Effect.timeoutOrElse(Effect.map(wait, identity<A | B>), {
+        duration,
+        orElse: () => Effect.succeed(onTimeout)
+      })
       return isolated(
         forcedWatch === undefined ? bounded : Effect.raceFirst(bounded, Effect.as(forcedWatch, onTimeout))
       )
@@ -310,8 +394,8 @@ export const runStop = (
       if (inputEnded) return Effect.void
       inputEnded = true
       // Closing the connection is uninterruptible (it flushes, maybe drains): disconnected, so that its bound holds.
-      return isolated(Effect.timeoutOption(Effect.disconnect(steps.endInput), settings.shutdownTimeout)).pipe(
-        Effect.zipRight(handle.stdin.end)
+      return isolated(Effect.timeoutOption(disconnect(steps.endInput), settings.shutdownTimeout)).pipe(
+        Effect.andThen(handle.stdin.end)
       )
     })
 
@@ -358,10 +442,9 @@ export const runStop = (
         handle.unsafeSignal("SIGKILL")
         killSent = true
         yield* endInput
-        const exited = yield* isolated(Effect.timeoutTo(Effect.as(handle.exit, true), {
+        const exited = yield* isolated(Effect.timeoutOrElse(Effect.as(handle.exit, true), {
           duration: settings.killTimeout,
-          onSuccess: identity,
-          onTimeout: () => false
+          orElse: () => Effect.succeed(false)
         }))
         endedBy = exited ? "Kill" : "Unkillable"
         if (!exited) {
@@ -385,10 +468,9 @@ export const runStop = (
       if (descendants === "None") {
         yield* Effect.logWarning("stop: processes left in the child's process group: SIGKILL")
         handle.unsafeSignal("SIGKILL")
-        const gone = yield* isolated(Effect.timeoutTo(groupGone, {
+        const gone = yield* isolated(Effect.timeoutOrElse(Effect.as(groupGone, true), {
           duration: settings.killTimeout,
-          onSuccess: () => true,
-          onTimeout: () => false
+          orElse: () => Effect.succeed(false)
         }))
         descendants = gone ? "Killed" : "Survived"
       }
@@ -447,15 +529,21 @@ export const make = (handle: Handle, settings: Settings): Effect.Effect<Internal
   Effect.gen(function*() {
     const tail = new Tail<string>(settings.stderrTailLines)
     const splitter = new LineSplitter(settings.maxStderrLineLength)
+    // `All` is no level an entry can have in Effect 4 (`Effect.logWithLevel` takes a `Severity`): the lowest one.
+    const level: LogLevel.Severity | undefined = settings.stderrLogLevel === "None"
+      ? undefined
+      : settings.stderrLogLevel === "All"
+      ? "Trace"
+      : settings.stderrLogLevel
     const logLine = (line: string): Effect.Effect<void> => {
       tail.push(line)
-      return settings.stderrLogLevel._tag === "None" ? Effect.void : Effect.logWithLevel(settings.stderrLogLevel, line)
+      return level === undefined ? Effect.void : Effect.logWithLevel(level)(line)
     }
     const annotate = Effect.annotateLogs({ child: settings.name, pid: handle.pid })
 
     const stderrReader = yield* handle.stderr.pipe(
       Stream.runForEach((chunk) => Effect.forEach(splitter.push(chunk), logLine, { discard: true })),
-      Effect.zipRight(Effect.suspend(() => Effect.forEach(splitter.end(), logLine, { discard: true }))),
+      Effect.andThen(Effect.suspend(() => Effect.forEach(splitter.end(), logLine, { discard: true }))),
       Effect.annotateLogs("stream", "stderr"),
       annotate,
       Effect.forkScoped
@@ -503,7 +591,7 @@ export const make = (handle: Handle, settings: Settings): Effect.Effect<Internal
       // rather than with the plainer "transport closed" of a stream that just ended.
       incoming: Stream.concat(
         handle.stdout,
-        Stream.execute(Effect.timeoutOption(Deferred.await(afterExit), settings.stop.exitTimeout))
+        Stream.fromEffectDrain(Effect.timeoutOption(Deferred.await(afterExit), settings.stop.exitTimeout))
       ),
       send: (chunks) =>
         Effect.mapError(handle.stdin.write(chunks), (failure) =>
@@ -521,8 +609,8 @@ export const make = (handle: Handle, settings: Settings): Effect.Effect<Internal
       name: settings.name,
       transport,
       exit: handle.exit,
-      exitStatus: Effect.sync(() => Option.fromNullable(handle.unsafeExitStatus())),
-      exited: Effect.zipRight(Deferred.await(afterExit), Effect.sync(() => exitError!)),
+      exitStatus: Effect.sync(() => Option.fromUndefinedOr(handle.unsafeExitStatus())),
+      exited: Effect.andThen(Deferred.await(afterExit), Effect.sync(() => exitError!)),
       stderrTail: Effect.sync(() => tail.toArray()),
       kill: (sig) => Effect.sync(() => handle.unsafeSignal(sig)),
       stop
@@ -544,8 +632,7 @@ export const make = (handle: Handle, settings: Settings): Effect.Effect<Internal
 /**
  * @internal
  */
-export const logLevelOf = (level: LogLevel.Literal | undefined): LogLevel.LogLevel =>
-  LogLevel.fromLiteral(level ?? "Debug")
+export const logLevelOf = (level: LogLevel.LogLevel | undefined): LogLevel.LogLevel => level ?? "Debug"
 
 /**
  * Starts what talks to the child (a peer, a connection) on its transport, in a Scope of its own that the stop
@@ -566,7 +653,7 @@ export const attach = <A, E, R>(
     const scope = yield* Scope.make()
     self.steps.endInput = Scope.close(scope, Exit.void)
     const started = yield* start.pipe(
-      Scope.extend(scope),
+      Scope.provide(scope),
       Effect.onError(() => Scope.close(scope, Exit.void))
     )
     if (shutdown !== undefined) self.steps.shutdown = shutdown(started)

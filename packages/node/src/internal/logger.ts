@@ -1,16 +1,18 @@
 /**
  * Logging for processes whose stdout is the protocol: a logfmt logger that writes to stderr, and the swap of the
- * loggers that would write to stdout (Effect's default logger and the pretty logger `runMain` installs) for it.
+ * logger that would write to stdout (Effect's default logger) for it.
  *
  * @internal
  */
-import * as HashSet from "effect/HashSet"
+import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
+import type * as Scope from "effect/Scope"
 import { type Guarded, unsafeGuard } from "./streams.js"
 
 /**
- * One logfmt line per entry, written straight to `stderr` (not through `console`, which user code may replace). Once
- * stderr is broken (the host is gone), lines are dropped: logging must never be what kills the process.
+ * One logfmt line per entry, written straight to `stderr` (not through `console`, which user code may replace, and
+ * not through `Logger.LogToStderr`, which only sends the built-in loggers to `console.error`). Once stderr is broken
+ * (the host is gone), lines are dropped: logging must never be what kills the process.
  *
  * @internal
  */
@@ -19,7 +21,7 @@ export const makeStderrLogger = (stderr: NodeJS.WritableStream): Logger.Logger<u
   return Logger.make((options) => {
     // Guarded at the first line, not when the module is loaded: importing it must not touch process.stderr.
     guarded ??= unsafeGuard(stderr)
-    guarded.write(Logger.logfmtLogger.log(options) + "\n")
+    guarded.write(Logger.formatLogFmt.log(options) + "\n")
   })
 }
 
@@ -29,15 +31,39 @@ export const makeStderrLogger = (stderr: NodeJS.WritableStream): Logger.Logger<u
 export const stderrLogger: Logger.Logger<unknown, void> = makeStderrLogger(process.stderr)
 
 /**
- * Replaces the loggers that write to stdout with `logger`, keeping any other logger (tracing, a file, ...).
+ * Replaces the logger that writes to stdout with `logger`, keeping any other logger (tracing, a file, ...).
  *
  * @internal
  */
 export const useLogger =
   (logger: Logger.Logger<unknown, void>) =>
-  (loggers: HashSet.HashSet<Logger.Logger<unknown, any>>): HashSet.HashSet<Logger.Logger<unknown, any>> =>
-    loggers.pipe(
-      HashSet.remove(Logger.defaultLogger),
-      HashSet.remove(Logger.prettyLoggerDefault),
-      HashSet.add(logger)
+  (loggers: ReadonlySet<Logger.Logger<unknown, any>>): ReadonlySet<Logger.Logger<unknown, any>> => {
+    const next = new Set(loggers)
+    next.delete(Logger.defaultLogger)
+    next.add(logger)
+    return next
+  }
+
+/**
+ * Logs of `effect` (and of the fibers it forks) go to `logger` instead of stdout. `LogToStderr` also sends a
+ * built-in console logger that user code adds later (`Logger.consolePretty`) to stderr.
+ *
+ * @internal
+ */
+export const withStderrLogger =
+  (logger: Logger.Logger<unknown, void>) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    effect.pipe(
+      Effect.updateService(Logger.CurrentLoggers, useLogger(logger)),
+      Effect.provideService(Logger.LogToStderr, true)
     )
+
+/**
+ * {@link withStderrLogger} for the rest of the current Scope, in the calling fiber and the fibers it forks afterwards.
+ *
+ * @internal
+ */
+export const useStderrLoggerScoped = (logger: Logger.Logger<unknown, void>): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.andThen(
+    Effect.updateServiceScoped(Logger.CurrentLoggers, useLogger(logger)),
+    Effect.updateServiceScoped(Logger.LogToStderr, () => true)
+  )

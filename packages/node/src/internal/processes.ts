@@ -128,7 +128,7 @@ export const procStat = (pid: number): Effect.Effect<Option.Option<ProcStat>> =>
  * @internal
  */
 export const psStartTime = (pid: number): Effect.Effect<Option.Option<number>> =>
-  Effect.async<Option.Option<number>>((resume) => {
+  Effect.callback<Option.Option<number>>((resume) => {
     const child = ChildProcess.execFile("ps", ["-o", "lstart=", "-p", String(pid)], (error, stdout) => {
       const startedAt = error === null ? Date.parse(stdout.trim()) : NaN
       resume(Effect.succeed(Number.isNaN(startedAt) ? Option.none() : Option.some(startedAt)))

@@ -1,13 +1,17 @@
 /**
- * Node streams as Effect streams and writers, with the two properties the transports need and platform's adapters
- * lack: a reader that lets go of the stream when it is done (so the event loop can exit), and a writer that waits for
- * `drain` whenever `write` returns false, including after the last chunk of a batch.
+ * Node streams as Effect streams and writers, hand-tuned for the transports. `@effect/platform-node`'s
+ * `NodeStream.fromReadable` and `NodeSink.fromWritable` (4.1) do not replace them: its reader, with `closeOnDone:
+ * false`, leaves the stream reading (an idle `process.stdin` keeps the process alive), has no hook to fail early, and
+ * starts only when the stream is run (its spawner pipes a child's output through an extra `PassThrough` to keep it);
+ * its writer is a `Sink` that a stream is run into, where a transport sends batch by batch, one system write each
+ * (copied or corked), and needs a non-blocking `trySend`.
  *
  * @internal
  */
-import * as Chunk from "effect/Chunk"
+import type * as Arr from "effect/Array"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
+import type * as Pull from "effect/Pull"
 import * as Stream from "effect/Stream"
 import type { Readable, Writable } from "node:stream"
 
@@ -15,15 +19,30 @@ import type { Readable, Writable } from "node:stream"
 const readHighWaterMark = 64 * 1024
 
 /**
- * Reads `readable` in flowing mode. Data waits in a small buffer that the consumer empties chunk by chunk; while the
- * buffer holds more than 64 KiB the stream is paused, which is how a slow consumer pushes back on the writer at the
- * other end of the pipe. The stream ends at `end` (or at `close` without `end`) and fails with `onError` at `error`.
- * When the Effect stream ends or is interrupted, the listeners are removed and the Node stream is paused, so an idle
- * `process.stdin` no longer keeps the process alive.
+ * A reader attached to a Node `Readable` now, read later as an Effect stream: see {@link unsafeMakeReader}.
  *
  * @internal
  */
-export const fromReadable = <E>(
+export interface Reader<E> {
+  /** The data read so far and from now on; meant to be run once. Its end (or interruption) releases the reader. */
+  readonly stream: Stream.Stream<Uint8Array, E>
+  /** Removes the listeners and pauses the Node stream; the Effect stream then ends after what is buffered. */
+  readonly unsafeRelease: () => void
+}
+
+/**
+ * Reads `readable` in flowing mode, from now on. Data waits in a small buffer that the consumer empties chunk by
+ * chunk; while the buffer holds more than 64 KiB the stream is paused, which is how a slow consumer pushes back on the
+ * writer at the other end of the pipe. The stream ends at `end` (or at `close` without `end`) and fails with `onError`
+ * at `error`. When the Effect stream ends or is interrupted, the listeners are removed and the Node stream is paused,
+ * so an idle `process.stdin` no longer keeps the process alive.
+ *
+ * Attached at once rather than when the Effect stream starts: Node drains the pipes of a child that has exited into
+ * the void (`flushStdio`) unless something listens already, and a fast child exits before a forked reader has started.
+ *
+ * @internal
+ */
+export const unsafeMakeReader = <E>(
   readable: Readable | NodeJS.ReadableStream,
   onError: (error: unknown) => E,
   options: {
@@ -34,87 +53,96 @@ export const fromReadable = <E>(
      */
     readonly failWhen?: ((fail: (error: E) => void) => () => void) | undefined
   } = {}
-): Stream.Stream<Uint8Array, E> =>
-  Stream.unwrapScoped(Effect.gen(function*() {
-    let buffered: Array<Uint8Array> = []
-    let bytes = 0
-    let paused = false
-    let done: { readonly error: E } | "end" | undefined
-    let wake: (() => void) | undefined
-    const notify = () => {
-      const waiter = wake
-      wake = undefined
-      waiter?.()
+): Reader<E> => {
+  let buffered: Array<Uint8Array> = []
+  let bytes = 0
+  let paused = false
+  let released = false
+  let done: { readonly error: E } | "end" | undefined
+  let wake: (() => void) | undefined
+  const notify = () => {
+    const waiter = wake
+    wake = undefined
+    waiter?.()
+  }
+  const onData = (chunk: Uint8Array | string) => {
+    const bytesChunk = typeof chunk === "string" ? Buffer.from(chunk, "utf8") : chunk
+    buffered.push(bytesChunk)
+    bytes += bytesChunk.length
+    if (bytes >= readHighWaterMark && !paused) {
+      paused = true
+      readable.pause()
     }
-    const onData = (chunk: Uint8Array | string) => {
-      const bytesChunk = typeof chunk === "string" ? Buffer.from(chunk, "utf8") : chunk
-      buffered.push(bytesChunk)
-      bytes += bytesChunk.length
-      if (bytes >= readHighWaterMark && !paused) {
-        paused = true
-        readable.pause()
-      }
-      notify()
-    }
-    const onEnd = () => {
-      if (done === undefined) done = "end"
-      notify()
-    }
-    const onFailure = (error: unknown) => {
-      if (done === undefined) done = { error: onError(error) }
-      notify()
-    }
-    if (options.failWhen !== undefined) {
-      const failWhen = options.failWhen
-      yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          failWhen((error) => {
-            if (done === undefined) done = { error }
-            notify()
-          })
-        ),
-        (stop) => Effect.sync(stop)
-      )
-    }
-    yield* Effect.acquireRelease(
-      Effect.sync(() => {
-        readable.on("data", onData)
-        readable.on("end", onEnd)
-        readable.on("close", onEnd)
-        readable.on("error", onFailure)
+    notify()
+  }
+  const onEnd = () => {
+    if (done === undefined) done = "end"
+    notify()
+  }
+  const onFailure = (error: unknown) => {
+    if (done === undefined) done = { error: onError(error) }
+    notify()
+  }
+  const stopFailWhen = options.failWhen?.((error) => {
+    if (done === undefined) done = { error }
+    notify()
+  })
+  readable.on("data", onData)
+  readable.on("end", onEnd)
+  readable.on("close", onEnd)
+  readable.on("error", onFailure)
+  readable.resume()
+  const unsafeRelease = () => {
+    if (released) return
+    released = true
+    stopFailWhen?.()
+    readable.off("data", onData)
+    readable.off("end", onEnd)
+    readable.off("close", onEnd)
+    readable.off("error", onFailure)
+    readable.pause()
+    onEnd()
+  }
+  const pull: Pull.Pull<Arr.NonEmptyReadonlyArray<Uint8Array>, E> = Effect.suspend(() => {
+    if (buffered.length > 0) {
+      const out = buffered as unknown as Arr.NonEmptyReadonlyArray<Uint8Array>
+      buffered = []
+      bytes = 0
+      if (paused && !released) {
+        paused = false
         readable.resume()
-      }),
-      () =>
-        Effect.sync(() => {
-          readable.off("data", onData)
-          readable.off("end", onEnd)
-          readable.off("close", onEnd)
-          readable.off("error", onFailure)
-          readable.pause()
-        })
-    )
-    const pull: Effect.Effect<Chunk.Chunk<Uint8Array>, Option.Option<E>> = Effect.suspend(() => {
-      if (buffered.length > 0) {
-        const out = buffered
-        buffered = []
-        bytes = 0
-        if (paused) {
-          paused = false
-          readable.resume()
-        }
-        return Effect.succeed(Chunk.unsafeFromArray(out))
       }
-      if (done === "end") return Effect.fail(Option.none())
-      if (done !== undefined) return Effect.fail(Option.some(done.error))
-      return Effect.async<Chunk.Chunk<Uint8Array>, Option.Option<E>>((resume) => {
-        wake = () => resume(pull)
-        return Effect.sync(() => {
-          wake = undefined
-        })
+      return Effect.succeed(out)
+    }
+    if (done === "end") return Cause.done()
+    if (done !== undefined) return Effect.fail(done.error)
+    return Effect.callback<Arr.NonEmptyReadonlyArray<Uint8Array>, E | Cause.Done>((resume) => {
+      wake = () => resume(pull)
+      return Effect.sync(() => {
+        wake = undefined
       })
     })
-    return Stream.repeatEffectChunkOption(pull)
-  }))
+  })
+  return {
+    stream: Stream.unwrap(
+      Effect.as(Effect.addFinalizer(() => Effect.sync(unsafeRelease)), Stream.fromPull(Effect.succeed(pull)))
+    ),
+    unsafeRelease
+  }
+}
+
+/**
+ * {@link unsafeMakeReader}, attached when the Effect stream starts.
+ *
+ * @internal
+ */
+export const fromReadable = <E>(
+  readable: Readable | NodeJS.ReadableStream,
+  onError: (error: unknown) => E,
+  options: {
+    readonly failWhen?: ((fail: (error: E) => void) => () => void) | undefined
+  } = {}
+): Stream.Stream<Uint8Array, E> => Stream.unwrap(Effect.sync(() => unsafeMakeReader(readable, onError, options).stream))
 
 /**
  * Why a write could not be made: the stream failed (`error`), or it was ended or closed (`closed`).
@@ -191,7 +219,7 @@ export const makeWriter = (
   }
 
   const waitUntil = (ready: () => boolean): Effect.Effect<void, WriteFailure> =>
-    Effect.async<void, WriteFailure>((resume) => {
+    Effect.callback<void, WriteFailure>((resume) => {
       const check = () => {
         if (failure !== undefined) {
           waiters.delete(check)
@@ -278,9 +306,9 @@ export const makeWriter = (
     }),
     flushed: Effect.suspend(() => {
       if (failure !== undefined || stream.writableLength === 0) return Effect.void
-      if (ended) return Effect.catchAll(waitUntil(() => stream.writableLength === 0), () => Effect.void)
+      if (ended) return Effect.catch(waitUntil(() => stream.writableLength === 0), () => Effect.void)
       // An empty write's callback runs once everything written before it has been handed to the OS.
-      return Effect.async<void>((resume) => {
+      return Effect.callback<void>((resume) => {
         let settled = false
         const settle = () => {
           if (settled) return
@@ -378,7 +406,7 @@ export const unsafeGuard = (stream: NodeJS.WritableStream): Guarded => {
  * @internal
  */
 export const flushWritable = (stream: NodeJS.WritableStream): Effect.Effect<void> =>
-  Effect.async<void>((resume) => {
+  Effect.callback<void>((resume) => {
     const writable = stream as Writable
     if (writable.writableLength === 0 || writable.writableEnded || writable.destroyed) return resume(Effect.void)
     try {
