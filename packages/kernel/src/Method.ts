@@ -13,7 +13,7 @@ import * as Schema from "effect/Schema"
  * @since 0.1.0
  * @category models
  */
-export type Codec<A> = Schema.Schema<A, any, never>
+export type Codec<A> = Schema.Codec<A, any, never, never>
 
 /**
  * A request: the caller waits for a result or an error.
@@ -23,9 +23,9 @@ export type Codec<A> = Schema.Schema<A, any, never>
  */
 export interface Request<
   out Name extends string = string,
-  in out P extends Schema.Schema.AnyNoContext = Schema.Schema.AnyNoContext,
-  in out R extends Schema.Schema.AnyNoContext = Schema.Schema.AnyNoContext,
-  in out E extends Schema.Schema.All = Schema.Schema.All
+  in out P extends Codec<any> = Codec<any>,
+  in out R extends Codec<any> = Codec<any>,
+  in out E extends Schema.Top = Schema.Top
 > {
   readonly _tag: "Request"
   readonly name: Name
@@ -37,7 +37,7 @@ export interface Request<
    */
   readonly error: E
   /** Overrides the peer's default call timeout for this method. */
-  readonly timeout: Duration.DurationInput | undefined
+  readonly timeout: Duration.Input | undefined
 }
 
 /**
@@ -48,7 +48,7 @@ export interface Request<
  */
 export interface Notification<
   out Name extends string = string,
-  in out P extends Schema.Schema.AnyNoContext = Schema.Schema.AnyNoContext
+  in out P extends Codec<any> = Codec<any>
 > {
   readonly _tag: "Notification"
   readonly name: Name
@@ -110,7 +110,7 @@ export const NoParams = Schema.UndefinedOr(Schema.Struct({}))
  * import { Method } from "@lifeline/kernel"
  *
  * const GetMessage = Method.request("editor/getMessage", {
- *   params: Schema.Struct({ format: Schema.optional(Schema.Literal("json", "raw")) }),
+ *   params: Schema.Struct({ format: Schema.optional(Schema.Literals(["json", "raw"])) }),
  *   result: Schema.Struct({ message: Schema.String })
  * })
  * ```
@@ -120,14 +120,14 @@ export const NoParams = Schema.UndefinedOr(Schema.Struct({}))
  */
 export const request = <
   const Name extends string,
-  P extends Schema.Schema.AnyNoContext,
-  R extends Schema.Schema.AnyNoContext,
-  E extends Schema.Schema.All = typeof Schema.Never
+  P extends Codec<any>,
+  R extends Codec<any>,
+  E extends Schema.Top = typeof Schema.Never
 >(name: Name, options: {
   readonly params: P
   readonly result: R
   readonly error?: E | undefined
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: Duration.Input | undefined
 }): Request<Name, P, R, E> => ({
   _tag: "Request",
   name,
@@ -151,7 +151,7 @@ export const request = <
  * @since 0.1.0
  * @category constructors
  */
-export const notification = <const Name extends string, P extends Schema.Schema.AnyNoContext>(
+export const notification = <const Name extends string, P extends Codec<any>>(
   name: Name,
   options: { readonly params: P }
 ): Notification<Name, P> => ({ _tag: "Notification", name, params: options.params })

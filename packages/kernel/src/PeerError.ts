@@ -16,7 +16,7 @@ export class RequestTimeout extends Schema.TaggedError<RequestTimeout>("@lifelin
   "RequestTimeout",
   {
     method: Schema.String,
-    id: Schema.Union(Schema.String, Schema.Number),
+    id: Schema.Union([Schema.String, Schema.Number]),
     timeoutMillis: Schema.Number
   }
 ) {
@@ -33,7 +33,7 @@ export class RequestTimeout extends Schema.TaggedError<RequestTimeout>("@lifelin
  * @category errors
  */
 export class PeerClosed extends Schema.TaggedError<PeerClosed>("@lifeline/kernel/PeerClosed")("PeerClosed", {
-  reason: Schema.Literal("TransportClosed", "TransportFailed"),
+  reason: Schema.Literals(["TransportClosed", "TransportFailed"]),
   detail: Schema.optional(Schema.String)
 }) {
   override get message(): string {
@@ -52,7 +52,7 @@ export class PeerClosed extends Schema.TaggedError<PeerClosed>("@lifeline/kernel
 export class ShutdownError extends Schema.TaggedError<ShutdownError>("@lifeline/kernel/ShutdownError")(
   "ShutdownError",
   {
-    reason: Schema.Literal("Stop", "DrainTimeout", "Interrupted", "Failed"),
+    reason: Schema.Literals(["Stop", "DrainTimeout", "Interrupted", "Failed"]),
     phase: Schema.String,
     detail: Schema.optional(Schema.String)
   }

@@ -5,13 +5,16 @@
  *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Latch from "effect/Latch"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import * as Transport from "./Transport.js"
 
@@ -75,7 +78,7 @@ export interface Link {
    * releases it). Order is kept: a chunk never overtakes one sent before it, even if the delay was lowered in between.
    * `send` does not wait for the delay; the link's capacity still applies.
    */
-  readonly delay: (duration: Duration.DurationInput) => Effect.Effect<void>
+  readonly delay: (duration: Duration.Input) => Effect.Effect<void>
   /**
    * The next `count` chunks sent are lost: `send` succeeds and they appear in `sent`, but never arrive. Replaces an
    * earlier count that is not used up; `drop(0)` cancels it. A count that is not a non-negative integer is a defect.
@@ -145,13 +148,14 @@ export interface PairOptions {
  *
  * @example
  * ```ts
- * import { Effect, Fiber, Stream, TestClock } from "effect"
+ * import { Effect, Fiber, Stream } from "effect"
+ * import { TestClock } from "effect/testing"
  * import { TestTransport } from "@lifeline/kernel"
  *
  * const program = Effect.gen(function*() {
  *   const { left, leftToRight, right } = yield* TestTransport.makePair({ capacity: 16 })
  *   yield* leftToRight.delay("1 second")
- *   const first = yield* right.incoming.pipe(Stream.take(1), Stream.runCollect, Effect.fork)
+ *   const first = yield* right.incoming.pipe(Stream.take(1), Stream.runCollect, Effect.forkChild)
  *   yield* left.send([new TextEncoder().encode("late")])
  *   yield* TestClock.adjust("1 second")
  *   return yield* Fiber.join(first)
@@ -165,13 +169,13 @@ export const makePair = (options?: PairOptions): Effect.Effect<Pair, never, Scop
   Effect.gen(function*() {
     const capacity = options?.capacity ?? 1024
     if (!(Number.isInteger(capacity) || capacity === Number.POSITIVE_INFINITY) || capacity < 1) {
-      return yield* Effect.dieMessage(
-        `BUG: TestTransport capacity must be a positive integer or Infinity, got ${capacity}`
+      return yield* Effect.die(
+        new Error(`BUG: TestTransport capacity must be a positive integer or Infinity, got ${capacity}`)
       )
     }
     const leftToRight = yield* makeLink(capacity, "left to right")
     const rightToLeft = yield* makeLink(capacity, "right to left")
-    yield* Effect.addFinalizer(() => Effect.zipRight(leftToRight.terminate, rightToLeft.terminate))
+    yield* Effect.addFinalizer(() => Effect.andThen(leftToRight.terminate, rightToLeft.terminate))
     return {
       left: { incoming: rightToLeft.incoming, send: leftToRight.send, end: leftToRight.link.close },
       right: { incoming: leftToRight.incoming, send: rightToLeft.send, end: rightToLeft.link.close },
@@ -220,11 +224,11 @@ const makeLink = (capacity: number, direction: string): Effect.Effect<LinkIntern
     const items = yield* Queue.unbounded<Item>()
     // One permit per chunk from `send` until the reader hands it over: the receiver's bounded buffer. Counting up to
     // the hand-over (not the take) keeps the bound exact while the reader holds a chunk it may not deliver yet.
-    const permits = yield* Effect.makeSemaphore(capacity)
+    const permits = yield* Semaphore.make(capacity)
     // The buffers of one `send` stay contiguous when several fibers send at once.
-    const sendLock = yield* Effect.makeSemaphore(1)
-    const readLock = yield* Effect.makeSemaphore(1)
-    const resumed = yield* Effect.makeLatch(true)
+    const sendLock = yield* Semaphore.make(1)
+    const readLock = yield* Semaphore.make(1)
+    const resumed = yield* Latch.make(true)
     const terminatedSignal = yield* Deferred.make<void>()
 
     let closed = false
@@ -248,7 +252,7 @@ const makeLink = (capacity: number, direction: string): Effect.Effect<LinkIntern
       Effect.suspend(() => {
         if (closed) return Effect.void
         closed = true
-        items.unsafeOffer(last)
+        Queue.offerUnsafe(items, last)
         // Wakes a send suspended on a full link; it sees `closed` and fails. Permits no longer matter after this.
         return permits.resize(Number.POSITIVE_INFINITY)
       })
@@ -262,20 +266,20 @@ const makeLink = (capacity: number, direction: string): Effect.Effect<LinkIntern
           return Effect.void
         }
         return Effect.uninterruptibleMask((restore) =>
-          Effect.zipRight(
+          Effect.andThen(
             restore(permits.take(1)),
             Effect.clockWith((clock) => {
               // Synchronous from the check to the offer, so nothing lands behind the end marker.
-              if (closed) return Effect.zipRight(permits.release(1), Effect.fail(closedError()))
+              if (closed) return Effect.andThen(permits.release(1), Effect.fail(closedError()))
               // A copy: the sender may reuse its buffer once `send` returns, as it may with a real pipe.
               const bytes = chunk.slice()
               sent.push(bytes)
               if (bytes.length === 0) return Effect.asVoid(permits.release(1)) // a pipe never reads zero bytes
               buffered++
-              items.unsafeOffer({
+              Queue.offerUnsafe(items, {
                 _tag: "Data",
                 bytes,
-                at: clock.unsafeCurrentTimeMillis() + delayMillis,
+                at: clock.currentTimeMillisUnsafe() + delayMillis,
                 counted: true
               })
               return Effect.void
@@ -324,10 +328,11 @@ const makeLink = (capacity: number, direction: string): Effect.Effect<LinkIntern
       return concat(parts, length)
     })
 
-    const pull: Effect.Effect<Uint8Array, Option.Option<Transport.TransportError>> = Effect.gen(function*() {
+    // One chunk per pull; `Cause.Done` ends the stream (`Stream.fromEffectRepeat`).
+    const pull: Effect.Effect<Uint8Array, Transport.TransportError | Cause.Done> = Effect.gen(function*() {
       for (;;) {
-        if (terminated) return yield* Effect.fail(Option.none())
-        if (ended !== undefined) return yield* Effect.fail(ended)
+        if (terminated) return yield* Cause.done()
+        if (ended !== undefined) return yield* Option.match(ended, { onNone: () => Cause.done(), onSome: Effect.fail })
         if (head === undefined) {
           yield* Effect.uninterruptibleMask((restore) =>
             Effect.flatMap(restore(Queue.take(items)), (item) =>
@@ -359,27 +364,29 @@ const makeLink = (capacity: number, direction: string): Effect.Effect<LinkIntern
     const link: Link = {
       delay: (duration) =>
         Effect.sync(() => {
-          delayMillis = Duration.toMillis(Duration.decode(duration))
+          delayMillis = Duration.toMillis(Duration.fromInputUnsafe(duration))
         }),
       drop: (count) =>
         Number.isInteger(count) && count >= 0
           ? Effect.sync(() => {
             dropNext = count
           })
-          : Effect.dieMessage(`BUG: TestTransport drop count must be a non-negative integer, got ${count}`),
+          : Effect.die(new Error(`BUG: TestTransport drop count must be a non-negative integer, got ${count}`)),
       rechunk: (next) =>
         next.every((size) => Number.isInteger(size) && size > 0)
           ? Effect.sync(() => {
             sizes = [...next]
             nextSize = 0
           })
-          : Effect.dieMessage(`BUG: TestTransport rechunk sizes must be positive integers, got [${next.join(", ")}]`),
+          : Effect.die(
+            new Error(`BUG: TestTransport rechunk sizes must be positive integers, got [${next.join(", ")}]`)
+          ),
       injectGarbage: (garbage) =>
         Effect.clockWith((clock) =>
           Effect.sync(() => {
             const bytes = typeof garbage === "string" ? encoder.encode(garbage) : garbage.slice()
             if (closed || bytes.length === 0) return
-            items.unsafeOffer({ _tag: "Data", bytes, at: clock.unsafeCurrentTimeMillis(), counted: false })
+            Queue.offerUnsafe(items, { _tag: "Data", bytes, at: clock.currentTimeMillisUnsafe(), counted: false })
           })
         ),
       close: closeWith({ _tag: "End" }),
@@ -399,15 +406,15 @@ const makeLink = (capacity: number, direction: string): Effect.Effect<LinkIntern
     const terminate = Effect.suspend(() => {
       terminated = true
       return closeWith({ _tag: "End" }).pipe(
-        Effect.zipRight(resumed.open),
-        Effect.zipRight(Deferred.succeed(terminatedSignal, void 0))
+        Effect.andThen(resumed.open),
+        Effect.andThen(Deferred.succeed(terminatedSignal, void 0))
       )
     })
 
     return {
       link,
       send,
-      incoming: Stream.repeatEffectOption(readLock.withPermits(1)(pull)),
+      incoming: Stream.fromEffectRepeat(readLock.withPermits(1)(pull)),
       terminate
     }
   })

@@ -18,9 +18,9 @@ import type * as Stream from "effect/Stream"
 export class TransportError extends Schema.TaggedError<TransportError>("@lifeline/kernel/TransportError")(
   "TransportError",
   {
-    reason: Schema.Literal("Closed", "Read", "Write", "Framing"),
+    reason: Schema.Literals(["Closed", "Read", "Write", "Framing"]),
     message: Schema.String,
-    cause: Schema.optional(Schema.Defect)
+    cause: Schema.optional(Schema.Defect())
   }
 ) {}
 
@@ -42,7 +42,7 @@ export class TransportError extends Schema.TaggedError<TransportError>("@lifelin
  * @since 0.1.0
  * @category models
  */
-export class Transport extends Context.Tag("@lifeline/kernel/Transport")<Transport, Transport.Service>() {}
+export class Transport extends Context.Service<Transport, Transport.Service>()("@lifeline/kernel/Transport") {}
 
 /**
  * @since 0.1.0

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { FastCheck as fc } from "effect"
+import * as fc from "fast-check"
 import { type Deadline, Deadlines } from "../src/internal/deadlines.js"
 
 interface Entry extends Deadline {
@@ -13,10 +13,9 @@ const op = fc.oneof(
 )
 
 describe("Deadlines", () => {
-  it.prop(
-    "behaves like a sorted list under any mix of push, remove and pop",
-    [fc.array(op, { maxLength: 200 })],
-    ([ops]) => {
+  // fast-check itself: the @effect/vitest 4 `it.prop` takes `effect/Arbitrary` values and Schemas only.
+  it("behaves like a sorted list under any mix of push, remove and pop", () =>
+    fc.assert(fc.property(fc.array(op, { maxLength: 200 }), (ops) => {
       const heap = new Deadlines<Entry>()
       let model: Array<Entry> = []
       const all: Array<Entry> = []
@@ -46,8 +45,7 @@ describe("Deadlines", () => {
         const min = model.reduce((m, e) => Math.min(m, e.deadline), Infinity)
         assert.strictEqual(heap.peek()?.deadline ?? Infinity, min)
       }
-    }
-  )
+    })))
 
   it("clear forgets every entry, and a cleared entry can be removed without effect", () => {
     const heap = new Deadlines<Entry>()

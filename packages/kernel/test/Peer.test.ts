@@ -3,25 +3,24 @@ import { ErrorCode, RpcError } from "@lifeline/jsonrpc"
 import { Method, Peer, PeerError, Protocol, TestTransport } from "@lifeline/kernel"
 import type { Transport } from "@lifeline/kernel"
 import {
-  Chunk,
   Deferred,
   Duration,
   Effect,
   Exit,
-  FastCheck as fc,
   Fiber,
-  FiberRef,
-  HashMap,
-  Mailbox,
   Option,
   Queue,
   Ref,
+  References,
   Schema,
   Scope,
-  TestClock,
+  Stream,
   Tracer
 } from "effect"
-import { eventually, makeRaw } from "./utils.js"
+import type { Cause } from "effect"
+import { TestClock } from "effect/testing"
+import * as fc from "fast-check"
+import { eventually, makeRaw, poll, yieldTimes } from "./utils.js"
 
 class Nope
   extends Schema.TaggedError<Nope>()("Nope", { code: Schema.Number, message: Schema.String, why: Schema.String })
@@ -71,13 +70,13 @@ const setup = (options: { readonly server?: ServerOptions; readonly raw?: boolea
 
 describe("Peer", () => {
   describe("calls", () => {
-    it.scoped("calls a typed method and gets its typed result", () =>
+    it.effect("calls a typed method and gets its typed result", () =>
       Effect.gen(function*() {
         const { client } = yield* setup()
         assert.strictEqual(yield* client.call(Echo, { text: "héllo 🌍" }), "héllo 🌍")
       }))
 
-    it.scoped("both sides call each other on one connection", () =>
+    it.effect("both sides call each other on one connection", () =>
       Effect.gen(function*() {
         const { client, server } = yield* setup()
         const [a, b] = yield* Effect.all([client.call(Echo, { text: "x" }), server.call(Ask, { question: "y" })], {
@@ -87,10 +86,10 @@ describe("Peer", () => {
         assert.strictEqual(b, "answer to y")
       }))
 
-    it.scoped("answers may come in any order; each call gets its own result", () =>
+    it.effect("answers may come in any order; each call gets its own result", () =>
       Effect.gen(function*() {
         const { client } = yield* setup()
-        const fiber = yield* Effect.fork(
+        const fiber = yield* Effect.forkChild(
           Effect.all([30, 10, 20].map((ms) => client.call(Sleep, { ms })), { concurrency: "unbounded" })
         )
         yield* eventually(Effect.map(client.stats, (s) => s.requestsSent === 3))
@@ -98,22 +97,22 @@ describe("Peer", () => {
         assert.deepStrictEqual(yield* Fiber.join(fiber), [30, 10, 20])
       }))
 
-    it.scoped("notifications are handled while a call waits", () =>
+    it.effect("notifications are handled while a call waits", () =>
       Effect.gen(function*() {
         const { client, logged } = yield* setup()
-        const slow = yield* Effect.fork(client.call(Sleep, { ms: 1000 }))
+        const slow = yield* Effect.forkChild(client.call(Sleep, { ms: 1000 }))
         yield* client.notify(Log, { text: "one" })
         yield* client.notify(Log, { text: "two" })
         yield* eventually(Effect.map(Ref.get(logged), (l) => l.length === 2))
         assert.deepStrictEqual(yield* Ref.get(logged), ["one", "two"])
-        assert.isTrue(Option.isNone(yield* Fiber.poll(slow)))
+        assert.isTrue(Option.isNone(yield* poll(slow)))
         yield* TestClock.adjust("1 second")
         assert.strictEqual(yield* Fiber.join(slow), 1000)
       }))
   })
 
   describe("errors", () => {
-    it.scoped("params that fail the Schema are answered -32602 with the issue in data", () =>
+    it.effect("params that fail the Schema are answered -32602 with the issue in data", () =>
       Effect.gen(function*() {
         const { client } = yield* setup()
         const error = yield* Effect.flip(client.callUntyped("echo", { text: 42 }))
@@ -123,10 +122,10 @@ describe("Peer", () => {
         assert.include(String(rpc.data), "text")
       }))
 
-    it.scoped("hostile params that make a Schema decoder throw are still -32602, not a defect", () =>
+    it.effect("hostile params that make a Schema decoder throw are still -32602, not a defect", () =>
       Effect.gen(function*() {
         const Shape = Method.request("shape", {
-          params: Schema.Union(Schema.TaggedStruct("Circle", { r: Schema.Number }), Schema.TaggedStruct("Dot", {})),
+          params: Schema.Union([Schema.TaggedStruct("Circle", { r: Schema.Number }), Schema.TaggedStruct("Dot", {})]),
           result: Schema.String
         })
         const pair = yield* TestTransport.makePair()
@@ -142,7 +141,7 @@ describe("Peer", () => {
         assert.strictEqual((yield* server.stats).handlerDefects, 0)
       }))
 
-    it.scoped("a handler's typed failure reaches the caller typed", () =>
+    it.effect("a handler's typed failure reaches the caller typed", () =>
       Effect.gen(function*() {
         const { client } = yield* setup()
         const error = yield* Effect.flip(client.call(Fails, {}))
@@ -153,7 +152,7 @@ describe("Peer", () => {
         assert.strictEqual((raw as RpcError.RpcError).message, "nope")
       }))
 
-    it.scoped("a handler's RpcError is answered as is", () =>
+    it.effect("a handler's RpcError is answered as is", () =>
       Effect.gen(function*() {
         const { client } = yield* setup()
         const error = yield* Effect.flip(client.call(Refuses, {}))
@@ -165,7 +164,7 @@ describe("Peer", () => {
         })
       }))
 
-    it.scoped("a defect answers -32603 without the stack and the peer keeps serving", () =>
+    it.effect("a defect answers -32603 without the stack and the peer keeps serving", () =>
       Effect.gen(function*() {
         const { client, server } = yield* setup()
         const error = (yield* Effect.flip(client.call(Boom, {}))) as RpcError.RpcError
@@ -175,14 +174,14 @@ describe("Peer", () => {
         assert.strictEqual((yield* server.stats).handlerDefects, 1)
       }))
 
-    it.scoped("exposeDefects puts the cause in data", () =>
+    it.effect("exposeDefects puts the cause in data", () =>
       Effect.gen(function*() {
         const { client } = yield* setup({ server: { exposeDefects: true } })
         const error = (yield* Effect.flip(client.call(Boom, {}))) as RpcError.RpcError
         assert.include(String(error.data), "secret stack")
       }))
 
-    it.scoped("an unknown method is -32601; unknown and $/ notifications are ignored", () =>
+    it.effect("an unknown method is -32601; unknown and $/ notifications are ignored", () =>
       Effect.gen(function*() {
         const { client } = yield* setup()
         const error = (yield* Effect.flip(client.callUntyped("nope/nothing"))) as RpcError.RpcError
@@ -192,7 +191,7 @@ describe("Peer", () => {
         assert.strictEqual(yield* client.call(Echo, { text: "ok" }), "ok")
       }))
 
-    it.scoped("invalid input from the peer gets a JSON-RPC error and the peer keeps serving", () =>
+    it.effect("invalid input from the peer gets a JSON-RPC error and the peer keeps serving", () =>
       Effect.gen(function*() {
         const { pair } = yield* setup({ raw: true })
         // The server's link is `left`; drive the other end by hand instead of the client peer.
@@ -213,7 +212,7 @@ describe("Peer", () => {
         assert.deepStrictEqual(yield* raw.next, { jsonrpc: "2.0", id: 10, result: "fine" })
       }))
 
-    it.scoped("a batch is answered with a batch", () =>
+    it.effect("a batch is answered with a batch", () =>
       Effect.gen(function*() {
         const { pair, logged } = yield* setup({ raw: true })
         const raw = yield* makeRaw(pair.right)
@@ -232,7 +231,7 @@ describe("Peer", () => {
         yield* eventually(Effect.map(Ref.get(logged), (l) => l.length === 1))
       }))
 
-    it.scoped("a defect inside a batch is answered -32603 and counted, as in a single request", () =>
+    it.effect("a defect inside a batch is answered -32603 and counted, as in a single request", () =>
       Effect.gen(function*() {
         const { pair, server } = yield* setup({ raw: true })
         const raw = yield* makeRaw(pair.right)
@@ -250,7 +249,7 @@ describe("Peer", () => {
         assert.strictEqual((yield* server.stats).handlerDefects, 1)
       }))
 
-    it.scoped("a second request with an id still in progress is refused", () =>
+    it.effect("a second request with an id still in progress is refused", () =>
       Effect.gen(function*() {
         const { pair } = yield* setup({ raw: true })
         const raw = yield* makeRaw(pair.right)
@@ -276,7 +275,7 @@ describe("Peer", () => {
       { tracing: "auto", exporter: true, span: true, annotated: true }
     ] as const
     for (const c of cases) {
-      it.scoped(
+      it.effect(
         `tracing: ${c.tracing}${c.exporter ? " with an exporter" : ""}: ${c.span ? "a" : "no"} span, ${
           c.annotated ? "with" : "without"
         } log annotations`,
@@ -295,8 +294,8 @@ describe("Peer", () => {
                 probe: () =>
                   Effect.gen(function*() {
                     const span = yield* Effect.option(Effect.currentSpan)
-                    const annotations = yield* FiberRef.get(FiberRef.currentLogAnnotations)
-                    const method = HashMap.get(annotations, "rpc.method")
+                    const annotations = yield* References.CurrentLogAnnotations
+                    const method = Option.fromUndefinedOr(annotations["rpc.method"])
                     return {
                       span: Option.match(span, { onNone: () => "none", onSome: (s) => s.name }),
                       ...(Option.isSome(method) ? { method: String(method.value) } : {})
@@ -320,7 +319,7 @@ describe("Peer", () => {
   })
 
   describe("timeouts", () => {
-    it.scoped("a call fails with RequestTimeout exactly at its timeout, then a late answer is dropped", () =>
+    it.effect("a call fails with RequestTimeout exactly at its timeout, then a late answer is dropped", () =>
       Effect.gen(function*() {
         const pair = yield* TestTransport.makePair()
         const client = yield* Peer.make({
@@ -329,10 +328,10 @@ describe("Peer", () => {
           handlers: { ask: () => Effect.succeed("") }
         })
         const raw = yield* makeRaw(pair.left)
-        const call = yield* Effect.fork(client.call(Echo, { text: "hello?" }))
+        const call = yield* Effect.forkChild(client.call(Echo, { text: "hello?" }))
         const request = yield* raw.next
         yield* TestClock.adjust(Duration.millis(4999))
-        assert.isTrue(Option.isNone(yield* Fiber.poll(call)))
+        assert.isTrue(Option.isNone(yield* poll(call)))
         yield* TestClock.adjust(Duration.millis(1))
         const error = yield* Effect.flip(Fiber.join(call))
         assert.instanceOf(error, PeerError.RequestTimeout)
@@ -350,7 +349,7 @@ describe("Peer", () => {
         assert.strictEqual(stats.pendingOutbound, 0)
       }))
 
-    it.scoped("per-call and per-method timeouts override the default", () =>
+    it.effect("per-call and per-method timeouts override the default", () =>
       Effect.gen(function*() {
         const pair = yield* TestTransport.makePair()
         const client = yield* Peer.make({
@@ -360,21 +359,21 @@ describe("Peer", () => {
           requestTimeout: "1 minute"
         })
         yield* makeRaw(pair.left)
-        const byMethod = yield* Effect.fork(client.call(Quick, {}))
-        const byCall = yield* Effect.fork(client.call(Echo, { text: "" }, { timeout: "2 seconds" }))
+        const byMethod = yield* Effect.forkChild(client.call(Quick, {}))
+        const byCall = yield* Effect.forkChild(client.call(Echo, { text: "" }, { timeout: "2 seconds" }))
         yield* TestClock.adjust("100 millis")
         assert.strictEqual((yield* Effect.flip(Fiber.join(byMethod)))._tag, "RequestTimeout")
-        assert.isTrue(Option.isNone(yield* Fiber.poll(byCall)))
+        assert.isTrue(Option.isNone(yield* poll(byCall)))
         yield* TestClock.adjust("1900 millis")
         assert.strictEqual((yield* Effect.flip(Fiber.join(byCall)))._tag, "RequestTimeout")
       }))
   })
 
   describe("cancellation", () => {
-    it.scoped("interrupting a caller cancels the handler on the other side, which answers -32800", () =>
+    it.effect("interrupting a caller cancels the handler on the other side, which answers -32800", () =>
       Effect.gen(function*() {
         const { client, server } = yield* setup()
-        const call = yield* Effect.fork(client.call(Sleep, { ms: 10_000 }))
+        const call = yield* Effect.forkChild(client.call(Sleep, { ms: 10_000 }))
         yield* eventually(Effect.map(server.stats, (s) => s.activeInbound === 1))
         yield* Fiber.interrupt(call)
         yield* eventually(Effect.map(server.stats, (s) => s.activeInbound === 0), "handler interrupted")
@@ -384,7 +383,7 @@ describe("Peer", () => {
         assert.strictEqual((yield* client.stats).cancelledByUs, 1)
       }))
 
-    it.scoped("a cancel that arrives after the answer left is ignored", () =>
+    it.effect("a cancel that arrives after the answer left is ignored", () =>
       Effect.gen(function*() {
         const { pair, server } = yield* setup({ raw: true })
         const raw = yield* makeRaw(pair.right)
@@ -396,7 +395,7 @@ describe("Peer", () => {
         assert.strictEqual((yield* server.stats).cancelledByPeer, 0)
       }))
 
-    it.scoped("the cancellation method is configurable (MCP's notifications/cancelled)", () =>
+    it.effect("the cancellation method is configurable (MCP's notifications/cancelled)", () =>
       Effect.gen(function*() {
         const mcp: Peer.Cancellation = {
           method: "notifications/cancelled",
@@ -418,21 +417,21 @@ describe("Peer", () => {
     it.effect("closing the Scope fails pending calls with ShutdownError and interrupts handlers", () =>
       Effect.gen(function*() {
         const outer = yield* Scope.make()
-        const pair = yield* TestTransport.makePair().pipe(Scope.extend(outer))
+        const pair = yield* TestTransport.makePair().pipe(Scope.provide(outer))
         const interrupted = yield* Deferred.make<void>()
         const scope = yield* Scope.make()
         const server = yield* Peer.make({
           protocol: Protocol.make({ serves: [Sleep] }),
           transport: pair.left,
           handlers: { sleep: () => Effect.never.pipe(Effect.onInterrupt(() => Deferred.succeed(interrupted, void 0))) }
-        }).pipe(Scope.extend(scope))
+        }).pipe(Scope.provide(scope))
         const client = yield* Peer.make({
           protocol: Protocol.make({ calls: [Sleep] }),
           transport: pair.right,
           handlers: {}
         })
-          .pipe(Scope.extend(scope))
-        const call = yield* Effect.fork(client.call(Sleep, { ms: 1 }))
+          .pipe(Scope.provide(scope))
+        const call = yield* Effect.forkChild(client.call(Sleep, { ms: 1 }))
         yield* eventually(Effect.map(server.stats, (s) => s.activeInbound === 1))
         yield* Scope.close(scope, Exit.void)
         const error = yield* Effect.flip(Fiber.join(call))
@@ -443,7 +442,7 @@ describe("Peer", () => {
         yield* Scope.close(outer, Exit.void)
       }))
 
-    it.scoped("while the peer closes, a request or a batch that arrives is refused with -32003, nothing starts", () =>
+    it.effect("while the peer closes, a request or a batch that arrives is refused with -32003, nothing starts", () =>
       Effect.gen(function*() {
         const pair = yield* TestTransport.makePair()
         const release = yield* Deferred.make<void>()
@@ -455,7 +454,7 @@ describe("Peer", () => {
             // Its interruption waits for `release`: the close is held in its "interrupt the handlers" step.
             sleep: () =>
               Ref.update(started, (n) => n + 1).pipe(
-                Effect.zipRight(Effect.never),
+                Effect.andThen(Effect.never),
                 Effect.onInterrupt(() => Deferred.await(release))
               )
           }
@@ -463,7 +462,7 @@ describe("Peer", () => {
         const raw = yield* makeRaw(pair.right)
         yield* raw.send({ jsonrpc: "2.0", id: 1, method: "sleep", params: { ms: 1 } })
         yield* eventually(Effect.map(Ref.get(started), (n) => n === 1))
-        const closing = yield* Effect.fork(
+        const closing = yield* Effect.forkChild(
           server.close(new PeerError.ShutdownError({ reason: "Stop", phase: "Scope" }))
         )
         yield* raw.send({ jsonrpc: "2.0", id: 2, method: "sleep", params: { ms: 1 } })
@@ -480,7 +479,7 @@ describe("Peer", () => {
         yield* Fiber.join(closing)
       }))
 
-    it.scoped("when the other side closes, pending calls fail with PeerClosed at once", () =>
+    it.effect("when the other side closes, pending calls fail with PeerClosed at once", () =>
       Effect.gen(function*() {
         const pair = yield* TestTransport.makePair()
         const client = yield* Peer.make({
@@ -489,7 +488,7 @@ describe("Peer", () => {
           handlers: { ask: () => Effect.succeed("") }
         })
         const raw = yield* makeRaw(pair.left)
-        const call = yield* Effect.fork(client.call(Echo, { text: "?" }))
+        const call = yield* Effect.forkChild(client.call(Echo, { text: "?" }))
         yield* raw.next
         yield* pair.leftToRight.close
         const error = yield* Effect.flip(Fiber.join(call))
@@ -498,7 +497,7 @@ describe("Peer", () => {
         assert.strictEqual((yield* client.closed)._tag, "PeerClosed")
       }))
 
-    it.scoped("a framing error fails pending calls with PeerClosed(TransportFailed)", () =>
+    it.effect("a framing error fails pending calls with PeerClosed(TransportFailed)", () =>
       Effect.gen(function*() {
         const pair = yield* TestTransport.makePair()
         const client = yield* Peer.make({
@@ -508,7 +507,7 @@ describe("Peer", () => {
           limits: { maxBodyBytes: 100 }
         })
         const raw = yield* makeRaw(pair.left)
-        const call = yield* Effect.fork(client.call(Echo, { text: "?" }))
+        const call = yield* Effect.forkChild(client.call(Echo, { text: "?" }))
         yield* raw.next
         yield* raw.sendBytes("Content-Length: 1000\r\n\r\n")
         const error = (yield* Effect.flip(Fiber.join(call))) as PeerError.PeerClosed
@@ -517,21 +516,21 @@ describe("Peer", () => {
   })
 
   describe("flow control", () => {
-    it.scoped("maxConcurrentHandlers bounds the handlers running at once", () =>
+    it.effect("maxConcurrentHandlers bounds the handlers running at once", () =>
       Effect.gen(function*() {
         const { client, server } = yield* setup({ server: { maxConcurrentHandlers: 2 } })
-        const calls = yield* Effect.fork(
+        const calls = yield* Effect.forkChild(
           Effect.all([100, 100, 100].map((ms) => client.call(Sleep, { ms })), { concurrency: "unbounded" })
         )
         yield* eventually(Effect.map(server.stats, (s) => s.requestsReceived === 3))
         yield* TestClock.adjust("100 millis")
         yield* eventually(Effect.map(client.stats, (s) => s.responsesReceived === 2))
-        assert.isTrue(Option.isNone(yield* Fiber.poll(calls)))
+        assert.isTrue(Option.isNone(yield* poll(calls)))
         yield* TestClock.adjust("100 millis")
         assert.deepStrictEqual(yield* Fiber.join(calls), [100, 100, 100])
       }))
 
-    it.scoped("a reader that does not read pushes back on the writer instead of growing memory", () =>
+    it.effect("a reader that does not read pushes back on the writer instead of growing memory", () =>
       Effect.gen(function*() {
         const pair = yield* TestTransport.makePair({ capacity: 4 })
         const client = yield* Peer.make({
@@ -542,16 +541,16 @@ describe("Peer", () => {
         })
         yield* pair.rightToLeft.pause
         const sent = yield* Ref.make(0)
-        const flood = yield* Effect.fork(
+        const flood = yield* Effect.forkChild(
           Effect.forEach(
             Array.from({ length: 100 }, (_, i) => i),
-            (i) => Effect.zipRight(client.notify(Log, { text: String(i) }), Ref.update(sent, (n) => n + 1))
+            (i) => Effect.andThen(client.notify(Log, { text: String(i) }), Ref.update(sent, (n) => n + 1))
           )
         )
-        for (let i = 0; i < 200; i++) yield* Effect.yieldNow()
+        for (let i = 0; i < 200; i++) yield* Effect.yieldNow
         const stuckAt = yield* Ref.get(sent)
         assert.isBelow(stuckAt, 100)
-        assert.isTrue(Option.isNone(yield* Fiber.poll(flood)))
+        assert.isTrue(Option.isNone(yield* poll(flood)))
         yield* pair.rightToLeft.resume
         const raw = yield* makeRaw(pair.left)
         yield* Fiber.join(flood)
@@ -559,23 +558,24 @@ describe("Peer", () => {
       }))
   })
 
-  it.scoped("a transport's unsafeTrySend carries frames while the writer is idle, in order with send", () =>
+  it.effect("a transport's unsafeTrySend carries frames while the writer is idle, in order with send", () =>
     Effect.gen(function*() {
       // A pair whose right side offers the fast path and counts which way each frame went.
-      const leftToRight = yield* Mailbox.make<Uint8Array>()
-      const rightToLeft = yield* Mailbox.make<Uint8Array>(4)
+      const leftToRight = yield* Queue.unbounded<Uint8Array, Cause.Done>()
+      const rightToLeft = yield* Queue.bounded<Uint8Array, Cause.Done>(4)
       let direct = 0
       let sent = 0
       const left: Transport.Transport.Service = {
-        incoming: Mailbox.toStream(rightToLeft),
-        send: (chunks) => Effect.asVoid(leftToRight.offerAll(chunks)),
-        end: Effect.asVoid(leftToRight.end)
+        incoming: Stream.fromQueue(rightToLeft),
+        send: (chunks) => Effect.asVoid(Queue.offerAll(leftToRight, chunks)),
+        end: Effect.asVoid(Queue.end(leftToRight))
       }
       const right: Transport.Transport.Service = {
-        incoming: Mailbox.toStream(leftToRight),
-        send: (chunks) => Effect.sync(() => sent += chunks.length).pipe(Effect.zipRight(rightToLeft.offerAll(chunks))),
-        end: Effect.asVoid(rightToLeft.end),
-        unsafeTrySend: (chunk) => rightToLeft.unsafeOffer(chunk) && ++direct > 0
+        incoming: Stream.fromQueue(leftToRight),
+        send: (chunks) =>
+          Effect.sync(() => sent += chunks.length).pipe(Effect.andThen(Queue.offerAll(rightToLeft, chunks))),
+        end: Effect.asVoid(Queue.end(rightToLeft)),
+        unsafeTrySend: (chunk) => Queue.offerUnsafe(rightToLeft, chunk) && ++direct > 0
       }
       yield* Peer.make({
         protocol: Protocol.make({ serves: [Sleep] }),
@@ -594,7 +594,7 @@ describe("Peer", () => {
       assert.isAbove(sent, 0)
     }))
 
-  it.scoped("calls that find the outbound queue full wait for room; one that times out there is never sent", () =>
+  it.effect("calls that find the outbound queue full wait for room; one that times out there is never sent", () =>
     Effect.gen(function*() {
       const pair = yield* TestTransport.makePair({ capacity: 1 })
       const client = yield* Peer.make({
@@ -605,12 +605,12 @@ describe("Peer", () => {
       })
       yield* pair.rightToLeft.pause
       // The first waits without a deadline to speak of; the rest time out while the reader is stuck.
-      const first = yield* Effect.fork(client.call(Sleep, { ms: 1 }, { timeout: "1 hour" }))
-      const rest = yield* Effect.fork(
+      const first = yield* Effect.forkChild(client.call(Sleep, { ms: 1 }, { timeout: "1 hour" }))
+      const rest = yield* Effect.forkChild(
         Effect.all(
           Array.from(
             { length: 9 },
-            (_, i) => Effect.either(client.call(Sleep, { ms: i + 2 }, { timeout: "1 second" }))
+            (_, i) => Effect.result(client.call(Sleep, { ms: i + 2 }, { timeout: "1 second" }))
           ),
           { concurrency: "unbounded" }
         )
@@ -618,17 +618,18 @@ describe("Peer", () => {
       yield* eventually(Effect.map(client.stats, (s) => s.requestsSent === 10), "all ten calls issued")
       yield* TestClock.adjust("1 second")
       const failed = yield* Fiber.join(rest)
-      assert.isTrue(failed.every((r) => r._tag === "Left" && r.left._tag === "RequestTimeout"))
+      assert.isTrue(failed.every((r) => r._tag === "Failure" && r.failure._tag === "RequestTimeout"))
       assert.strictEqual((yield* client.stats).pendingOutbound, 1)
       // The reader wakes: what reached the queue arrives (with a cancellation for each timed-out call that was in
       // it); the calls that never left the overflow are not sent at all.
       const raw = yield* makeRaw(pair.left)
       yield* pair.rightToLeft.resume
       yield* eventually(Effect.map(Queue.size(raw.received), (n) => n > 0), "frames arrive")
-      for (let i = 0; i < 100; i++) yield* Effect.yieldNow()
-      const arrived = yield* Queue.takeAll(raw.received)
-      const requests = Chunk.toReadonlyArray(arrived).filter((m: any) => m.method === "sleep")
-      const cancels = Chunk.toReadonlyArray(arrived).filter((m: any) => m.method === "$/cancelRequest")
+      for (let i = 0; i < 100; i++) yield* Effect.yieldNow
+      // `Queue.clear` takes whatever is there without waiting (`Queue.takeAll` waits for at least one).
+      const arrived = yield* Queue.clear(raw.received)
+      const requests = arrived.filter((m: any) => m.method === "sleep")
+      const cancels = arrived.filter((m: any) => m.method === "$/cancelRequest")
       assert.isBelow(requests.length, 10)
       assert.strictEqual(requests[0].params.ms, 1)
       assert.deepStrictEqual(
@@ -639,7 +640,7 @@ describe("Peer", () => {
       assert.strictEqual(yield* Fiber.join(first), 1)
     }))
 
-  it.scoped("frames leave in the order they were issued while calls wait for room in a full outbound queue", () =>
+  it.effect("frames leave in the order they were issued while calls wait for room in a full outbound queue", () =>
     Effect.gen(function*() {
       const pair = yield* TestTransport.makePair({ capacity: 1 })
       const client = yield* Peer.make({
@@ -649,21 +650,21 @@ describe("Peer", () => {
         outboundCapacity: 1
       })
       yield* pair.rightToLeft.pause
-      const settle = Effect.repeatN(Effect.yieldNow(), 50)
+      const settle = yieldTimes(50)
       // 1 fills the link, 2 blocks the writer in `send`, 3 fills the queue, 4 finds it full and waits for room.
       for (let ms = 1; ms <= 4; ms++) {
-        yield* Effect.fork(client.call(Sleep, { ms }, { timeout: "1 hour" }))
+        yield* Effect.forkChild(client.call(Sleep, { ms }, { timeout: "1 hour" }))
         yield* eventually(Effect.map(client.stats, (s) => s.requestsSent === ms), `call ${ms} issued`)
         yield* settle
       }
       // Issued after call 4 (which its caller knows was issued): it must not reach the wire before it.
-      const notified = yield* Effect.fork(client.notify(Log, { text: "after 4" }))
+      const notified = yield* Effect.forkChild(client.notify(Log, { text: "after 4" }))
       yield* settle
       // And a call issued after that, once room frees up.
       const raw = yield* makeRaw(pair.left)
       yield* pair.rightToLeft.resume
       yield* Fiber.join(notified)
-      yield* Effect.fork(client.call(Sleep, { ms: 5 }, { timeout: "1 hour" }))
+      yield* Effect.forkChild(client.call(Sleep, { ms: 5 }, { timeout: "1 hour" }))
       const order: Array<string> = []
       for (let i = 0; i < 6; i++) {
         const message = yield* raw.next
@@ -672,7 +673,7 @@ describe("Peer", () => {
       assert.deepStrictEqual(order, ["1", "2", "3", "4", "after 4", "5"])
     }))
 
-  it.scoped("a notification interrupted while it waits for room in a full outbound queue is never sent", () =>
+  it.effect("a notification interrupted while it waits for room in a full outbound queue is never sent", () =>
     Effect.gen(function*() {
       const pair = yield* TestTransport.makePair({ capacity: 1 })
       const client = yield* Peer.make({
@@ -682,13 +683,13 @@ describe("Peer", () => {
         outboundCapacity: 1
       })
       yield* pair.rightToLeft.pause
-      const settle = Effect.repeatN(Effect.yieldNow(), 50)
-      const notifiers: Array<Fiber.RuntimeFiber<void, unknown>> = []
+      const settle = yieldTimes(50)
+      const notifiers: Array<Fiber.Fiber<void, unknown>> = []
       for (let i = 1; i <= 5; i++) {
-        notifiers.push(yield* Effect.fork(client.notify(Log, { text: String(i) })))
+        notifiers.push(yield* Effect.forkChild(client.notify(Log, { text: String(i) })))
         yield* settle
       }
-      assert.isTrue(Option.isNone(yield* Fiber.poll(notifiers[3])))
+      assert.isTrue(Option.isNone(yield* poll(notifiers[3])))
       yield* Fiber.interrupt(notifiers[3])
       const raw = yield* makeRaw(pair.left)
       yield* pair.rightToLeft.resume
@@ -700,28 +701,39 @@ describe("Peer", () => {
       assert.strictEqual(yield* Queue.size(raw.received), 0)
     }))
 
-  it.effect.prop(
-    "concurrent calls both ways with answers in random order: each completes once with its own result",
-    [fc.array(fc.nat({ max: 50 }), { minLength: 1, maxLength: 40 }), fc.array(fc.nat({ max: 50 }), { maxLength: 40 })],
-    ([fromClient, fromServer]) =>
-      Effect.gen(function*() {
-        const { client, server } = yield* setup()
-        const both = yield* Effect.fork(Effect.all([
-          Effect.all(fromClient.map((ms) => client.call(Sleep, { ms })), { concurrency: "unbounded" }),
-          Effect.all(fromServer.map((n) => server.call(Ask, { question: String(n) })), { concurrency: "unbounded" })
-        ], { concurrency: 2 }))
-        yield* eventually(Effect.map(client.stats, (s) => s.requestsSent === fromClient.length))
-        yield* TestClock.adjust("50 millis")
-        const [a, b] = yield* Fiber.join(both)
-        assert.deepStrictEqual(a, fromClient)
-        assert.deepStrictEqual(b, fromServer.map((n) => `answer to ${n}`))
-        const stats = yield* client.stats
-        assert.strictEqual(stats.responsesReceived, fromClient.length)
-        assert.strictEqual(stats.pendingOutbound, 0)
-        assert.strictEqual(stats.unknownResponses + stats.lateResponses, 0)
-      }).pipe(Effect.scoped),
-    { fastCheck: { numRuns: 30 } }
-  )
+  // fast-check itself: the @effect/vitest 4 `it.effect.prop` takes `effect/Arbitrary` values and Schemas only. Each run
+  // gets a Scope and a TestClock of its own, as a run of `it.effect.prop` did.
+  it.effect("concurrent calls both ways with answers in random order: each completes once with its own result", () =>
+    Effect.gen(function*() {
+      const context = yield* Effect.context<never>()
+      const property = (fromClient: ReadonlyArray<number>, fromServer: ReadonlyArray<number>) =>
+        Effect.gen(function*() {
+          const { client, server } = yield* setup()
+          const both = yield* Effect.forkChild(Effect.all([
+            Effect.all(fromClient.map((ms) => client.call(Sleep, { ms })), { concurrency: "unbounded" }),
+            Effect.all(fromServer.map((n) => server.call(Ask, { question: String(n) })), { concurrency: "unbounded" })
+          ], { concurrency: 2 }))
+          yield* eventually(Effect.map(client.stats, (s) => s.requestsSent === fromClient.length))
+          yield* TestClock.adjust("50 millis")
+          const [a, b] = yield* Fiber.join(both)
+          assert.deepStrictEqual(a, fromClient)
+          assert.deepStrictEqual(b, fromServer.map((n) => `answer to ${n}`))
+          const stats = yield* client.stats
+          assert.strictEqual(stats.responsesReceived, fromClient.length)
+          assert.strictEqual(stats.pendingOutbound, 0)
+          assert.strictEqual(stats.unknownResponses + stats.lateResponses, 0)
+        }).pipe(Effect.scoped, Effect.provide(TestClock.layer()), Effect.runPromiseWith(context))
+      yield* Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(
+            fc.array(fc.nat({ max: 50 }), { minLength: 1, maxLength: 40 }),
+            fc.array(fc.nat({ max: 50 }), { maxLength: 40 }),
+            property
+          ),
+          { numRuns: 30 }
+        )
+      )
+    }))
 })
 
 const parseErrorMessage = (text: string): string => {

@@ -1,19 +1,22 @@
 import { assert, describe, it } from "@effect/vitest"
 import { TestTransport } from "@lifeline/kernel"
 import type { Transport } from "@lifeline/kernel"
-import { Chunk, Effect, Exit, FastCheck as fc, Fiber, Option, Queue, Runtime, Scope, Stream, TestClock } from "effect"
+import { Effect, Exit, Fiber, Option, Queue, Scope, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import * as fc from "fast-check"
+import { poll, yieldTimes } from "./utils.js"
 
 const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text)
 const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes)
 
 const readAll = (transport: Transport.Transport.Service) =>
-  Stream.runCollect(transport.incoming).pipe(Effect.map((chunks) => Chunk.toReadonlyArray(chunks).map(text)))
+  Stream.runCollect(transport.incoming).pipe(Effect.map((chunks) => chunks.map(text)))
 
 const readN = (transport: Transport.Transport.Service, n: number) =>
   transport.incoming.pipe(
     Stream.take(n),
     Stream.runCollect,
-    Effect.map((chunks) => Chunk.toReadonlyArray(chunks).map(text))
+    Effect.map((chunks) => chunks.map(text))
   )
 
 /** Forks a reader that puts every chunk it receives into a queue, so a test can look at what has arrived so far. */
@@ -22,15 +25,15 @@ const collect = (transport: Transport.Transport.Service) =>
     const received = yield* Queue.unbounded<string>()
     const fiber = yield* transport.incoming.pipe(
       Stream.runForEach((chunk) => Queue.offer(received, text(chunk))),
-      Effect.fork
+      Effect.forkChild
     )
     return { received, fiber }
   })
 
-const settle = Effect.repeatN(Effect.yieldNow(), 20)
+const settle = yieldTimes(20)
 
 describe("TestTransport", () => {
-  it.scoped("delivers the chunks one side sends to the other, in order, both ways", () =>
+  it.effect("delivers the chunks one side sends to the other, in order, both ways", () =>
     Effect.gen(function*() {
       const { left, right } = yield* TestTransport.makePair()
       yield* left.send([utf8("a"), utf8("b")])
@@ -41,7 +44,7 @@ describe("TestTransport", () => {
       assert.deepStrictEqual(yield* readN(left, 3), ["x", "y", "z"])
     }))
 
-  it.scoped("copies what is sent, so the sender may reuse its buffer", () =>
+  it.effect("copies what is sent, so the sender may reuse its buffer", () =>
     Effect.gen(function*() {
       const { left, right } = yield* TestTransport.makePair()
       const buffer = utf8("abc")
@@ -50,7 +53,7 @@ describe("TestTransport", () => {
       assert.deepStrictEqual(yield* readN(right, 1), ["abc"])
     }))
 
-  it.scoped("end half-closes: the other side reads what was sent, then the end, and can still send back", () =>
+  it.effect("end half-closes: the other side reads what was sent, then the end, and can still send back", () =>
     Effect.gen(function*() {
       const { left, leftToRight, right } = yield* TestTransport.makePair()
       yield* left.send([utf8("last words")])
@@ -66,7 +69,7 @@ describe("TestTransport", () => {
       assert.deepStrictEqual((yield* leftToRight.sent).map(text), ["last words"])
     }))
 
-  it.scoped("close ends the receiver's incoming after what was sent and fails later sends", () =>
+  it.effect("close ends the receiver's incoming after what was sent and fails later sends", () =>
     Effect.gen(function*() {
       const { left, leftToRight, right } = yield* TestTransport.makePair()
       yield* left.send([utf8("before")])
@@ -76,14 +79,15 @@ describe("TestTransport", () => {
       assert.strictEqual(error.reason, "Closed")
     }))
 
-  it.scoped("fail fails the receiver's incoming with a Read error after what was sent", () =>
+  it.effect("fail fails the receiver's incoming with a Read error after what was sent", () =>
     Effect.gen(function*() {
       const { left, leftToRight, right } = yield* TestTransport.makePair()
       yield* left.send([utf8("before")])
       yield* leftToRight.fail("connection reset")
       const { fiber, received } = yield* collect(right)
       const exit = yield* Fiber.await(fiber)
-      assert.deepStrictEqual(yield* Queue.takeAll(received).pipe(Effect.map(Chunk.toReadonlyArray)), ["before"])
+      // `Queue.clear` takes whatever is there without waiting (`Queue.takeAll` waits for at least one).
+      assert.deepStrictEqual(yield* Queue.clear(received), ["before"])
       assert.isTrue(Exit.isFailure(exit))
       const error = yield* Effect.flip(Stream.runDrain(right.incoming)) // and again on a later run
       assert.strictEqual(error._tag, "TransportError")
@@ -92,7 +96,7 @@ describe("TestTransport", () => {
       assert.strictEqual((yield* Effect.flip(left.send([utf8("after")]))).reason, "Closed")
     }))
 
-  it.scoped("drop loses the next chunks, which still show up in sent", () =>
+  it.effect("drop loses the next chunks, which still show up in sent", () =>
     Effect.gen(function*() {
       const { left, leftToRight, right } = yield* TestTransport.makePair()
       yield* leftToRight.drop(2)
@@ -103,7 +107,7 @@ describe("TestTransport", () => {
       assert.deepStrictEqual((yield* leftToRight.sent).map(text), ["one", "two", "three"])
     }))
 
-  it.scoped("rechunk re-splits the bytes with the sizes cycled, merging what has arrived", () =>
+  it.effect("rechunk re-splits the bytes with the sizes cycled, merging what has arrived", () =>
     Effect.gen(function*() {
       const { left, leftToRight, right } = yield* TestTransport.makePair()
       yield* leftToRight.rechunk([3, 1])
@@ -112,7 +116,7 @@ describe("TestTransport", () => {
       assert.deepStrictEqual(yield* readAll(right), ["abc", "d", "efg"])
     }))
 
-  it.scoped("rechunk never holds bytes back waiting for more", () =>
+  it.effect("rechunk never holds bytes back waiting for more", () =>
     Effect.gen(function*() {
       const { left, leftToRight, right } = yield* TestTransport.makePair()
       yield* leftToRight.rechunk([100])
@@ -120,24 +124,25 @@ describe("TestTransport", () => {
       assert.deepStrictEqual(yield* readN(right, 1), ["short"])
     }))
 
-  // One test running fast-check itself: `it.effect.prop` builds a fresh test environment per run (~35 ms each here).
+  // One test running fast-check itself: `it.effect.prop` builds a fresh test environment per run (~35 ms each here),
+  // and takes `effect/Arbitrary` values and Schemas only.
   it.effect("rechunk with any sizes preserves the byte sequence", () =>
     Effect.gen(function*() {
-      const runtime = yield* Effect.runtime<never>()
+      const context = yield* Effect.context<never>()
       const property = (chunks: ReadonlyArray<Uint8Array>, sizes: ReadonlyArray<number>) =>
         Effect.gen(function*() {
           const { left, leftToRight, right } = yield* TestTransport.makePair({ capacity: 4 })
           yield* leftToRight.rechunk(sizes)
-          const reading = yield* Effect.fork(Stream.runCollect(right.incoming))
+          const reading = yield* Effect.forkChild(Stream.runCollect(right.incoming))
           for (const chunk of chunks) yield* left.send([chunk])
           yield* left.end
-          const delivered = Chunk.toReadonlyArray(yield* Fiber.join(reading))
+          const delivered = yield* Fiber.join(reading)
           const flatten = (parts: ReadonlyArray<Uint8Array>) => parts.flatMap((part) => Array.from(part))
           assert.deepStrictEqual(flatten(delivered), flatten(chunks))
           for (const chunk of delivered) {
             assert.isTrue(chunk.length > 0 && chunk.length <= Math.max(...sizes))
           }
-        }).pipe(Effect.scoped, Runtime.runPromise(runtime))
+        }).pipe(Effect.scoped, Effect.runPromiseWith(context))
       yield* Effect.promise(() =>
         fc.assert(
           fc.asyncProperty(
@@ -149,7 +154,7 @@ describe("TestTransport", () => {
       )
     }))
 
-  it.scoped("injectGarbage puts raw bytes on the link in order, without recording them as sent", () =>
+  it.effect("injectGarbage puts raw bytes on the link in order, without recording them as sent", () =>
     Effect.gen(function*() {
       const { left, leftToRight, right } = yield* TestTransport.makePair()
       yield* left.send([utf8("first")])
@@ -157,14 +162,14 @@ describe("TestTransport", () => {
       yield* leftToRight.injectGarbage(new Uint8Array([0xff, 0x00]))
       yield* left.send([utf8("second")])
       yield* left.end
-      const delivered = yield* Stream.runCollect(right.incoming).pipe(Effect.map(Chunk.toReadonlyArray))
+      const delivered = yield* Stream.runCollect(right.incoming)
       assert.deepStrictEqual(delivered.slice(0, 2).map(text), ["first", "garbage"])
       assert.deepStrictEqual(Array.from(delivered[2]), [0xff, 0x00])
       assert.deepStrictEqual(text(delivered[3]), "second")
       assert.deepStrictEqual((yield* leftToRight.sent).map(text), ["first", "second"])
     }))
 
-  it.scoped("delay holds chunks on the Clock until TestClock.adjust releases them, in order", () =>
+  it.effect("delay holds chunks on the Clock until TestClock.adjust releases them, in order", () =>
     Effect.gen(function*() {
       const { left, leftToRight, right } = yield* TestTransport.makePair()
       yield* leftToRight.delay("100 millis")
@@ -187,7 +192,7 @@ describe("TestTransport", () => {
       assert.strictEqual(yield* Queue.take(received), "c")
     }))
 
-  it.scoped("backpressure: with capacity 2 and a paused reader, the third send waits for resume", () =>
+  it.effect("backpressure: with capacity 2 and a paused reader, the third send waits for resume", () =>
     Effect.gen(function*() {
       const { left, leftToRight, right } = yield* TestTransport.makePair({ capacity: 2 })
       yield* leftToRight.pause
@@ -195,9 +200,9 @@ describe("TestTransport", () => {
       yield* settle
       yield* left.send([utf8("1")])
       yield* left.send([utf8("2")])
-      const third = yield* Effect.fork(left.send([utf8("3")]))
+      const third = yield* Effect.forkChild(left.send([utf8("3")]))
       yield* settle
-      assert.isTrue(Option.isNone(yield* Fiber.poll(third)))
+      assert.isTrue(Option.isNone(yield* poll(third)))
       assert.strictEqual(yield* leftToRight.buffered, 2)
       assert.strictEqual(yield* Queue.size(received), 0)
       yield* leftToRight.resume
@@ -210,20 +215,20 @@ describe("TestTransport", () => {
       assert.strictEqual(yield* leftToRight.buffered, 0)
     }))
 
-  it.scoped("backpressure: a send blocked on a full link fails when the link closes", () =>
+  it.effect("backpressure: a send blocked on a full link fails when the link closes", () =>
     Effect.gen(function*() {
       const { left, leftToRight, right } = yield* TestTransport.makePair({ capacity: 1 })
       yield* left.send([utf8("1")])
-      const second = yield* Effect.fork(left.send([utf8("2")]))
+      const second = yield* Effect.forkChild(left.send([utf8("2")]))
       yield* settle
-      assert.isTrue(Option.isNone(yield* Fiber.poll(second)))
+      assert.isTrue(Option.isNone(yield* poll(second)))
       yield* leftToRight.close
       const error = yield* Effect.flip(Fiber.join(second))
       assert.strictEqual(error.reason, "Closed")
       assert.deepStrictEqual(yield* readAll(right), ["1"])
     }))
 
-  it.scoped("a later run of incoming continues where the earlier one stopped", () =>
+  it.effect("a later run of incoming continues where the earlier one stopped", () =>
     Effect.gen(function*() {
       const { left, leftToRight, right } = yield* TestTransport.makePair()
       yield* leftToRight.rechunk([2])
@@ -238,14 +243,14 @@ describe("TestTransport", () => {
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const { left, leftToRight, right, rightToLeft } = yield* TestTransport.makePair({ capacity: 1 }).pipe(
-        Scope.extend(scope)
+        Scope.provide(scope)
       )
       yield* leftToRight.pause
       yield* rightToLeft.delay("1 hour")
       const leftReader = yield* collect(left)
       const rightReader = yield* collect(right)
       yield* left.send([utf8("buffered")])
-      const blocked = yield* Effect.fork(left.send([utf8("blocked")]))
+      const blocked = yield* Effect.forkChild(left.send([utf8("blocked")]))
       yield* right.send([utf8("delayed")])
       yield* settle
       yield* Scope.close(scope, Exit.void)

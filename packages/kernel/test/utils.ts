@@ -1,7 +1,7 @@
 import { Framing } from "@lifeline/jsonrpc"
 import type { Transport } from "@lifeline/kernel"
-import { Effect, Queue, Stream } from "effect"
-import type { Scope } from "effect"
+import { Effect, Option, Queue, Stream } from "effect"
+import type { Exit, Fiber, Scope } from "effect"
 
 /** The other end of a transport, driven by hand: send any message or raw bytes, read whatever arrives. */
 export interface Raw {
@@ -37,7 +37,17 @@ export const eventually = (condition: Effect.Effect<boolean>, what = "condition"
   Effect.gen(function*() {
     for (let i = 0; i < 10_000; i++) {
       if (yield* condition) return
-      yield* Effect.yieldNow()
+      yield* Effect.yieldNow
     }
-    return yield* Effect.dieMessage(`never reached: ${what}`)
+    return yield* Effect.die(new Error(`never reached: ${what}`))
+  })
+
+/** A fiber's exit if it has ended, without waiting: `fiber.pollUnsafe()` as an Effect. */
+export const poll = <A, E>(fiber: Fiber.Fiber<A, E>): Effect.Effect<Option.Option<Exit.Exit<A, E>>> =>
+  Effect.sync(() => Option.fromUndefinedOr(fiber.pollUnsafe()))
+
+/** Lets the other fibers run: `Effect.yieldNow` once, then `n` times more. */
+export const yieldTimes = (n: number): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    for (let i = 0; i <= n; i++) yield* Effect.yieldNow
   })
