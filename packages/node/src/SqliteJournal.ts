@@ -1,19 +1,18 @@
 /**
- * The embedded default journal: SQLite through `@effect/sql-sqlite-node`, in WAL mode, with every write synced before
- * it returns, in one file under the data directory. Also kills the child processes a crashed host left behind.
+ * The embedded default journal: SQLite through Node's built-in `node:sqlite` (no native addon), in WAL mode, with every
+ * write synced before it returns, in one file under the data directory. Also kills the child processes a crashed host
+ * left behind.
  *
  * @since 0.1.0
  */
-import type * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Journal from "@lifeline/kernel/Journal"
 import type * as Recovery from "@lifeline/kernel/Recovery"
 import * as Config from "effect/Config"
-import type * as ConfigError from "effect/ConfigError"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Path from "node:path"
 import * as internal from "./internal/sqliteJournal.js"
 import * as orphans from "./internal/sqliteOrphans.js"
@@ -72,11 +71,15 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
  *
  * @example
  * ```ts
- * import { SqliteClient } from "@effect/sql-sqlite-node"
  * import { Effect } from "effect"
+ * import { SqlClient } from "effect/sql"
  * import { SqliteJournal } from "@lifeline/node"
  *
- * const journal = SqliteJournal.make().pipe(Effect.provide(SqliteClient.layer({ filename: "journal.db" })))
+ * // any SQLite `SqlClient` will do; this one is SqliteJournal's own, over node:sqlite
+ * const journal = Effect.flatMap(
+ *   SqliteJournal.makeClient("journal.db"),
+ *   (client) => SqliteJournal.make({ synchronous: "NORMAL" }).pipe(Effect.provideService(SqlClient.SqlClient, client))
+ * )
  * ```
  *
  * @since 0.1.0
@@ -87,14 +90,14 @@ export const make: (
 ) => Effect.Effect<Journal.Journal.Service, Journal.JournalError, SqlClient.SqlClient> = internal.make
 
 /**
- * Opens the database file (creating its directory) as a `SqliteClient`, closed with the Scope. An app that keeps its
- * own tables in the same file can give this client to {@link make} and write its state and the journal in one
- * transaction.
+ * Opens the database file (creating its directory) as a `SqlClient` over `node:sqlite` (WAL mode, a 5 s busy timeout,
+ * prepared statements cached), closed with the Scope. An app that keeps its own tables in the same file can give this
+ * client to {@link make} and write its state and the journal in one transaction.
  *
  * @example
  * ```ts
- * import { SqlClient } from "@effect/sql"
  * import { Effect } from "effect"
+ * import { SqlClient } from "effect/sql"
  * import { SqliteJournal } from "@lifeline/node"
  *
  * const program = Effect.gen(function*() {
@@ -108,7 +111,7 @@ export const make: (
  */
 export const makeClient: (
   filename: string
-) => Effect.Effect<SqliteClient.SqliteClient, Journal.JournalError, Scope.Scope> = internal.makeClient
+) => Effect.Effect<SqlClient.SqlClient, Journal.JournalError, Scope.Scope> = internal.makeClient
 
 /**
  * Opens (and creates) the database file and builds the journal on it; the file is closed with the Scope.
@@ -152,7 +155,7 @@ export const makeFile = (options: Options): Effect.Effect<Journal.Journal.Servic
  * @category layers
  */
 export const layer = (options: Options): Layer.Layer<Journal.Journal, Journal.JournalError> =>
-  Layer.scoped(Journal.Journal, makeFile(options))
+  Layer.effect(Journal.Journal, makeFile(options))
 
 /**
  * The variables naming the data directory, in order of precedence.
@@ -177,28 +180,25 @@ export const SYNCHRONOUS_VARIABLE = "LIFELINE_JOURNAL_SYNCHRONOUS"
  *
  * @example
  * ```ts
- * import { ConfigProvider, Effect } from "effect"
+ * import { ConfigProvider } from "effect"
  * import { SqliteJournal } from "@lifeline/node"
  *
- * const options = SqliteJournal.config.pipe(
- *   Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["HERMES_DATA_DIR", "/data/hermes"]])))
- * ) // { filename: "/data/hermes/lifeline/journal.db", synchronous: "FULL" }
+ * const options = SqliteJournal.config.parse(ConfigProvider.fromEnv({ env: { HERMES_DATA_DIR: "/data/hermes" } }))
+ * // { filename: "/data/hermes/lifeline/journal.db", synchronous: "FULL" }
  * ```
  *
  * @since 0.1.0
  * @category constructors
  */
 export const config: Config.Config<Required<Options>> = Config.all({
-  directory: Config.nonEmptyString("LIFELINE_DATA_DIR").pipe(
-    Config.orElse(() => Config.nonEmptyString("HERMES_DATA_DIR")),
-    Config.orElse(() => Config.nonEmptyString("XDG_DATA_HOME")),
-    Config.orElse(() => Config.map(Config.nonEmptyString("HOME"), (home) => Path.join(home, ".local", "share"))),
-    Config.withDescription("The data directory: the journal is <dir>/lifeline/journal.db")
+  // The data directory: the journal is <dir>/lifeline/journal.db
+  directory: Config.NonEmptyString("LIFELINE_DATA_DIR").pipe(
+    Config.orElse(() => Config.NonEmptyString("HERMES_DATA_DIR")),
+    Config.orElse(() => Config.NonEmptyString("XDG_DATA_HOME")),
+    Config.orElse(() => Config.map(Config.NonEmptyString("HOME"), (home) => Path.join(home, ".local", "share")))
   ),
-  synchronous: Config.literal("FULL", "NORMAL")(SYNCHRONOUS_VARIABLE).pipe(
-    Config.withDefault("FULL" as const),
-    Config.withDescription("How SQLite syncs the journal: FULL (default, survives power loss) or NORMAL")
-  )
+  // How SQLite syncs the journal: FULL (default, survives power loss) or NORMAL
+  synchronous: Config.Literals(["FULL", "NORMAL"], SYNCHRONOUS_VARIABLE).pipe(Config.withDefault("FULL" as const))
 }).pipe(
   Config.map(({ directory, synchronous }) => ({
     filename: Path.join(directory, "lifeline", "journal.db"),
@@ -221,7 +221,7 @@ export const config: Config.Config<Required<Options>> = Config.all({
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig: Layer.Layer<Journal.Journal, Journal.JournalError | ConfigError.ConfigError> = Layer.scoped(
+export const layerConfig: Layer.Layer<Journal.Journal, Journal.JournalError | Config.ConfigError> = Layer.effect(
   Journal.Journal,
   Effect.flatMap(config, makeFile)
 )
@@ -247,7 +247,7 @@ export const layerConfig: Layer.Layer<Journal.Journal, Journal.JournalError | Co
  * @since 0.1.0
  * @category constructors
  */
-export const reapProcess: (options?: { readonly grace?: Duration.DurationInput | undefined }) => Recovery.Reaper =
+export const reapProcess: (options?: { readonly grace?: Duration.Input | undefined }) => Recovery.Reaper =
   orphans.reapProcess
 
 /**

@@ -1,9 +1,9 @@
-import { Migrator, SqlClient } from "@effect/sql"
-import { SqliteClient } from "@effect/sql-sqlite-node"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Journal, Recovery } from "@lifeline/kernel"
 import { SqliteJournal } from "@lifeline/node"
-import { ConfigProvider, Context, Effect, Exit, Layer, Option, Scope, TestClock } from "effect"
+import { ConfigProvider, Effect, Exit, Layer, Option, Scope } from "effect"
+import { Migrator, SqlClient } from "effect/sql"
+import { TestClock } from "effect/testing"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -27,22 +27,20 @@ const op = (key: string, extra?: Partial<Journal.Operation>): Journal.Operation 
 const open = (filename: string, synchronous?: SqliteJournal.Synchronous) =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
-    const journal = yield* SqliteJournal.makeFile({ filename, synchronous }).pipe(Scope.extend(scope))
+    const journal = yield* SqliteJournal.makeFile({ filename, synchronous }).pipe(Scope.provide(scope))
     return { journal, close: Scope.close(scope, Exit.void) }
   })
 
 /** The journal with the raw SqlClient beside it, to look at pragmas and tables; both live as long as the Scope. */
 const withClient = (filename: string, synchronous?: SqliteJournal.Synchronous) =>
   Effect.gen(function*() {
-    Fs.mkdirSync(Path.dirname(filename), { recursive: true })
-    const context = yield* Layer.build(SqliteClient.layer({ filename }))
-    const sql = Context.get(context, SqlClient.SqlClient)
+    const sql = yield* SqliteJournal.makeClient(filename)
     const journal = yield* SqliteJournal.make({ synchronous }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
     return { journal, sql }
   })
 
 describe("SqliteJournal", () => {
-  it.scoped("opens in WAL mode, syncing every commit (FULL) unless told NORMAL", () =>
+  it.effect("opens in WAL mode, syncing every commit (FULL) unless told NORMAL", () =>
     Effect.gen(function*() {
       const full = yield* withClient(freshFile())
       assert.deepStrictEqual(yield* full.sql.unsafe("PRAGMA journal_mode"), [{ journal_mode: "wal" }])
@@ -163,7 +161,7 @@ describe("SqliteJournal", () => {
       const { close, journal } = yield* open(filename)
       yield* journal.batch(Effect.forEach(["b1", "b2", "b3"], (key) => journal.begin(op(key))))
       const failed = yield* Effect.exit(
-        journal.batch(Effect.zipRight(journal.begin(op("lost")), Effect.fail("abort" as const)))
+        journal.batch(Effect.andThen(journal.begin(op("lost")), Effect.fail("abort" as const)))
       )
       assert.isTrue(Exit.isFailure(failed))
       assert.deepStrictEqual((yield* journal.unfinished()).map((entry) => entry.key), ["b1", "b2", "b3"])
@@ -192,7 +190,7 @@ describe("SqliteJournal", () => {
 
   describe("layerConfig", () => {
     const provider = (entries: ReadonlyArray<readonly [string, string]>) =>
-      Layer.setConfigProvider(ConfigProvider.fromMap(new Map(entries)))
+      ConfigProvider.layer(ConfigProvider.fromEnv({ env: Object.fromEntries(entries) }))
 
     it.effect("puts the journal at <data dir>/lifeline/journal.db, creating the directory", () =>
       Effect.gen(function*() {
@@ -206,7 +204,7 @@ describe("SqliteJournal", () => {
     it.effect("LIFELINE_DATA_DIR comes first, XDG_DATA_HOME and HOME last; the sync mode is read too", () =>
       Effect.gen(function*() {
         const read = (entries: ReadonlyArray<readonly [string, string]>) =>
-          SqliteJournal.config.pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map(entries))))
+          SqliteJournal.config.parse(ConfigProvider.fromEnv({ env: Object.fromEntries(entries) }))
         assert.deepStrictEqual(
           yield* read([["LIFELINE_DATA_DIR", "/l"], ["HERMES_DATA_DIR", "/h"], [
             "LIFELINE_JOURNAL_SYNCHRONOUS",
@@ -223,7 +221,7 @@ describe("SqliteJournal", () => {
           "/home/u/.local/share/lifeline/journal.db"
         )
         const invalid = yield* Effect.flip(read([["HOME", "/h"], ["LIFELINE_JOURNAL_SYNCHRONOUS", "OFF"]]))
-        assert.strictEqual(invalid._op, "InvalidData")
+        assert.strictEqual(invalid.cause._tag, "SchemaError")
       }))
   })
 
@@ -259,7 +257,7 @@ describe("SqliteJournal", () => {
         const reader = yield* open(filename)
         const scope = yield* Scope.make()
         yield* TestClock.adjust("1 second")
-        const claim = yield* holder.journal.claim("host", { ttl: "3 seconds" }).pipe(Scope.extend(scope))
+        const claim = yield* holder.journal.claim("host", { ttl: "3 seconds" }).pipe(Scope.provide(scope))
         const stored = Option.getOrThrow(yield* reader.journal.holder("host"))
         assert.deepStrictEqual(stored, claim)
         assert.deepInclude(stored, { owner: "host", pid: process.pid, host: Os.hostname(), claimedAt: 1000 })
@@ -274,7 +272,7 @@ describe("SqliteJournal", () => {
         yield* reader.close
       }))
 
-    it.scoped("two journals on one file in one process behave like two processes", () =>
+    it.effect("two journals on one file in one process behave like two processes", () =>
       Effect.gen(function*() {
         const filename = freshFile()
         const { journal: first, sql } = yield* withClient(filename)
@@ -295,7 +293,7 @@ describe("SqliteJournal", () => {
         yield* second.close
       }))
 
-    it.scoped("a claim whose process is gone (or whose pid was reused) is taken over at once, before it expires", () =>
+    it.effect("a claim whose process is gone (or whose pid was reused) is taken over at once, before it expires", () =>
       Effect.gen(function*() {
         const filename = freshFile()
         const { journal, sql } = yield* withClient(filename)
@@ -323,7 +321,7 @@ describe("SqliteJournal", () => {
       }))
   })
 
-  it.scoped("Recovery over a reopened file resumes the leftover once and records it", () =>
+  it.effect("Recovery over a reopened file resumes the leftover once and records it", () =>
     Effect.gen(function*() {
       const filename = freshFile()
       const crashed = yield* open(filename)

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Journal, Recovery } from "@lifeline/kernel"
-import { Effect, Fiber, Option, TestClock } from "effect"
+import { Effect, Fiber, Option } from "effect"
+import { TestClock } from "effect/testing"
 import * as orphans from "../src/internal/sqliteOrphans.js"
 
 const pid = 4242
@@ -28,7 +29,7 @@ describe("SqliteJournal.reapProcess", () => {
   it.effect("an orphan that ignores SIGTERM is SIGKILLed after grace, and Killed once it is gone", () =>
     Effect.gen(function*() {
       const { signals, system } = fakeSystem(["SIGKILL"])
-      const fiber = yield* Effect.fork(orphans.makeReaper(system, { grace: "1 second" })(info))
+      const fiber = yield* Effect.forkChild(orphans.makeReaper(system, { grace: "1 second" })(info))
       yield* TestClock.adjust("1 second")
       yield* TestClock.adjust("100 millis")
       assert.strictEqual(yield* Fiber.join(fiber), "Killed")
@@ -38,9 +39,9 @@ describe("SqliteJournal.reapProcess", () => {
   it.effect("an orphan still there after SIGKILL and grace is not reported Killed: the reap fails with Survived", () =>
     Effect.gen(function*() {
       const { signals, system } = fakeSystem([])
-      const fiber = yield* Effect.fork(Effect.flip(orphans.makeReaper(system, { grace: "1 second" })(info)))
+      const fiber = yield* Effect.forkChild(Effect.flip(orphans.makeReaper(system, { grace: "1 second" })(info)))
       yield* TestClock.adjust("1 second")
-      assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)), "waits for the exit after SIGKILL")
+      assert.isTrue(fiber.pollUnsafe() === undefined, "waits for the exit after SIGKILL")
       yield* TestClock.adjust("1 second")
       const error = yield* Fiber.join(fiber)
       assert.instanceOf(error, orphans.ReapError)
@@ -57,11 +58,11 @@ describe("SqliteJournal.reapProcess", () => {
       const key = yield* Recovery.recordProcess({ pid, command: info.command })
       const journal = yield* Journal.Journal
       yield* journal.release(key) // as if a crashed run had recorded it
-      const fiber = yield* Effect.fork(
+      const fiber = yield* Effect.forkChild(
         Effect.scoped(Recovery.reapOrphans(orphans.makeReaper(system, { grace: "1 second" })))
       )
       // SIGTERM, 1 s, SIGKILL, 1 s: moved on in steps, since recovery takes a few steps before it reaps
-      for (let step = 0; step < 8 && Option.isNone(yield* Fiber.poll(fiber)); step++) {
+      for (let step = 0; step < 8 && fiber.pollUnsafe() === undefined; step++) {
         yield* TestClock.adjust("500 millis")
       }
       const report = yield* Fiber.join(fiber)

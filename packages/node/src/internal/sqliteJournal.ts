@@ -1,17 +1,17 @@
 /** @internal */
-import * as Reactivity from "@effect/experimental/Reactivity"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import * as Migrator from "@effect/sql/Migrator"
-import * as SqlClient from "@effect/sql/SqlClient"
-import { SqlError } from "@effect/sql/SqlError"
 import * as Journal from "@lifeline/kernel/Journal"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import * as Migrator from "effect/sql/Migrator"
+import * as SqlClient from "effect/sql/SqlClient"
+import { SqlError } from "effect/sql/SqlError"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { identity, liveness } from "./journalIdentity.js"
+import * as NodeSqlite from "./nodeSqlite.js"
 
 /** @internal */
 export const table = "lifeline_journal"
@@ -89,7 +89,7 @@ const StoredRow = Schema.Struct({
   finished_at: Schema.NullOr(Schema.Number)
 })
 
-const decodeRow = Schema.decodeUnknownEither(StoredRow)
+const decodeRow = Schema.decodeUnknownResult(StoredRow)
 
 const StoredClaim = Schema.Struct({
   owner: Schema.String,
@@ -101,20 +101,20 @@ const StoredClaim = Schema.Struct({
   expires_at: Schema.Number
 })
 
-const decodeClaim = Schema.decodeUnknownEither(StoredClaim)
+const decodeClaim = Schema.decodeUnknownResult(StoredClaim)
 
 const toClaim = (stored: unknown): Effect.Effect<Journal.Claim, Journal.JournalError> => {
   const decoded = decodeClaim(stored)
-  if (decoded._tag === "Left") {
+  if (Result.isFailure(decoded)) {
     return Effect.fail(
       new Journal.JournalError({
         reason: "Corrupt",
         detail: "a stored owner claim does not have the expected columns and types",
-        cause: decoded.left
+        cause: decoded.failure
       })
     )
   }
-  const row = decoded.right
+  const row = decoded.success
   const claim: { -readonly [K in keyof Journal.Claim]: Journal.Claim[K] } = {
     owner: row.owner,
     holder: row.holder,
@@ -129,18 +129,18 @@ const toClaim = (stored: unknown): Effect.Effect<Journal.Claim, Journal.JournalE
 
 const toRow = (stored: unknown): Effect.Effect<Journal.Row, Journal.JournalError> => {
   const decoded = decodeRow(stored)
-  if (decoded._tag === "Left") {
+  if (Result.isFailure(decoded)) {
     const key = (stored as { op_key?: unknown } | null)?.op_key
     return Effect.fail(
       new Journal.JournalError({
         reason: "Corrupt",
         ...(typeof key === "string" ? { key } : {}),
         detail: "a stored row does not have the journal's columns and types",
-        cause: decoded.left
+        cause: decoded.failure
       })
     )
   }
-  const row = decoded.right
+  const row = decoded.success
   return Effect.succeed({
     key: row.op_key,
     kind: row.kind,
@@ -160,7 +160,7 @@ const toRow = (stored: unknown): Effect.Effect<Journal.Row, Journal.JournalError
 const storage = (detail: string) => (cause: SqlError | Migrator.MigrationError) =>
   new Journal.JournalError({ reason: "Storage", detail: `${detail}: ${cause.message}`, cause })
 
-// The number of rows a write changed. better-sqlite3 reports `changes`; a server driver would report its own field.
+// The number of rows a write changed. node:sqlite reports `changes`; a server driver would report its own field.
 const changed = (raw: unknown): number => {
   const result = raw as { readonly changes?: unknown; readonly affectedRows?: unknown; readonly count?: unknown }
   const count = result.changes ?? result.affectedRows ?? result.count
@@ -345,7 +345,7 @@ export const make = (
 /** @internal */
 export const makeClient = (
   filename: string
-): Effect.Effect<SqliteClient.SqliteClient, Journal.JournalError, Scope.Scope> =>
+): Effect.Effect<SqlClient.SqlClient, Journal.JournalError, Scope.Scope> =>
   Effect.gen(function*() {
     if (filename !== ":memory:") {
       yield* Effect.tryPromise({
@@ -358,11 +358,9 @@ export const makeClient = (
           })
       })
     }
-    return yield* SqliteClient.make({ filename }).pipe(
-      Effect.provideServiceEffect(Reactivity.Reactivity, Reactivity.make),
-      // better-sqlite3 throws when it cannot open the file; the client lets that escape as a defect.
-      Effect.catchAllDefect((cause) =>
-        Effect.fail(new Journal.JournalError({ reason: "Storage", detail: `cannot open ${filename}`, cause }))
+    return yield* NodeSqlite.make({ filename }).pipe(
+      Effect.mapError((cause) =>
+        new Journal.JournalError({ reason: "Storage", detail: `cannot open ${filename}`, cause })
       )
     )
   })

@@ -97,18 +97,21 @@ const isGone = (system: System, pid: number): Effect.Effect<boolean> =>
 const awaitGone = (system: System, pid: number): Effect.Effect<void> =>
   Effect.flatMap(
     isGone(system, pid),
-    (gone) => gone ? Effect.void : Effect.zipRight(Effect.sleep("20 millis"), awaitGone(system, pid))
+    (gone) => gone ? Effect.void : Effect.andThen(Effect.sleep("20 millis"), awaitGone(system, pid))
   )
 
 const exitsWithin = (system: System, pid: number, grace: Duration.Duration): Effect.Effect<boolean> =>
-  awaitGone(system, pid).pipe(Effect.timeoutTo({ duration: grace, onTimeout: () => false, onSuccess: () => true }))
+  awaitGone(system, pid).pipe(
+    Effect.as(true),
+    Effect.timeoutOrElse({ duration: grace, orElse: () => Effect.succeed(false) })
+  )
 
 /** @internal */
 export const makeReaper = (
   system: System,
-  options?: { readonly grace?: Duration.DurationInput | undefined }
+  options?: { readonly grace?: Duration.Input | undefined }
 ): Recovery.Reaper => {
-  const grace = Duration.decode(options?.grace ?? "2 seconds")
+  const grace = Duration.fromInputUnsafe(options?.grace ?? "2 seconds")
   return (info) =>
     Effect.gen(function*() {
       const identity = yield* identify(system, info)
@@ -128,5 +131,5 @@ export const makeReaper = (
 }
 
 /** @internal */
-export const reapProcess = (options?: { readonly grace?: Duration.DurationInput | undefined }): Recovery.Reaper =>
+export const reapProcess = (options?: { readonly grace?: Duration.Input | undefined }): Recovery.Reaper =>
   makeReaper(nodeSystem, options)
