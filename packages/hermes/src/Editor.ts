@@ -50,7 +50,7 @@ export interface Window {
  * @since 0.1.0
  * @category models
  */
-export class Editor extends Context.Tag("@lifeline/hermes/Editor")<Editor, Editor.Service>() {}
+export class Editor extends Context.Service<Editor, Editor.Service>()("@lifeline/hermes/Editor") {}
 
 /**
  * @since 0.1.0

@@ -6,12 +6,12 @@
  *
  * @since 0.1.0
  */
-import type * as FileSystem from "@effect/platform/FileSystem"
-import type * as Path from "@effect/platform/Path"
 import type * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
 import type * as Transport from "@lifeline/kernel/Transport"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
+import type * as FileSystem from "effect/FileSystem"
+import type * as Path from "effect/Path"
 import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as SubscriptionRef from "effect/SubscriptionRef"
@@ -57,7 +57,7 @@ export interface Command<S, Res, R> {
  * @category models
  */
 export interface StateOptions<S, I> {
-  readonly schema: Schema.Schema<S, I>
+  readonly schema: Schema.Codec<S, I>
   readonly initial: S
 }
 
@@ -85,7 +85,7 @@ export interface Options<S, Res, R> {
    * The whole shutdown checklist, drain included, finishes within this bound. Default 4 seconds: the host waits 5
    * (seed 000), and the answer needs time to travel.
    */
-  readonly shutdownBudget?: Duration.DurationInput | undefined
+  readonly shutdownBudget?: Duration.Input | undefined
 }
 
 /**

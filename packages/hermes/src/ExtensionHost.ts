@@ -146,7 +146,7 @@ export class CommandRefused extends Schema.TaggedError<CommandRefused>("@lifelin
   "CommandRefused",
   {
     command: Schema.String,
-    reason: Schema.Literal("NotReady", "UnknownCommand", "Disconnected"),
+    reason: Schema.Literals(["NotReady", "UnknownCommand", "Disconnected"]),
     detail: Schema.String
   }
 ) {
@@ -164,7 +164,7 @@ export class CommandRefused extends Schema.TaggedError<CommandRefused>("@lifelin
  */
 export interface RestartBudget {
   readonly maxRestarts: number
-  readonly within: Duration.DurationInput
+  readonly within: Duration.Input
 }
 
 /**
@@ -182,17 +182,17 @@ export interface Options {
    */
   readonly hostPid?: number | undefined
   /** Default 10 seconds (seed 002). */
-  readonly initializeTimeout?: Duration.DurationInput | undefined
+  readonly initializeTimeout?: Duration.Input | undefined
   /** Default 5 seconds (seed 000). */
-  readonly shutdownTimeout?: Duration.DurationInput | undefined
+  readonly shutdownTimeout?: Duration.Input | undefined
   /** How long a process that answered `shutdown` may take to exit by itself before it is killed. Default 2 seconds. */
-  readonly exitGrace?: Duration.DurationInput | undefined
+  readonly exitGrace?: Duration.Input | undefined
   /** Between SIGTERM and SIGKILL. Default 1 second. */
-  readonly killGrace?: Duration.DurationInput | undefined
+  readonly killGrace?: Duration.Input | undefined
   /** Default: 3 restarts within 60 seconds. */
   readonly restart?: RestartBudget | undefined
   /** Timeout of the host's other calls to the extension. Default 5 seconds. */
-  readonly requestTimeout?: Duration.DurationInput | undefined
+  readonly requestTimeout?: Duration.Input | undefined
 }
 
 /**
@@ -231,7 +231,7 @@ export interface Extension {
    * Waits until the extension has sent no request for `settle`, and none is being served: commands are fire and
    * forget, so this is how a host knows they are done. Returns at once if the extension is not running.
    */
-  readonly awaitQuiet: (settle: Duration.DurationInput) => Effect.Effect<void>
+  readonly awaitQuiet: (settle: Duration.Input) => Effect.Effect<void>
 }
 
 /**

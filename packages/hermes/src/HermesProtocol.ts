@@ -80,7 +80,7 @@ export type InitializeParams = typeof InitializeParams.Type
  * @category schemas
  */
 export const CommandInfo = Schema.Struct({
-  id: Schema.String.pipe(Schema.minLength(1)),
+  id: Schema.String.check(Schema.isMinLength(1)),
   title: Schema.String,
   description: Schema.optional(Schema.String)
 })
@@ -96,7 +96,7 @@ export type CommandInfo = typeof CommandInfo.Type
  * @category schemas
  */
 export const InitializeResult = Schema.Struct({
-  name: Schema.String.pipe(Schema.minLength(1)),
+  name: Schema.String.check(Schema.isMinLength(1)),
   version: Schema.String,
   commands: Schema.Array(CommandInfo)
 })
@@ -136,7 +136,7 @@ export const Initialized = Method.notification("initialized", { params: Method.N
  * @since 0.1.0
  * @category schemas
  */
-export const ShutdownReason = Schema.Literal("closing", "disabled", "reload", "error")
+export const ShutdownReason = Schema.Literals(["closing", "disabled", "reload", "error"])
 
 /**
  * @since 0.1.0
@@ -217,7 +217,7 @@ export const WindowClosed = Method.notification("window/closed", { params: Windo
  * @since 0.1.0
  * @category schemas
  */
-export const MessageFormat = Schema.Literal("json", "raw")
+export const MessageFormat = Schema.Literals(["json", "raw"])
 
 /**
  * @since 0.1.0

@@ -1,11 +1,11 @@
 /**
  * HL7 v2 messages, the content Hermes edits: parse and serialise the pipe-and-hat encoding, read and write one value
  * by its path in HL7 notation (`PID-5.1`, `PID-3[2].1`, `OBX[2]-5`), and the JSON view of `editor/getMessage`. Pure:
- * every function returns a value or an `Either`.
+ * every function returns a value or a `Result`.
  *
  * @since 0.1.0
  */
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 
 /**
@@ -20,7 +20,7 @@ import * as Schema from "effect/Schema"
  * @category errors
  */
 export class Hl7Error extends Schema.TaggedError<Hl7Error>("@lifeline/hermes/Hl7Error")("Hl7Error", {
-  reason: Schema.Literal("NotHl7", "InvalidPath", "NoSuchSegment", "ReadOnly"),
+  reason: Schema.Literals(["NotHl7", "InvalidPath", "NoSuchSegment", "ReadOnly"]),
   detail: Schema.String
 }) {
   override get message(): string {
@@ -93,27 +93,27 @@ const notHl7 = (detail: string) => new Hl7Error({ reason: "NotHl7", detail })
  *
  * @example
  * ```ts
- * import { Either } from "effect"
+ * import { Result } from "effect"
  * import { Hl7 } from "@lifeline/hermes"
  *
  * const message = Hl7.parse("MSH|^~\\&|LAB|HOSP|||20240101||ADT^A01|42|P|2.5\rPID|1||123||DOE^JOHN")
- * Either.map(message, (m) => Hl7.get(m, "PID-5.2")) // Right("JOHN")
+ * Result.map(message, (m) => Hl7.get(m, "PID-5.2")) // Result.succeed("JOHN")
  * ```
  *
  * @since 0.1.0
  * @category constructors
  */
-export const parse = (text: string): Either.Either<Message, Hl7Error> => {
+export const parse = (text: string): Result.Result<Message, Hl7Error> => {
   const lines = text.split(/\r\n|\r|\n/).filter((line) => line.length > 0)
-  if (lines.length === 0) return Either.left(notHl7("the message is empty"))
+  if (lines.length === 0) return Result.fail(notHl7("the message is empty"))
   const header = lines[0]
   if (!header.startsWith("MSH") || header.length < 8) {
-    return Either.left(notHl7("an HL7 v2 message starts with an MSH segment (MSH|^~\\&|...)"))
+    return Result.fail(notHl7("an HL7 v2 message starts with an MSH segment (MSH|^~\\&|...)"))
   }
   const field = header[3]
   const end = header.indexOf(field, 4)
   const encoding = end === -1 ? header.slice(4) : header.slice(4, end)
-  if (encoding.length < 4) return Either.left(notHl7(`MSH-2 must hold four encoding characters, got "${encoding}"`))
+  if (encoding.length < 4) return Result.fail(notHl7(`MSH-2 must hold four encoding characters, got "${encoding}"`))
   const delimiters: Delimiters = {
     field,
     component: encoding[0],
@@ -123,23 +123,23 @@ export const parse = (text: string): Either.Either<Message, Hl7Error> => {
   }
   const all = [field, ...encoding.slice(0, 4)]
   if (new Set(all).size !== all.length || /[A-Za-z0-9\s]/.test(all.join(""))) {
-    return Either.left(notHl7(`the delimiters must be five distinct punctuation characters, got "${all.join("")}"`))
+    return Result.fail(notHl7(`the delimiters must be five distinct punctuation characters, got "${all.join("")}"`))
   }
   const segments: Array<Segment> = []
   for (const line of lines) {
     const parts = line.split(field)
     const name = parts[0]
     if (!segmentName.test(name)) {
-      return Either.left(notHl7(`"${line.slice(0, 20)}" does not start with a segment name`))
+      return Result.fail(notHl7(`"${line.slice(0, 20)}" does not start with a segment name`))
     }
     if (name === "MSH") {
-      if (segments.length > 0) return Either.left(notHl7("a second MSH segment"))
+      if (segments.length > 0) return Result.fail(notHl7("a second MSH segment"))
       segments.push({ name, fields: [name, field, ...parts.slice(1)] })
     } else {
       segments.push({ name, fields: parts })
     }
   }
-  return Either.right({ delimiters, segments })
+  return Result.succeed({ delimiters, segments })
 }
 
 /**
@@ -148,18 +148,18 @@ export const parse = (text: string): Either.Either<Message, Hl7Error> => {
  * @since 0.1.0
  * @category models
  */
-export const isHl7 = (text: string): boolean => Either.isRight(parse(text))
+export const isHl7 = (text: string): boolean => Result.isSuccess(parse(text))
 
 /**
  * Serialises a message: segments joined by `\r`, trailing empty fields kept as they were.
  *
  * @example
  * ```ts
- * import { Either } from "effect"
+ * import { Result } from "effect"
  * import { Hl7 } from "@lifeline/hermes"
  *
  * const text = "MSH|^~\\&|LAB\rPID|1"
- * Either.map(Hl7.parse(text), Hl7.format) // Right(text)
+ * Result.map(Hl7.parse(text), Hl7.format) // Result.succeed(text)
  * ```
  *
  * @since 0.1.0
@@ -180,15 +180,15 @@ export const format = (message: Message): string =>
  * ```ts
  * import { Hl7 } from "@lifeline/hermes"
  *
- * Hl7.parsePath("PID-3[2].1") // Right({ segment: "PID", occurrence: 1, field: 3, repetition: 2, component: 1, subcomponent: undefined })
+ * Hl7.parsePath("PID-3[2].1") // Result.succeed({ segment: "PID", occurrence: 1, field: 3, repetition: 2, component: 1, subcomponent: undefined })
  * ```
  *
  * @since 0.1.0
  * @category constructors
  */
-export const parsePath = (path: string): Either.Either<Path, Hl7Error> => {
+export const parsePath = (path: string): Result.Result<Path, Hl7Error> => {
   const match = pathPattern.exec(path.trim())
-  const invalid = (detail: string) => Either.left(new Hl7Error({ reason: "InvalidPath", detail }))
+  const invalid = (detail: string) => Result.fail(new Hl7Error({ reason: "InvalidPath", detail }))
   if (match === null) {
     return invalid(`"${path}" is not an HL7 path such as PID-5, PID-5.1, PID-3[2].1 or OBX[2]-5`)
   }
@@ -211,7 +211,7 @@ export const parsePath = (path: string): Either.Either<Path, Hl7Error> => {
   ) {
     return invalid(`"${path}": MSH-1 and MSH-2 have no repetitions or components`)
   }
-  return Either.right(result)
+  return Result.succeed(result)
 }
 
 const locate = (message: Message, path: Path): number => {
@@ -292,10 +292,10 @@ const hasStructure = (text: string, delimiters: Delimiters) =>
  *
  * @example
  * ```ts
- * import { Either } from "effect"
+ * import { Result } from "effect"
  * import { Hl7 } from "@lifeline/hermes"
  *
- * const message = Either.getOrThrow(Hl7.parse("MSH|^~\\&|LAB\rPID|1||123~456||DOE^JOHN"))
+ * const message = Result.getOrThrow(Hl7.parse("MSH|^~\\&|LAB\rPID|1||123~456||DOE^JOHN"))
  * Hl7.get(message, "PID-3[2]") // "456"
  * Hl7.get(message, "PID-5") // "DOE^JOHN"
  * ```
@@ -304,9 +304,9 @@ const hasStructure = (text: string, delimiters: Delimiters) =>
  * @category combinators
  */
 export const get = (message: Message, path: string | Path): string | undefined => {
-  const parsed = typeof path === "string" ? parsePath(path) : Either.right(path)
-  if (Either.isLeft(parsed)) return undefined
-  const p = parsed.right
+  const parsed = typeof path === "string" ? parsePath(path) : Result.succeed(path)
+  if (Result.isFailure(parsed)) return undefined
+  const p = parsed.success
   const index = locate(message, p)
   if (index === -1) return undefined
   const d = message.delimiters
@@ -339,23 +339,23 @@ const replaceAt = (parts: ReadonlyArray<string>, index: number, value: string): 
  *
  * @example
  * ```ts
- * import { Either } from "effect"
+ * import { Result } from "effect"
  * import { Hl7 } from "@lifeline/hermes"
  *
- * const message = Either.getOrThrow(Hl7.parse("MSH|^~\\&|LAB\rPID|1||123||DOE^JOHN"))
- * const patched = Either.map(Hl7.set(message, "PID-5.1", "ANONYMOUS"), Hl7.format)
- * // Right("MSH|^~\\&|LAB\rPID|1||123||ANONYMOUS^JOHN")
+ * const message = Result.getOrThrow(Hl7.parse("MSH|^~\\&|LAB\rPID|1||123||DOE^JOHN"))
+ * const patched = Result.map(Hl7.set(message, "PID-5.1", "ANONYMOUS"), Hl7.format)
+ * // Result.succeed("MSH|^~\\&|LAB\rPID|1||123||ANONYMOUS^JOHN")
  * ```
  *
  * @since 0.1.0
  * @category combinators
  */
-export const set = (message: Message, path: string | Path, value: string | null): Either.Either<Message, Hl7Error> =>
-  Either.flatMap(typeof path === "string" ? parsePath(path) : Either.right(path), (p) => {
+export const set = (message: Message, path: string | Path, value: string | null): Result.Result<Message, Hl7Error> =>
+  Result.flatMap(typeof path === "string" ? parsePath(path) : Result.succeed(path), (p) => {
     const index = locate(message, p)
-    if (index === -1) return Either.left(noSuchSegment(p, message))
+    if (index === -1) return Result.fail(noSuchSegment(p, message))
     if (p.segment === "MSH" && p.field <= 2) {
-      return Either.left(new Hl7Error({ reason: "ReadOnly", detail: `MSH-${p.field} holds the delimiters` }))
+      return Result.fail(new Hl7Error({ reason: "ReadOnly", detail: `MSH-${p.field} holds the delimiters` }))
     }
     const d = message.delimiters
     // Clearing a value leaves no trailing delimiters behind it (`DOE^JOHN^` becomes `DOE^JOHN`).
@@ -384,7 +384,7 @@ export const set = (message: Message, path: string | Path, value: string | null)
       name: segment.name,
       fields: value === null ? trimEnd(fields, segment.name === "MSH" ? 3 : 1) : fields
     }
-    return Either.right({ delimiters: d, segments })
+    return Result.succeed({ delimiters: d, segments })
   })
 
 const trimEnd = (parts: Array<string>, keep = 1): Array<string> => {
@@ -427,10 +427,10 @@ const jsonOfRepetition = (text: string, d: Delimiters): JsonValue =>
  *
  * @example
  * ```ts
- * import { Either } from "effect"
+ * import { Result } from "effect"
  * import { Hl7 } from "@lifeline/hermes"
  *
- * const message = Either.getOrThrow(Hl7.parse("MSH|^~\\&|LAB\rPID|1||||DOE^JOHN"))
+ * const message = Result.getOrThrow(Hl7.parse("MSH|^~\\&|LAB\rPID|1||||DOE^JOHN"))
  * Hl7.toJson(message)
  * // { MSH: { "1": "|", "2": "^~\\&", "3": "LAB" }, PID: { "1": "1", "5": { "1": "DOE", "2": "JOHN" } } }
  * ```

@@ -29,7 +29,7 @@ import * as Layer from "effect/Layer"
  * @since 0.1.0
  * @category models
  */
-export class HostMonitor extends Context.Tag("@lifeline/hermes/HostMonitor")<HostMonitor, HostMonitor.Service>() {}
+export class HostMonitor extends Context.Service<HostMonitor, HostMonitor.Service>()("@lifeline/hermes/HostMonitor") {}
 
 /**
  * @since 0.1.0

@@ -6,8 +6,8 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
@@ -51,7 +51,9 @@ export class PatchRejected
  * @since 0.1.0
  * @category models
  */
-export class MessageStore extends Context.Tag("@lifeline/hermes/MessageStore")<MessageStore, MessageStore.Service>() {}
+export class MessageStore
+  extends Context.Service<MessageStore, MessageStore.Service>()("@lifeline/hermes/MessageStore")
+{}
 
 /**
  * @since 0.1.0
@@ -88,27 +90,29 @@ export const make = (initial: string): Effect.Effect<MessageStore.Service> =>
       Effect.flatMap(
         SubscriptionRef.get(ref),
         (text) =>
-          format === "raw" ? Effect.succeed(text) : Either.map(Hl7.parse(text), (m) => JSON.stringify(Hl7.toJson(m)))
+          format === "raw"
+            ? Effect.succeed(text)
+            : Effect.fromResult(Result.map(Hl7.parse(text), (m) => JSON.stringify(Hl7.toJson(m))))
       ),
     patch: (patches) =>
       SubscriptionRef.modifyEffect(ref, (text) => {
         const rejected = (index: number, error: Hl7.Hl7Error) =>
           new PatchRejected({ index, path: patches[index]?.path ?? "", reason: error.reason, detail: error.detail })
         let message = Hl7.parse(text)
-        if (Either.isLeft(message)) return Effect.fail(rejected(0, message.left))
+        if (Result.isFailure(message)) return Effect.fail(rejected(0, message.failure))
         for (let i = 0; i < patches.length; i++) {
-          message = Hl7.set(message.right, patches[i].path, patches[i].value)
-          if (Either.isLeft(message)) return Effect.fail(rejected(i, message.left))
+          message = Hl7.set(message.success, patches[i].path, patches[i].value)
+          if (Result.isFailure(message)) return Effect.fail(rejected(i, message.failure))
         }
         // No patch: nothing changes, and no change is published.
-        return Effect.succeed([patches.length, patches.length === 0 ? text : Hl7.format(message.right)] as const)
+        return Effect.succeed([patches.length, patches.length === 0 ? text : Hl7.format(message.success)] as const)
       }),
     set: (text) =>
-      Either.match(Hl7.parse(text), {
-        onLeft: Effect.fail,
-        onRight: () => SubscriptionRef.set(ref, text)
+      Result.match(Hl7.parse(text), {
+        onFailure: Effect.fail,
+        onSuccess: () => SubscriptionRef.set(ref, text)
       }),
-    changes: ref.changes
+    changes: SubscriptionRef.changes(ref)
   }))
 
 /**

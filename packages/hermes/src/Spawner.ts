@@ -94,7 +94,7 @@ export class SpawnError extends Schema.TaggedError<SpawnError>("@lifeline/hermes
  * @since 0.1.0
  * @category models
  */
-export class Spawner extends Context.Tag("@lifeline/hermes/Spawner")<Spawner, Spawner.Service>() {}
+export class Spawner extends Context.Service<Spawner, Spawner.Service>()("@lifeline/hermes/Spawner") {}
 
 /**
  * @since 0.1.0

@@ -10,7 +10,6 @@ import * as Transport from "@lifeline/kernel/Transport"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Spawner from "./Spawner.js"
 
@@ -62,7 +61,7 @@ export const make = (route: (spec: Spawner.Spec, index: number) => Behaviour): E
         const fiber = yield* route(spec, index).pipe(
           Effect.provideService(Transport.Transport, pair.right),
           Effect.onExit((result) =>
-            Effect.zipRight(
+            Effect.andThen(
               // A process that exits closes its stdout.
               pair.right.end,
               Deferred.succeed(
@@ -74,19 +73,21 @@ export const make = (route: (spec: Spawner.Spec, index: number) => Behaviour): E
             )
           ),
           Effect.ignore,
-          Effect.forkDaemon
+          Effect.forkDetach
         )
+        // Like a signal: the sender does not wait for the process to handle it.
+        const interruptFork = Effect.sync(() => fiber.interruptUnsafe())
         const kill = (sent: Spawner.Signal): Effect.Effect<void> =>
           Effect.suspend(() => {
             if (signal === "SIGKILL") return Effect.void
             signal = sent
-            if (sent === "SIGTERM") return Effect.asVoid(Fiber.interruptFork(fiber))
+            if (sent === "SIGTERM") return interruptFork
             // Nothing of the process runs any more: its pipes close and its exit is known at once.
             return Effect.all([
               pair.leftToRight.close,
               pair.rightToLeft.close,
               Deferred.succeed(exit, { code: null, signal: "SIGKILL" }),
-              Fiber.interruptFork(fiber)
+              interruptFork
             ], { discard: true })
           })
         yield* Effect.addFinalizer(() =>

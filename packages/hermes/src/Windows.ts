@@ -5,11 +5,11 @@
  *
  * @since 0.1.0
  */
-import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
-import * as HttpClient from "@effect/platform/HttpClient"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as FetchHttpClient from "effect/http/FetchHttpClient"
+import * as HttpClient from "effect/http/HttpClient"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 
@@ -58,7 +58,7 @@ export interface Presentation {
  * @since 0.1.0
  * @category models
  */
-export class Windows extends Context.Tag("@lifeline/hermes/Windows")<Windows, Windows.Service>() {}
+export class Windows extends Context.Service<Windows, Windows.Service>()("@lifeline/hermes/Windows") {}
 
 /**
  * @since 0.1.0
@@ -108,24 +108,33 @@ const maxBytes = 1024 * 1024
  */
 export const makeHeadless = (
   client: HttpClient.HttpClient,
-  options?: { readonly timeout?: Duration.DurationInput | undefined }
+  options?: { readonly timeout?: Duration.Input | undefined }
 ): Windows.Service => {
-  const timeout = Duration.decode(options?.timeout ?? Duration.seconds(2))
+  const timeout = Duration.fromInputUnsafe(options?.timeout ?? Duration.seconds(2))
   return {
     present: (window) => {
       if (!isLoopbackHttpUrl(window.url)) {
         return Effect.succeed({ skipped: "not a loopback http URL: never fetched" })
       }
       return client.get(window.url).pipe(
-        Effect.flatMap((response) =>
-          response.stream.pipe(
-            Stream.runFoldWhile(0, (bytes) => bytes < maxBytes, (bytes, chunk) => bytes + chunk.length),
-            Effect.map((bytes): Presentation => ({ status: response.status, bytes }))
+        Effect.flatMap((response) => {
+          let bytes = 0
+          return response.stream.pipe(
+            Stream.runForEachWhile((chunk) =>
+              Effect.sync(() => {
+                bytes += chunk.length
+                return bytes < maxBytes
+              })
+            ),
+            Effect.map((): Presentation => ({ status: response.status, bytes }))
           )
-        ),
+        }),
         Effect.scoped,
-        Effect.timeoutFail({ duration: timeout, onTimeout: () => `no answer within ${Duration.format(timeout)}` }),
-        Effect.catchAll((error) =>
+        Effect.timeoutOrElse({
+          duration: timeout,
+          orElse: () => Effect.fail(`no answer within ${Duration.format(timeout)}`)
+        }),
+        Effect.catch((error) =>
           Effect.succeed<Presentation>({ error: typeof error === "string" ? error : error.message })
         ),
         Effect.provideService(FetchHttpClient.RequestInit, { redirect: "manual" })
@@ -139,8 +148,8 @@ export const makeHeadless = (
  *
  * @example
  * ```ts
- * import { FetchHttpClient } from "@effect/platform"
  * import { Layer } from "effect"
+ * import { FetchHttpClient } from "effect/http"
  * import { Windows } from "@lifeline/hermes"
  *
  * const WindowsLive = Windows.layerHeadless.pipe(Layer.provide(FetchHttpClient.layer))

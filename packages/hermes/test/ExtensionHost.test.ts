@@ -11,9 +11,9 @@ import {
 } from "@lifeline/hermes"
 import { ShutdownPolicy, Transport } from "@lifeline/kernel"
 import type { Duration } from "effect"
-import { Deferred, Effect, Fiber, Option, Queue, Ref, Schema, SubscriptionRef, TestClock } from "effect"
+import { Deferred, Effect, Fiber, Option, Queue, Ref, Schema, SubscriptionRef } from "effect"
 import type { Raw } from "./utils.js"
-import { eventually, makeMemoryFs, makeRaw } from "./utils.js"
+import { adjust, eventually, makeMemoryFs, makeRaw, poll } from "./utils.js"
 
 const sample = "MSH|^~\\&|LAB|HOSP|||20240101||ADT^A01|42|P|2.5\rPID|1||123||DOE^JOHN||19800101"
 const spec: Spawner.Spec = { command: "hl7-extension" }
@@ -83,15 +83,15 @@ const polite = (
           if (options.onMessage !== undefined) yield* options.onMessage(message)
         }
       })
-      yield* Effect.raceFirst(serve, Effect.zipRight(options.crash ?? Effect.never, Effect.never))
+      yield* Effect.raceFirst(serve, Effect.andThen(options.crash ?? Effect.never, Effect.never))
     })
   )
 
 /** Moves the clock in small steps until `fiber` is done: for sequences whose sleeps start at unknown moments. */
-const advanceUntilDone = <A, E>(fiber: Fiber.Fiber<A, E>, step: Duration.DurationInput = "100 millis", max = 200) =>
+const advanceUntilDone = <A, E>(fiber: Fiber.Fiber<A, E>, step: Duration.Input = "100 millis", max = 200) =>
   Effect.gen(function*() {
-    for (let i = 0; i < max && Option.isNone(yield* Fiber.poll(fiber)); i++) {
-      yield* TestClock.adjust(step)
+    for (let i = 0; i < max && Option.isNone(yield* poll(fiber)); i++) {
+      yield* adjust(step)
       yield* eventually(Effect.succeed(true))
     }
     return yield* Fiber.join(fiber)
@@ -117,7 +117,7 @@ const tags = (events: ReadonlyArray<ExtensionHost.Event>) =>
   events.filter((e) => e._tag !== "StatusChanged" && e._tag !== "RequestServed").map((e) => e._tag)
 
 describe("ExtensionHost", () => {
-  it.scoped("starts, initializes, executes commands, serves editor/*, and shuts down with closing", () =>
+  it.effect("starts, initializes, executes commands, serves editor/*, and shuts down with closing", () =>
     Effect.gen(function*() {
       const spawner = yield* TestSpawner.make(() => marker())
       const store = yield* MessageStore.make(sample)
@@ -134,7 +134,7 @@ describe("ExtensionHost", () => {
         ])
         yield* extension.execute("marker.mark")
         yield* eventually(Effect.map(store.current, (m) => m.includes("RUN1^JOHN")), "the message was patched")
-        yield* extension.awaitQuiet("300 millis").pipe(Effect.fork, Effect.zipLeft(TestClock.adjust("300 millis")))
+        yield* extension.awaitQuiet("300 millis").pipe(Effect.forkChild, Effect.tap(adjust("300 millis")))
         const summary = Option.getOrThrow(yield* extension.shutdown("closing"))
         assert.deepStrictEqual(
           { ...summary, elapsedMs: 0 },
@@ -165,14 +165,14 @@ describe("ExtensionHost", () => {
       }).pipe((self) => layers(self, spawner, store))
     }))
 
-  it.scoped("initialize timeout: the extension is marked failed and its process killed", () =>
+  it.effect("initialize timeout: the extension is marked failed and its process killed", () =>
     Effect.gen(function*() {
       const spawner = yield* TestSpawner.make(() => Effect.never)
       yield* Effect.gen(function*() {
-        const starting = yield* Effect.fork(ExtensionHost.start(spec, options))
-        yield* TestClock.adjust("9999 millis")
-        assert.isTrue(Option.isNone(yield* Fiber.poll(starting)))
-        yield* TestClock.adjust("1 milli")
+        const starting = yield* Effect.forkChild(ExtensionHost.start(spec, options))
+        yield* adjust("9999 millis")
+        assert.isTrue(Option.isNone(yield* poll(starting)))
+        yield* adjust("1 milli")
         const extension = yield* Fiber.join(starting)
         assert.strictEqual(yield* extension.status, "Failed")
         const history = yield* extension.history
@@ -184,12 +184,12 @@ describe("ExtensionHost", () => {
       }).pipe((self) => layers(self, spawner))
     }))
 
-  it.scoped("initialize error and exit before initialize are failures too", () =>
+  it.effect("initialize error and exit before initialize are failures too", () =>
     Effect.gen(function*() {
       const refusing = yield* TestSpawner.make(() =>
         raw((raw) =>
           Effect.flatMap(raw.next, (request) =>
-            Effect.zipRight(
+            Effect.andThen(
               raw.send({ jsonrpc: "2.0", id: request.id, error: { code: -32000, message: "no licence" } }),
               Effect.never
             ))
@@ -209,14 +209,14 @@ describe("ExtensionHost", () => {
       }
     }))
 
-  it.scoped("shutdown within 5 s: a draining extension finishes its command, answers success and exits", () =>
+  it.effect("shutdown within 5 s: a draining extension finishes its command, answers success and exits", () =>
     Effect.gen(function*() {
       const spawner = yield* TestSpawner.make(() => marker(makeMemoryFs(), ShutdownPolicy.drain("3 seconds")))
       yield* Effect.gen(function*() {
         const extension = yield* ExtensionHost.start(spec, options)
         yield* extension.execute("marker.slow")
-        const stopping = yield* Effect.fork(extension.shutdown("disabled"))
-        yield* TestClock.adjust("2 seconds")
+        const stopping = yield* Effect.forkChild(extension.shutdown("disabled"))
+        yield* adjust("2 seconds")
         const summary = Option.getOrThrow(yield* Fiber.join(stopping))
         assert.isTrue(summary.responded && summary.success && !summary.killed)
         assert.strictEqual(summary.elapsedMs, 2000)
@@ -225,15 +225,15 @@ describe("ExtensionHost", () => {
       }).pipe((self) => layers(self, spawner))
     }))
 
-  it.scoped("shutdown timeout: no answer within 5 s, the process is killed", () =>
+  it.effect("shutdown timeout: no answer within 5 s, the process is killed", () =>
     Effect.gen(function*() {
-      const spawner = yield* TestSpawner.make(() => raw((raw) => Effect.zipRight(answerInitialize(raw), Effect.never)))
+      const spawner = yield* TestSpawner.make(() => raw((raw) => Effect.andThen(answerInitialize(raw), Effect.never)))
       yield* Effect.gen(function*() {
         const extension = yield* ExtensionHost.start(spec, options)
-        const stopping = yield* Effect.fork(extension.shutdown())
-        yield* TestClock.adjust("4999 millis")
-        assert.isTrue(Option.isNone(yield* Fiber.poll(stopping)))
-        yield* TestClock.adjust("1 milli")
+        const stopping = yield* Effect.forkChild(extension.shutdown())
+        yield* adjust("4999 millis")
+        assert.isTrue(Option.isNone(yield* poll(stopping)))
+        yield* adjust("1 milli")
         const summary = Option.getOrThrow(yield* Fiber.join(stopping))
         assert.isFalse(summary.responded)
         assert.isTrue(summary.killed)
@@ -244,7 +244,7 @@ describe("ExtensionHost", () => {
       }).pipe((self) => layers(self, spawner))
     }))
 
-  it.scoped("an error answer to shutdown is logged and the process still terminated", () =>
+  it.effect("an error answer to shutdown is logged and the process still terminated", () =>
     Effect.gen(function*() {
       // One that exits by itself after answering the error (the SDK), one that stays and must be signalled.
       const fs = makeMemoryFs()
@@ -277,7 +277,7 @@ describe("ExtensionHost", () => {
       }).pipe((self) => layers(self, sdk))
       yield* Effect.gen(function*() {
         const extension = yield* ExtensionHost.start(spec, options)
-        const summary = Option.getOrThrow(yield* advanceUntilDone(yield* Effect.fork(extension.shutdown())))
+        const summary = Option.getOrThrow(yield* advanceUntilDone(yield* Effect.forkChild(extension.shutdown())))
         assert.strictEqual(summary.error, "-32000 Shutdown failed: Could not save state to disk")
         assert.isTrue(summary.terminated)
         assert.isFalse(summary.killed)
@@ -285,7 +285,7 @@ describe("ExtensionHost", () => {
       }).pipe((self) => layers(self, stubborn))
     }))
 
-  it.scoped("command/execute goes out as a notification: no id, never answered", () =>
+  it.effect("command/execute goes out as a notification: no id, never answered", () =>
     Effect.gen(function*() {
       const seen = yield* Queue.unbounded<any>()
       const spawner = yield* TestSpawner.make(() => polite({ onMessage: (m) => Queue.offer(seen, m) }))
@@ -302,7 +302,7 @@ describe("ExtensionHost", () => {
       }).pipe((self) => layers(self, spawner))
     }))
 
-  it.scoped("a bad patch path gets -32602 with the reason; the message is unchanged", () =>
+  it.effect("a bad patch path gets -32602 with the reason; the message is unchanged", () =>
     Effect.gen(function*() {
       const spawner = yield* TestSpawner.make(() => marker())
       const store = yield* MessageStore.make(sample)
@@ -320,7 +320,7 @@ describe("ExtensionHost", () => {
       }).pipe((self) => layers(self, spawner, store))
     }))
 
-  it.scoped("ui/openWindow: recorded, presented, closed, and window/closed sent to the extension", () =>
+  it.effect("ui/openWindow: recorded, presented, closed, and window/closed sent to the extension", () =>
     Effect.gen(function*() {
       const spawner = yield* TestSpawner.make(() => marker())
       const store = yield* MessageStore.make(sample)
@@ -337,11 +337,11 @@ describe("ExtensionHost", () => {
       }).pipe((self) => layers(self, spawner, store))
     }))
 
-  it.scoped("a crash is followed by a restart; when the restart budget is exhausted it stays failed", () =>
+  it.effect("a crash is followed by a restart; when the restart budget is exhausted it stays failed", () =>
     Effect.gen(function*() {
       const crash = yield* Queue.unbounded<void>()
       const spawner = yield* TestSpawner.make(() =>
-        polite({ crash: Effect.zipRight(Queue.take(crash), Effect.fail("crash")) })
+        polite({ crash: Effect.andThen(Queue.take(crash), Effect.fail("crash")) })
       )
       yield* Effect.gen(function*() {
         const extension = yield* ExtensionHost.start(spec, {
@@ -367,11 +367,11 @@ describe("ExtensionHost", () => {
       }).pipe((self) => layers(self, spawner))
     }))
 
-  it.scoped("crashes further apart than the window never exhaust the budget", () =>
+  it.effect("crashes further apart than the window never exhaust the budget", () =>
     Effect.gen(function*() {
       const crash = yield* Queue.unbounded<void>()
       const spawner = yield* TestSpawner.make(() =>
-        polite({ crash: Effect.zipRight(Queue.take(crash), Effect.fail("crash")) })
+        polite({ crash: Effect.andThen(Queue.take(crash), Effect.fail("crash")) })
       )
       yield* Effect.gen(function*() {
         const extension = yield* ExtensionHost.start(spec, {
@@ -382,13 +382,13 @@ describe("ExtensionHost", () => {
           yield* Queue.offer(crash, void 0)
           yield* eventually(Effect.map(spawner.spawned, (s) => s.length === i + 2), "restarted")
           yield* extension.awaitStatus((s) => s === "Ready")
-          yield* TestClock.adjust("61 seconds")
+          yield* adjust("61 seconds")
         }
         assert.strictEqual((yield* spawner.spawned).length, 4)
       }).pipe((self) => layers(self, spawner))
     }))
 
-  it.scoped("reload shuts down with reason reload and starts again; state carries over", () =>
+  it.effect("reload shuts down with reason reload and starts again; state carries over", () =>
     Effect.gen(function*() {
       const fs = makeMemoryFs()
       const reasons = yield* Ref.make<Array<string>>([])
@@ -410,7 +410,7 @@ describe("ExtensionHost", () => {
       }).pipe((self) => layers(self, spawner, store))
     }))
 
-  it.scoped("each shutdown reason reaches the extension and ends in the matching status", () =>
+  it.effect("each shutdown reason reaches the extension and ends in the matching status", () =>
     Effect.gen(function*() {
       const expected = { closing: "Stopped", disabled: "Disabled", reload: "Stopped", error: "Stopped" } as const
       for (const reason of HermesProtocol.ShutdownReason.literals) {
@@ -429,7 +429,7 @@ describe("ExtensionHost", () => {
       }
     }))
 
-  it.scoped("closing the host's scope shuts the extension down with reason closing", () =>
+  it.effect("closing the host's scope shuts the extension down with reason closing", () =>
     Effect.gen(function*() {
       const reason = yield* Deferred.make<string>()
       const spawner = yield* TestSpawner.make(() =>

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Hl7 } from "@lifeline/hermes"
-import { Either } from "effect"
+import { Result } from "effect"
 
 const sample = [
   "MSH|^~\\&|LAB|HOSPITAL|HERMES|HERMES|20240101120000||ADT^A01|MSG00042|P|2.5",
@@ -9,7 +9,7 @@ const sample = [
   "OBX|2|ST|HGB||13.2|g/dL"
 ].join("\r")
 
-const parsed = () => Either.getOrThrow(Hl7.parse(sample))
+const parsed = () => Result.getOrThrow(Hl7.parse(sample))
 
 describe("Hl7", () => {
   it("parses and formats byte for byte", () => {
@@ -26,15 +26,15 @@ describe("Hl7", () => {
   })
 
   it("accepts \\n and \\r\\n segment endings and serialises with \\r", () => {
-    const m = Either.getOrThrow(Hl7.parse(sample.replaceAll("\r", "\r\n") + "\r\n"))
+    const m = Result.getOrThrow(Hl7.parse(sample.replaceAll("\r", "\r\n") + "\r\n"))
     assert.strictEqual(Hl7.format(m), sample)
   })
 
   it("refuses text that is not HL7, with the reason", () => {
     for (const text of ["", "hello", "{\"MSH\":{}}", "MSH|^~", "MSH|^^\\&|x", "PID|1\rMSH|^~\\&|"]) {
       const result = Hl7.parse(text)
-      assert.isTrue(Either.isLeft(result), text)
-      if (Either.isLeft(result)) assert.strictEqual(result.left.reason, "NotHl7")
+      assert.isTrue(Result.isFailure(result), text)
+      if (Result.isFailure(result)) assert.strictEqual(result.failure.reason, "NotHl7")
     }
   })
 
@@ -56,7 +56,7 @@ describe("Hl7", () => {
 
   it("writes values, padding what is missing, and escapes delimiters", () => {
     const m = parsed()
-    const set = (path: string, value: string | null, on = m) => Either.getOrThrow(Hl7.set(on, path, value))
+    const set = (path: string, value: string | null, on = m) => Result.getOrThrow(Hl7.set(on, path, value))
     assert.strictEqual(Hl7.get(set("PID-5.1", "ANONYMOUS"), "PID-5"), "ANONYMOUS^JOHN^Q")
     assert.strictEqual(Hl7.get(set("PID-3[2].1", "X"), "PID-3"), "123456^^^HOSP^MR~X^^^NATIONAL^NI")
     assert.strictEqual(Hl7.get(set("PID-7", null), "PID-7"), "")
@@ -68,24 +68,24 @@ describe("Hl7", () => {
     const tricky = set("PID-5.1", "A|B^C~D&E\\F")
     assert.strictEqual(Hl7.get(tricky, "PID-5.1"), "A|B^C~D&E\\F")
     assert.include(Hl7.format(tricky), "A\\F\\B\\S\\C\\R\\D\\T\\E\\E\\F^JOHN")
-    assert.strictEqual(Hl7.format(Either.getOrThrow(Hl7.parse(Hl7.format(tricky)))), Hl7.format(tricky))
+    assert.strictEqual(Hl7.format(Result.getOrThrow(Hl7.parse(Hl7.format(tricky)))), Hl7.format(tricky))
   })
 
   it("clearing a value leaves no trailing delimiters", () => {
     const m = parsed()
-    const cleared = Either.getOrThrow(Hl7.set(m, "PID-5.3", null))
+    const cleared = Result.getOrThrow(Hl7.set(m, "PID-5.3", null))
     assert.strictEqual(Hl7.get(cleared, "PID-5"), "DOE^JOHN")
-    const lastField = Either.getOrThrow(Hl7.set(m, "PID-11", null))
+    const lastField = Result.getOrThrow(Hl7.set(m, "PID-11", null))
     assert.isTrue(
       Hl7.format(lastField).includes("PID|1||123456^^^HOSP^MR~987654^^^NATIONAL^NI||DOE^JOHN^Q||19800101|M\r")
     )
-    const repetition = Either.getOrThrow(Hl7.set(m, "PID-3[2]", null))
+    const repetition = Result.getOrThrow(Hl7.set(m, "PID-3[2]", null))
     assert.strictEqual(Hl7.get(repetition, "PID-3"), "123456^^^HOSP^MR")
   })
 
   it("refuses bad paths, missing segments and the delimiter fields", () => {
     const m = parsed()
-    const reason = (path: string) => Either.flip(Hl7.set(m, path, "x")).pipe(Either.map((e) => e.reason), Either.merge)
+    const reason = (path: string) => Result.flip(Hl7.set(m, path, "x")).pipe(Result.map((e) => e.reason), Result.merge)
     assert.strictEqual(reason("PID5"), "InvalidPath")
     assert.strictEqual(reason("pid-5"), "InvalidPath")
     assert.strictEqual(reason("PID-0"), "InvalidPath")
@@ -109,6 +109,6 @@ describe("Hl7", () => {
     assert.strictEqual(json.OBX.length, 2)
     assert.strictEqual(json.OBX[1]["5"], "13.2")
     // Seed 002's example result.
-    assert.deepStrictEqual(Hl7.toJson(Either.getOrThrow(Hl7.parse("MSH|^~\\&"))), { MSH: { "1": "|", "2": "^~\\&" } })
+    assert.deepStrictEqual(Hl7.toJson(Result.getOrThrow(Hl7.parse("MSH|^~\\&"))), { MSH: { "1": "|", "2": "^~\\&" } })
   })
 })

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Hl7, MessageStore } from "@lifeline/hermes"
-import { Chunk, Effect, Fiber, Stream } from "effect"
+import { Effect, Fiber, Stream } from "effect"
 
 const message = "MSH|^~\\&|LAB|HOSP|||20240101||ADT^A01|42|P|2.5\rPID|1||123||DOE^JOHN||19800101"
 
@@ -46,11 +46,11 @@ describe("MessageStore", () => {
       const seen = yield* store.changes.pipe(
         Stream.takeUntil((text) => text.includes("B^JOHN")),
         Stream.runCollect,
-        Effect.fork
+        Effect.forkChild
       )
       yield* store.patch([{ path: "PID-5.1", value: "A" }])
       yield* store.patch([{ path: "PID-5.1", value: "B" }])
-      const all = Chunk.toReadonlyArray(yield* Fiber.join(seen))
+      const all = yield* Fiber.join(seen)
       assert.include(all[all.length - 1], "B^JOHN")
     }))
 })

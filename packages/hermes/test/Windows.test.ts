@@ -1,7 +1,7 @@
-import { HttpClient, HttpClientResponse } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Windows } from "@lifeline/hermes"
 import { Effect } from "effect"
+import { HttpClient, HttpClientResponse } from "effect/http"
 
 const window = (url: string): Windows.Window => ({ windowId: "w1", extension: "test", url, title: undefined })
 

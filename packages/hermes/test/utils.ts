@@ -1,9 +1,8 @@
-import { FileSystem, Path } from "@effect/platform"
-import { SystemError } from "@effect/platform/Error"
 import { Framing } from "@lifeline/jsonrpc"
 import type { Transport } from "@lifeline/kernel"
-import type { Scope } from "effect"
-import { Effect, Layer, Queue, Stream } from "effect"
+import type { Duration, Fiber, Scope } from "effect"
+import { Effect, FileSystem, Layer, Option, Path, PlatformError, Queue, Stream } from "effect"
+import { TestClock } from "effect/testing"
 
 /** An in-memory file system with just what the SDK uses, and switches to make writes fail or crash. */
 export interface MemoryFs {
@@ -21,7 +20,7 @@ export const makeMemoryFs = (initial: Record<string, string> = {}): MemoryFs => 
   const directories = new Set<string>()
   const log: Array<string> = []
   const notFound = (method: string, path: string) =>
-    new SystemError({ reason: "NotFound", module: "FileSystem", method, pathOrDescriptor: path })
+    PlatformError.systemError({ _tag: "NotFound", module: "FileSystem", method, pathOrDescriptor: path })
   const self: MemoryFs = {
     files,
     log,
@@ -64,8 +63,8 @@ export const makeMemoryFs = (initial: Record<string, string> = {}): MemoryFs => 
           Effect.suspend(() => {
             if (self.failRename) {
               return Effect.fail(
-                new SystemError({
-                  reason: "PermissionDenied",
+                PlatformError.systemError({
+                  _tag: "PermissionDenied",
                   module: "FileSystem",
                   method: "rename",
                   pathOrDescriptor: to
@@ -96,10 +95,24 @@ export const eventually = (condition: Effect.Effect<boolean>, what = "condition"
   Effect.gen(function*() {
     for (let i = 0; i < 10_000; i++) {
       if (yield* condition) return
-      yield* Effect.yieldNow()
+      yield* Effect.yieldNow
     }
-    return yield* Effect.dieMessage(`never reached: ${what}`)
+    return yield* Effect.die(new Error(`never reached: ${what}`))
   })
+
+/**
+ * Lets the other fibers run until they wait for something, then moves the clock: what Effect 3's `TestClock.adjust`
+ * did by waiting for a live timer first. Effect 4's waits for one scheduler turn only, and a message crosses several
+ * (the transport, the peer, the handler fiber it forks) before whoever receives it starts a timer.
+ */
+export const adjust = (duration: Duration.Input) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 50; i++) yield* Effect.yieldNow
+    yield* TestClock.adjust(duration)
+  })
+
+/** What Effect 3's `Fiber.poll` answered: the fiber's exit if it is done, else `None`. */
+export const poll = <A, E>(fiber: Fiber.Fiber<A, E>) => Effect.sync(() => Option.fromUndefinedOr(fiber.pollUnsafe()))
 
 /** The other end of a transport, driven by hand: send any message, read whatever arrives. */
 export interface Raw {

@@ -4,8 +4,6 @@
  *
  * @internal
  */
-import * as FileSystem from "@effect/platform/FileSystem"
-import * as Path from "@effect/platform/Path"
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
 import * as Connection from "@lifeline/kernel/Connection"
 import type * as Peer from "@lifeline/kernel/Peer"
@@ -19,9 +17,12 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as FiberId from "effect/FiberId"
+import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
+import * as FileSystem from "effect/FileSystem"
 import * as Option from "effect/Option"
+import * as Path from "effect/Path"
+import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Editor from "../Editor.js"
@@ -42,9 +43,20 @@ const cleanupReserve = Duration.seconds(1)
 const interruptBound = Duration.millis(500)
 const minimumStep = Duration.millis(250)
 
-/** At most this effect's time, and the caller does not wait for the rest, even if it is uninterruptible. */
+/**
+ * At most this effect's time, and the caller does not wait for the rest, even if it is uninterruptible: it runs in a
+ * detached fiber that is interrupted, without waiting, when the time is up (Effect 4 has no `Effect.disconnect`).
+ */
 const bounded = <A, E>(self: Effect.Effect<A, E>, duration: Duration.Duration) =>
-  self.pipe(Effect.disconnect, Effect.interruptible, Effect.timeoutOption(duration))
+  Effect.flatMap(Effect.forkDetach(Effect.interruptible(self)), (fiber) =>
+    Fiber.join(fiber).pipe(
+      Effect.timeoutOption(duration),
+      Effect.tap((done) =>
+        Option.isNone(done)
+          ? Effect.sync(() => fiber.interruptUnsafe())
+          : Effect.void
+      )
+    ))
 
 /**
  * Hermes' data directory: what the host said in `initialize`, else `HERMES_DATA_DIR`, else `~/.hermes` (seed 000).
@@ -53,8 +65,8 @@ const bounded = <A, E>(self: Effect.Effect<A, E>, duration: Duration.Duration) =
 const resolveDataDir = (path: Path.Path, fromHost: string) =>
   fromHost.trim() !== ""
     ? Effect.succeed(fromHost)
-    : Config.string(HermesProtocol.DATA_DIR_VARIABLE).pipe(
-      Config.orElse(() => Config.map(Config.string("HOME"), (home) => path.join(home, ".hermes"))),
+    : Config.String(HermesProtocol.DATA_DIR_VARIABLE).pipe(
+      Config.orElse(() => Config.map(Config.String("HOME"), (home) => path.join(home, ".hermes"))),
       Effect.mapError(() => "neither the host, HERMES_DATA_DIR nor HOME names a data directory")
     )
 
@@ -65,7 +77,7 @@ const resolvePolicy = (given: ShutdownPolicy.Policy | undefined) =>
       onSome: Effect.succeed,
       onNone: () =>
         ShutdownPolicy.config.pipe(
-          Effect.catchAll((error) =>
+          Effect.catch((error) =>
             Effect.as(
               Effect.logWarning(`ignoring the shutdown policy in the environment: ${error}`),
               ShutdownPolicy.FailFast()
@@ -97,8 +109,8 @@ export const run = <S, Res, R>(
     const options = extension.options
     const name = options.name
     if (!validName.test(name) || name.includes("..")) {
-      return yield* Effect.dieMessage(
-        `BUG: the extension name "${name}" names a directory: use letters, digits, ".", "_" and "-"`
+      return yield* Effect.die(
+        new Error(`BUG: the extension name "${name}" names a directory: use letters, digits, ".", "_" and "-"`)
       )
     }
     const transport = yield* Transport.Transport
@@ -108,7 +120,7 @@ export const run = <S, Res, R>(
     const policy = yield* resolvePolicy(options.policy)
     const monitor = yield* Effect.serviceOption(HostMonitor.HostMonitor)
     const runScope = yield* Effect.scope
-    const budget = Duration.decode(options.shutdownBudget ?? Duration.seconds(4))
+    const budget = Duration.fromInputUnsafe(options.shutdownBudget ?? Duration.seconds(4))
 
     const commands = yield* FiberSet.make<void, never>()
     const resourcesScope = yield* Scope.make()
@@ -132,7 +144,7 @@ export const run = <S, Res, R>(
         if (watchingHost || hostPid <= 0 || Option.isNone(monitor)) return Effect.void
         watchingHost = true
         return monitor.value.awaitExit(hostPid).pipe(
-          Effect.zipRight(Deferred.succeed(hostExited, hostPid)),
+          Effect.andThen(Deferred.succeed(hostExited, hostPid)),
           Effect.forkIn(runScope),
           Effect.asVoid
         )
@@ -152,8 +164,8 @@ export const run = <S, Res, R>(
       openWindow: (params) =>
         withPeer((peer) => peer.call(HermesProtocol.OpenWindow, params)).pipe(
           Effect.map(({ windowId }): Editor.Window => {
-            const signal = Deferred.unsafeMake<void>(FiberId.none)
-            if (closedEarly.delete(windowId) || !accepting) Deferred.unsafeDone(signal, Exit.void)
+            const signal = Deferred.makeUnsafe<void>()
+            if (closedEarly.delete(windowId) || !accepting) Deferred.doneUnsafe(signal, Exit.void)
             else windows.set(windowId, signal)
             return { windowId, url: params.url, closed: Deferred.await(signal) }
           })
@@ -169,7 +181,7 @@ export const run = <S, Res, R>(
         Effect.matchCauseEffect({
           onSuccess: () => Effect.logDebug(`command ${id} finished`),
           onFailure: (cause) =>
-            Cause.isInterruptedOnly(cause)
+            Cause.hasInterruptsOnly(cause)
               ? Effect.logInfo(`command ${id} cancelled`)
               : Effect.logError(`command ${id} failed`, cause)
         }),
@@ -213,7 +225,7 @@ export const run = <S, Res, R>(
         }
 
         // 3. Windows: Hermes closes them; whoever waits for one is released.
-        for (const signal of windows.values()) Deferred.unsafeDone(signal, Exit.void)
+        for (const signal of windows.values()) Deferred.doneUnsafe(signal, Exit.void)
         windows.clear()
 
         // 4. Release resources (HTTP servers behind windows, connections, files) through their finalizers.
@@ -232,12 +244,12 @@ export const run = <S, Res, R>(
           const schema = options.state.schema
           const saved = yield* SubscriptionRef.get(state).pipe(
             Effect.flatMap((value) => StateFile.save(fs, path, file, schema, value)),
-            Effect.catchAllDefect((defect) => Effect.fail(`the write died: ${describe(Cause.die(defect))}`)),
-            Effect.either,
+            Effect.catchDefect((defect) => Effect.fail(`the write died: ${describe(Cause.die(defect))}`)),
+            Effect.result,
             (effect) => Effect.flatMap(remaining(), (bound) => bounded(effect, bound))
           )
           if (Option.isNone(saved)) failures.push("Could not save state to disk in time")
-          else if (saved.value._tag === "Left") failures.push(`Could not save state to disk: ${saved.value.left}`)
+          else if (Result.isFailure(saved.value)) failures.push(`Could not save state to disk: ${saved.value.failure}`)
           else yield* Effect.logDebug(`state saved to ${file}`)
         }
 
@@ -247,7 +259,7 @@ export const run = <S, Res, R>(
           : Effect.logWarning(`cleanup finished in ${elapsed} ms with failures: ${failures.join("; ")}`)
         return { failures, cancelled } satisfies Checklist
       }).pipe(
-        Effect.catchAllCause((cause) =>
+        Effect.catchCause((cause) =>
           Effect.as(Effect.logError("BUG: the shutdown checklist died", cause), {
             failures: [`the cleanup died: ${describe(cause)}`],
             cancelled: 0
@@ -270,7 +282,7 @@ export const run = <S, Res, R>(
             const file = StateFile.fileOf(path, dataDir, name)
             stateFile = file
             const loaded = yield* StateFile.load(fs, file, options.state.schema).pipe(
-              Effect.catchAll((problem) =>
+              Effect.catch((problem) =>
                 Effect.as(Effect.logWarning(`${problem}; starting from the initial state`), Option.none())
               )
             )
@@ -281,10 +293,10 @@ export const run = <S, Res, R>(
           }
           if (options.resources !== undefined) {
             resources = yield* options.resources.pipe(
-              Scope.extend(resourcesScope),
+              Scope.provide(resourcesScope),
               (effect) =>
                 Effect.provide(effect as Effect.Effect<Res, unknown, Exclude<R, Editor.Editor | Scope.Scope>>, context),
-              Effect.catchAllCause((cause) => Effect.fail(`could not acquire resources: ${describe(cause)}`))
+              Effect.catchCause((cause) => Effect.fail(`could not acquire resources: ${describe(cause)}`))
             )
           }
           return { name, version: options.version, commands: extension.commands }
@@ -308,14 +320,17 @@ export const run = <S, Res, R>(
           if (!accepting) return Effect.logWarning(`command ${command} ignored: shutting down`)
           const definition = Object.hasOwn(options.commands, command) ? options.commands[command] : undefined
           if (definition === undefined) return Effect.logWarning(`unknown command ${command}`)
-          return Effect.asVoid(FiberSet.run(commands, runCommand(command, definition, args ?? [])))
+          // Starts after this handler returns, as Effect 3's fork did (Effect 4 would run it here up to a wait).
+          return Effect.asVoid(
+            FiberSet.run(commands, runCommand(command, definition, args ?? []), { startImmediately: false })
+          )
         }),
       "window/closed": ({ windowId }) =>
         Effect.sync(() => {
           const signal = windows.get(windowId)
           if (signal !== undefined) {
             windows.delete(windowId)
-            Deferred.unsafeDone(signal, Exit.void)
+            Deferred.doneUnsafe(signal, Exit.void)
           } else if (closedEarly.size < 1024) {
             closedEarly.add(windowId)
           }

@@ -14,13 +14,14 @@ import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberMap from "effect/FiberMap"
 import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
+import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 // A cycle that is safe: these values are only used inside functions, after both modules have loaded.
@@ -34,7 +35,7 @@ type HostConnection = Connection.Connection<HermesProtocol.HostServes, HermesPro
 
 interface Generation {
   readonly number: number
-  readonly scope: Scope.CloseableScope
+  readonly scope: Scope.Closeable
   readonly process: Spawner.Process
   readonly exit: Deferred.Deferred<Spawner.ExitStatus>
   readonly windows: FiberMap.FiberMap<string>
@@ -67,12 +68,12 @@ export const start = (
     const spawner = yield* Spawner.Spawner
     const store = yield* MessageStore.MessageStore
     const windows = yield* Windows.Windows
-    const initializeTimeout = Duration.decode(options.initializeTimeout ?? HermesProtocol.INITIALIZE_TIMEOUT)
-    const shutdownTimeout = Duration.decode(options.shutdownTimeout ?? HermesProtocol.SHUTDOWN_TIMEOUT)
-    const exitGrace = Duration.decode(options.exitGrace ?? Duration.seconds(2))
-    const killGrace = Duration.decode(options.killGrace ?? Duration.seconds(1))
+    const initializeTimeout = Duration.fromInputUnsafe(options.initializeTimeout ?? HermesProtocol.INITIALIZE_TIMEOUT)
+    const shutdownTimeout = Duration.fromInputUnsafe(options.shutdownTimeout ?? HermesProtocol.SHUTDOWN_TIMEOUT)
+    const exitGrace = Duration.fromInputUnsafe(options.exitGrace ?? Duration.seconds(2))
+    const killGrace = Duration.fromInputUnsafe(options.killGrace ?? Duration.seconds(1))
     const maxRestarts = options.restart?.maxRestarts ?? 3
-    const restartWindow = Duration.decode(options.restart?.within ?? Duration.seconds(60))
+    const restartWindow = Duration.fromInputUnsafe(options.restart?.within ?? Duration.seconds(60))
     const label = [spec.command, ...(spec.args ?? [])].join(" ")
 
     // -- events -----------------------------------------------------------------------------------------------
@@ -82,26 +83,44 @@ export const start = (
       PubSub.shutdown
     )
     const history: Array<ExtensionHost.Event> = []
+    // Events reach the PubSub in history order, even when one is recorded before it is published: Effect 4 runs a
+    // woken fiber at once, on the stack of whoever woke it, so a status waiter woken by `setStatus` may emit events of
+    // its own before `setStatus` publishes its event.
+    let published = 0
+    const publish = () => {
+      while (published < history.length) {
+        const index = published++
+        PubSub.publishUnsafe(pubsub, { index, event: history[index] })
+      }
+    }
+    const logEvent = (event: ExtensionHost.Event) =>
+      Effect.logDebug(`extension event ${event._tag}`).pipe(Effect.annotateLogs({ extension: label }))
     const emit = (make: (at: number) => ExtensionHost.Event): Effect.Effect<void> =>
       Effect.flatMap(Clock.currentTimeMillis, (at) => {
         const event = make(at)
         history.push(event)
-        pubsub.unsafeOffer({ index: history.length - 1, event })
-        return Effect.logDebug(`extension event ${event._tag}`).pipe(Effect.annotateLogs({ extension: label }))
+        publish()
+        return logEvent(event)
       })
     const status = yield* SubscriptionRef.make<ExtensionHost.Status>("Starting")
+    // The event is in the history before the status changes, and the status has changed before the event is
+    // published: whoever wakes up on one finds the other already there (both happened at once in Effect 3).
     const setStatus = (next: ExtensionHost.Status) =>
-      Effect.zipRight(
-        SubscriptionRef.set(status, next),
-        emit((at) => ExtensionHost.Event.StatusChanged({ at, status: next }))
-      )
+      Effect.flatMap(Clock.currentTimeMillis, (at) => {
+        const event = ExtensionHost.Event.StatusChanged({ at, status: next })
+        history.push(event)
+        return SubscriptionRef.set(status, next).pipe(
+          Effect.andThen(Effect.sync(publish)),
+          Effect.andThen(logEvent(event))
+        )
+      })
 
-    const events: Stream.Stream<ExtensionHost.Event> = Stream.unwrapScoped(
-      Effect.map(PubSub.subscribe(pubsub), (queue) => {
+    const events: Stream.Stream<ExtensionHost.Event> = Stream.unwrap(
+      Effect.map(PubSub.subscribe(pubsub), (subscription) => {
         const past = history.slice()
         return Stream.concat(
           Stream.fromIterable(past),
-          Stream.fromQueue(queue).pipe(
+          Stream.fromSubscription(subscription).pipe(
             Stream.filter(({ index }) => index >= past.length),
             Stream.map(({ event }) => event)
           )
@@ -111,7 +130,7 @@ export const start = (
 
     // -- state ------------------------------------------------------------------------------------------------
 
-    const lock = yield* Effect.makeSemaphore(1)
+    const lock = yield* Semaphore.make(1)
     // Created before the shutdown finalizer below, so it closes after it: leftover processes are killed only once
     // the polite shutdown has had its chance.
     const generations = yield* Effect.acquireRelease(Scope.make(), (scope, exit) => Scope.close(scope, exit))
@@ -137,14 +156,11 @@ export const start = (
         activeRequests++
         return effect
       }).pipe(
-        Effect.tapBoth({
-          onFailure: (error) =>
-            emit((at) =>
-              ExtensionHost.Event.RequestServed({ at, method, ok: false, detail: describeWireError(error) })
-            ),
-          onSuccess: () => emit((at) => ExtensionHost.Event.RequestServed({ at, method, ok: true, detail: undefined }))
-        }),
-        Effect.ensuring(Effect.zipRight(
+        Effect.tap(() => emit((at) => ExtensionHost.Event.RequestServed({ at, method, ok: true, detail: undefined }))),
+        Effect.tapError((error) =>
+          emit((at) => ExtensionHost.Event.RequestServed({ at, method, ok: false, detail: describeWireError(error) }))
+        ),
+        Effect.ensuring(Effect.andThen(
           Effect.sync(() => {
             activeRequests--
           }),
@@ -197,6 +213,7 @@ export const start = (
               ExtensionHost.Event.WindowOpened({ at, windowId, url: params.url, title: params.title })
             )
             const connection = generation.connection
+            // Starts after this handler returns, as Effect 3's fork did (Effect 4 would run it here up to a wait).
             yield* FiberMap.run(
               generation.windows,
               windowId,
@@ -209,7 +226,8 @@ export const start = (
                   yield* Effect.ignore(connection.peer.notify(HermesProtocol.WindowClosed, { windowId }))
                 }
                 yield* emit((at) => ExtensionHost.Event.WindowClosed({ at, windowId }))
-              })
+              }),
+              { startImmediately: false }
             )
             return { windowId }
           })
@@ -224,7 +242,7 @@ export const start = (
 
     /** SIGKILL, then the exit (bounded: a process the OS cannot kill is reported with an unknown status). */
     const kill = (generation: Generation) =>
-      Effect.zipRight(
+      Effect.andThen(
         generation.process.kill("SIGKILL"),
         Effect.map(
           awaitExit(generation, Duration.sum(killGrace, Duration.seconds(1))),
@@ -245,20 +263,22 @@ export const start = (
       const number = ++generationCount
       info = Option.none()
       yield* setStatus("Starting")
-      const scope = yield* Scope.fork(generations, ExecutionStrategy.sequential)
+      const scope = yield* Scope.fork(generations, "sequential")
       const env = { ...spec.env, [HermesProtocol.DATA_DIR_VARIABLE]: options.dataDir }
-      const spawned = yield* Scope.extend(spawner.spawn({ ...spec, env }), scope).pipe(Effect.either)
-      if (spawned._tag === "Left") {
+      const spawned = yield* Scope.provide(spawner.spawn({ ...spec, env }), scope).pipe(Effect.result)
+      if (Result.isFailure(spawned)) {
         yield* Scope.close(scope, Exit.void)
-        yield* emit((at) => ExtensionHost.Event.SpawnFailed({ at, generation: number, detail: spawned.left.message }))
-        yield* emit((at) => ExtensionHost.Event.Failed({ at, reason: spawned.left.message }))
+        yield* emit((at) =>
+          ExtensionHost.Event.SpawnFailed({ at, generation: number, detail: spawned.failure.message })
+        )
+        yield* emit((at) => ExtensionHost.Event.Failed({ at, reason: spawned.failure.message }))
         return yield* setStatus("Failed")
       }
-      const process = spawned.right
+      const process = spawned.success
       yield* emit((at) => ExtensionHost.Event.Spawned({ at, generation: number, pid: process.pid }))
       const exit = yield* Deferred.make<Spawner.ExitStatus>()
       yield* process.exit.pipe(Effect.flatMap((s) => Deferred.succeed(exit, s)), Effect.forkIn(scope))
-      const windowFibers = yield* Scope.extend(FiberMap.make<string>(), scope)
+      const windowFibers = yield* Scope.provide(FiberMap.make<string>(), scope)
       const generation: Generation = {
         number,
         scope,
@@ -283,19 +303,21 @@ export const start = (
         handshake: Connection.initiate<HermesProtocol.HostServes, HermesProtocol.HostCalls>(
           (peer) =>
             peer.call(HermesProtocol.Initialize, params, { timeout: initializeTimeout }).pipe(
-              Effect.tap((result) => {
-                answer = result
-              }),
+              Effect.tap((result) =>
+                Effect.sync(() => {
+                  answer = result
+                })
+              ),
               Effect.tap(() => peer.notify(HermesProtocol.Initialized, undefined))
             ),
           { timeout: initializeTimeout }
         ),
         policy: ShutdownPolicy.FailFast(),
         requestTimeout: options.requestTimeout
-      }).pipe(Scope.extend(scope), Effect.either)
+      }).pipe(Scope.provide(scope), Effect.result)
 
-      if (made._tag === "Left" || answer === undefined) {
-        const error = made._tag === "Left" ? made.left : undefined
+      if (Result.isFailure(made) || answer === undefined) {
+        const error = Result.isFailure(made) ? made.failure : undefined
         const hasExited = yield* Deferred.isDone(exit)
         const reason: ExtensionHost.InitializeFailure = hasExited || error instanceof PeerError.PeerClosed ||
             error instanceof PeerError.PeerExited
@@ -317,7 +339,7 @@ export const start = (
         return yield* setStatus("Failed")
       }
 
-      const connection = made.right
+      const connection = made.success
       generation.connection = connection
       current = generation
       info = Option.some(answer)
@@ -335,7 +357,7 @@ export const start = (
       yield* setStatus("Ready")
       // A crash is an exit, or a connection lost, that the host did not ask for.
       yield* Effect.raceFirst(Deferred.await(exit), connection.peer.closed).pipe(
-        Effect.zipRight(lock.withPermits(1)(onCrash(generation))),
+        Effect.andThen(lock.withPermits(1)(onCrash(generation))),
         Effect.forkIn(scope)
       )
     })
@@ -366,7 +388,7 @@ export const start = (
           yield* launch
         }
         // Closed last: this fiber lives in that scope.
-        yield* Effect.forkDaemon(Scope.close(generation.scope, Exit.void))
+        yield* Effect.forkDetach(Scope.close(generation.scope, Exit.void))
       })
 
     /** Seed 000's sequence: `shutdown` within the timeout, then the process exits by itself or is made to. */
@@ -392,7 +414,7 @@ export const start = (
           success = answer.value.success
           if (!success) error = "the extension answered { success: false }"
         } else {
-          const failure = Cause.failureOption(answer.cause)
+          const failure = Cause.findErrorOption(answer.cause)
           if (Option.isSome(failure) && failure.value instanceof RpcError.RpcError) {
             responded = true
             error = describeWireError(failure.value)
@@ -461,23 +483,23 @@ export const start = (
       }))
 
     // Run in a fiber of its own: a finalizer of an interrupted fiber could not wait on the Clock-bound steps.
-    yield* Effect.addFinalizer(() => Effect.flatMap(Effect.forkDaemon(shutdown("closing")), Fiber.join))
+    yield* Effect.addFinalizer(() => Effect.flatMap(Effect.forkDetach(shutdown("closing")), Fiber.join))
 
     const awaitStatus = (predicate: (s: ExtensionHost.Status) => boolean) =>
-      status.changes.pipe(
+      SubscriptionRef.changes(status).pipe(
         Stream.filter(predicate),
         Stream.runHead,
         Effect.flatMap(Option.match({ onNone: () => SubscriptionRef.get(status), onSome: Effect.succeed }))
       )
 
-    const awaitQuiet = (settle: Duration.DurationInput) => {
-      const settleMillis = Duration.toMillis(Duration.decode(settle))
+    const awaitQuiet = (settle: Duration.Input) => {
+      const settleMillis = Duration.toMillis(Duration.fromInputUnsafe(settle))
       const loop: Effect.Effect<void> = Effect.suspend(() => {
         if (current === undefined) return Effect.void
         return Effect.flatMap(Clock.currentTimeMillis, (now) => {
           const quietFor = now - lastActivity
           if (activeRequests === 0 && quietFor >= settleMillis) return Effect.void
-          return Effect.zipRight(Effect.sleep(Duration.millis(Math.max(settleMillis - quietFor, 10))), loop)
+          return Effect.andThen(Effect.sleep(Duration.millis(Math.max(settleMillis - quietFor, 10))), loop)
         })
       })
       return loop
@@ -519,14 +541,14 @@ export const start = (
     const handle: ExtensionHost.Extension = {
       spec,
       status: SubscriptionRef.get(status),
-      statusChanges: status.changes,
+      statusChanges: SubscriptionRef.changes(status),
       events,
       history: Effect.sync(() => history.slice()),
       info: Effect.sync(() => info),
       execute,
       shutdown,
       disable: shutdown("disabled"),
-      reload: Effect.zipRight(
+      reload: Effect.andThen(
         lock.withPermits(1)(Effect.gen(function*() {
           if (current !== undefined) yield* stopGeneration(current, "reload")
           restarts = []

@@ -4,10 +4,10 @@
  *
  * @internal
  */
-import type * as FileSystem from "@effect/platform/FileSystem"
-import type * as Path from "@effect/platform/Path"
 import * as Effect from "effect/Effect"
+import type * as FileSystem from "effect/FileSystem"
 import * as Option from "effect/Option"
+import type * as Path from "effect/Path"
 import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
 
@@ -23,13 +23,13 @@ export const fileOf = (path: Path.Path, dataDir: string, name: string): string =
 export const load = <S, I>(
   fs: FileSystem.FileSystem,
   file: string,
-  schema: Schema.Schema<S, I>
+  schema: Schema.Codec<S, I>
 ): Effect.Effect<Option.Option<S>, string> =>
   Effect.gen(function*() {
     const exists = yield* fs.exists(file).pipe(Effect.mapError((e) => `could not read ${file}: ${e.message}`))
     if (!exists) return Option.none()
     const text = yield* fs.readFileString(file).pipe(Effect.mapError((e) => `could not read ${file}: ${e.message}`))
-    const state = yield* Schema.decodeUnknown(Schema.parseJson(schema))(text).pipe(
+    const state = yield* Schema.decodeUnknownEffect(Schema.fromJsonString(schema))(text).pipe(
       Effect.mapError((e) => `${file} does not hold a valid state: ${e.message}`)
     )
     return Option.some(state)
@@ -40,11 +40,11 @@ export const save = <S, I>(
   fs: FileSystem.FileSystem,
   path: Path.Path,
   file: string,
-  schema: Schema.Schema<S, I>,
+  schema: Schema.Codec<S, I>,
   state: S
 ): Effect.Effect<void, string> =>
   Effect.gen(function*() {
-    const text = yield* Schema.encode(Schema.parseJson(schema, { space: 2 }))(state).pipe(
+    const text = yield* Schema.encodeEffect(Schema.fromJsonString(schema, { space: 2 }))(state).pipe(
       Effect.mapError((e) => `the state does not match its Schema: ${e.message}`)
     )
     yield* fs.makeDirectory(path.dirname(file), { recursive: true })
@@ -52,9 +52,9 @@ export const save = <S, I>(
     const temporary = `${file}.${suffix.toString(36)}.tmp`
     yield* Effect.scoped(
       Effect.flatMap(fs.open(temporary, { flag: "w" }), (handle) =>
-        Effect.zipRight(handle.writeAll(new TextEncoder().encode(text + "\n")), handle.sync))
+        Effect.andThen(handle.writeAll(new TextEncoder().encode(text + "\n")), handle.sync))
     ).pipe(
-      Effect.zipRight(fs.rename(temporary, file)),
+      Effect.andThen(fs.rename(temporary, file)),
       // The old file is untouched until the rename: only the temporary file can be left over, and it is removed.
       Effect.tapError(() =>
         Effect.ignore(fs.remove(temporary))
