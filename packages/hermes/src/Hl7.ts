@@ -15,12 +15,13 @@ import * as Schema from "effect/Schema"
  * - `InvalidPath`: the path is not in HL7 notation.
  * - `NoSuchSegment`: the path names a segment (or an occurrence of it) the message does not have.
  * - `ReadOnly`: MSH-1 and MSH-2 hold the delimiters themselves and cannot be patched.
+ * - `BreaksMessage`: the edited message would no longer read back as one HL7 v2 message (see `formatChecked`).
  *
  * @since 0.1.0
  * @category errors
  */
 export class Hl7Error extends Schema.TaggedError<Hl7Error>("@lifeline/hermes/Hl7Error")("Hl7Error", {
-  reason: Schema.Literals(["NotHl7", "InvalidPath", "NoSuchSegment", "ReadOnly"]),
+  reason: Schema.Literals(["NotHl7", "InvalidPath", "NoSuchSegment", "ReadOnly", "BreaksMessage"]),
   detail: Schema.String
 }) {
   override get message(): string {
@@ -88,8 +89,8 @@ const pathPattern = /^([A-Z][A-Z0-9]{2})(?:\[(\d+)\])?-(\d+)(?:\[(\d+)\])?(?:\.(
 const notHl7 = (detail: string) => new Hl7Error({ reason: "NotHl7", detail })
 
 /**
- * Parses a message. Segments may end in `\r` (the standard), `\r\n` or `\n`; empty lines are skipped. The delimiters
- * are read from the MSH segment, which must come first.
+ * Parses one message. Segments may end in `\r` (the standard), `\r\n` or `\n`; empty lines are skipped. The delimiters
+ * are read from the MSH segment, which must come first; a second MSH segment (a batch of messages) is refused.
  *
  * @example
  * ```ts
@@ -172,6 +173,55 @@ export const format = (message: Message): string =>
       : segment.fields.join(message.delimiters.field)
   ).join("\r")
 
+const breaks = (detail: string) => Result.fail(new Hl7Error({ reason: "BreaksMessage", detail }))
+
+/**
+ * Serialises a message like `format`, then checks that the text is still one message: it parses (MSH first, no second
+ * MSH) back to the same delimiters, segments and fields. `set` escapes every value, so no edit made with it fails this
+ * check; `MessageStore` runs it before it keeps an edit all the same, so that a value can never add structure even if
+ * an escape is ever missed (a CR or LF in a field would otherwise add a segment, or a second MSH).
+ *
+ * @example
+ * ```ts
+ * import { Hl7 } from "@lifeline/hermes"
+ *
+ * const delimiters = { field: "|", component: "^", repetition: "~", escape: "\\", subcomponent: "&" }
+ * Hl7.formatChecked({
+ *   delimiters,
+ *   segments: [{ name: "MSH", fields: ["MSH", "|", "^~\\&"] }, { name: "PID", fields: ["PID", "1\rZZ1"] }]
+ * }) // Result.fail(Hl7Error { reason: "BreaksMessage", ... })
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const formatChecked = (message: Message): Result.Result<string, Hl7Error> => {
+  const text = format(message)
+  const reparsed = parse(text)
+  if (Result.isFailure(reparsed)) return breaks(reparsed.failure.detail)
+  const d = message.delimiters
+  const r = reparsed.success.delimiters
+  if (
+    r.field !== d.field || r.component !== d.component || r.repetition !== d.repetition || r.escape !== d.escape ||
+    r.subcomponent !== d.subcomponent
+  ) {
+    return breaks("the text would declare other delimiters")
+  }
+  const expected = message.segments
+  const actual = reparsed.success.segments
+  if (actual.length !== expected.length) {
+    return breaks(`the text would hold ${actual.length} segments, not ${expected.length}`)
+  }
+  for (let i = 0; i < expected.length; i++) {
+    const a = actual[i].fields
+    const e = expected[i].fields
+    if (actual[i].name !== expected[i].name || a.length !== e.length || a.some((field, n) => field !== e[n])) {
+      return breaks(`segment ${i + 1} (${expected[i].name}) would not read back as written`)
+    }
+  }
+  return Result.succeed(text)
+}
+
 /**
  * Reads a path in HL7 notation: `SEG[occurrence]-FIELD[repetition][.COMPONENT[.SUBCOMPONENT]]`, with the
  * occurrence and the repetition in square brackets and 1-based: `PID-5`, `PID-5.1`, `PID-3[2].1`, `OBX[2]-5.1.2`.
@@ -233,7 +283,10 @@ const noSuchSegment = (path: Path, message: Message) => {
 }
 
 /**
- * Decodes HL7 escape sequences (`\F\`, `\S\`, `\T\`, `\R\`, `\E\`) into the delimiters they stand for.
+ * Decodes HL7 escape sequences: `\F\`, `\S\`, `\T\`, `\R\`, `\E\` into the delimiters they stand for, and hex escapes
+ * `\Xhh…\` of ASCII characters (`\X0D\` is CR, `\X0D0A\` CR LF) into those characters. Any other sequence is kept as
+ * written: `\.br\` and the like are formatting, and what a hex escape of a byte from 0x80 up stands for depends on the
+ * character set of MSH-18.
  *
  * @since 0.1.0
  * @category combinators
@@ -250,19 +303,54 @@ export const unescape = (text: string, delimiters: Delimiters): string => {
   }
   let out = ""
   for (let i = 0; i < text.length; i++) {
-    const close = text[i] === e && i + 2 < text.length && text[i + 2] === e ? table[text[i + 1]] : undefined
-    if (close !== undefined) {
-      out += close
-      i += 2
-    } else {
-      out += text[i]
+    if (text[i] === e && i + 2 < text.length) {
+      const named = text[i + 2] === e ? table[text[i + 1]] : undefined
+      if (named !== undefined) {
+        out += named
+        i += 2
+        continue
+      }
+      if (text[i + 1] === "X") {
+        const close = text.indexOf(e, i + 2)
+        const hex = close === -1 ? undefined : fromHex(text.slice(i + 2, close))
+        if (hex !== undefined) {
+          out += hex
+          i = close
+          continue
+        }
+      }
     }
+    out += text[i]
+  }
+  return out
+}
+
+const hexDigits = /^(?:[0-9A-Fa-f]{2})+$/
+
+const fromHex = (hex: string): string | undefined => {
+  if (!hexDigits.test(hex)) return undefined
+  let out = ""
+  for (let i = 0; i < hex.length; i += 2) {
+    const code = parseInt(hex.slice(i, i + 2), 16)
+    if (code > 0x7f) return undefined
+    out += String.fromCharCode(code)
   }
   return out
 }
 
 /**
- * Encodes every delimiter in plain `text` as its escape sequence, so a value can never add structure to a message.
+ * Encodes plain `text` so that it is one value and nothing more: every delimiter becomes its escape sequence (`\F\`,
+ * `\S\`, `\T\`, `\R\`, `\E\`) and every ASCII control character a hex escape (`\X0D\` for CR, `\X0A\` for LF), so a
+ * value can never add structure to a message: no field, component, repetition or subcomponent, and no segment.
+ * `unescape` gives `text` back exactly.
+ *
+ * @example
+ * ```ts
+ * import { Hl7 } from "@lifeline/hermes"
+ *
+ * const delimiters = { field: "|", component: "^", repetition: "~", escape: "\\", subcomponent: "&" }
+ * Hl7.escape("x\rZZ1|y", delimiters) // "x\\X0D\\ZZ1\\F\\y"
+ * ```
  *
  * @since 0.1.0
  * @category combinators
@@ -276,9 +364,25 @@ export const escape = (text: string, delimiters: Delimiters): string => {
     [delimiters.repetition, "R"]
   ])
   let out = ""
-  for (const char of text) {
+  // By UTF-16 unit, as `parse` reads delimiters and splits on them: `parse` takes a surrogate half as a delimiter, and
+  // stepping by code point would let a character made with it (an emoji) through whole, and split a field in two.
+  for (let i = 0; i < text.length; i++) {
+    const char = text[i]
     const code = table.get(char)
-    out += code === undefined ? char : delimiters.escape + code + delimiters.escape
+    if (code !== undefined) {
+      out += delimiters.escape + code + delimiters.escape
+      continue
+    }
+    // CR ends a segment, and lenient parsers (`parse` here, and most receivers) end one at LF too. VT and FS frame MLLP
+    // blocks, NUL cuts C strings short, and HL7's text types allow printable characters only; so every ASCII control,
+    // U+0000 to U+001F and U+007F, is written as a hex escape. `\Xhh\` rather than `\.br\`: it gives back exactly the
+    // character written (`\.br\` is a line break in formatted text and cannot tell CR from LF), and a byte below 0x80
+    // means the same character in every character set MSH-18 may name. Other characters, including U+0085 and U+2028,
+    // are not segment ends in HL7 and are kept as they are.
+    const unit = char.charCodeAt(0)
+    out += unit < 0x20 || unit === 0x7f
+      ? delimiters.escape + "X" + (unit < 0x10 ? "0" : "") + unit.toString(16).toUpperCase() + delimiters.escape
+      : char
   }
   return out
 }
@@ -334,8 +438,9 @@ const replaceAt = (parts: ReadonlyArray<string>, index: number, value: string): 
 }
 
 /**
- * Writes plain `value` at a path (escaped, so it cannot add structure); `null` clears it. Missing fields, repetitions
- * and components are added empty; a missing segment is an error, as is MSH-1 or MSH-2.
+ * Writes plain `value` at a path, escaped by `escape` (delimiters, CR, LF and the other control characters), so it
+ * cannot add structure and `get` reads back exactly `value`; `null` clears it. Missing fields, repetitions and
+ * components are added empty; a missing segment is an error, as is MSH-1 or MSH-2.
  *
  * @example
  * ```ts
@@ -423,7 +528,8 @@ const jsonOfRepetition = (text: string, d: Delimiters): JsonValue =>
  * The JSON view of a message (`editor/getMessage` with `format: "json"`): an object keyed by segment name, each
  * segment an object keyed by field number (`"1"`, `"2"`, …), a segment that occurs more than once an array of them.
  * A field with components is an object keyed by component number, a repeated field an array; empty values are left
- * out and escape sequences decoded. MSH-1 and MSH-2 hold the delimiters, as in seed 002's example.
+ * out and escape sequences decoded as by `unescape`, so a value written by `set` reads back exactly, CR and LF
+ * included. MSH-1 and MSH-2 hold the delimiters, as in the example of `editor/getMessage` in the protocol.
  *
  * @example
  * ```ts

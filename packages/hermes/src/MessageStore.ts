@@ -16,6 +16,7 @@ import * as Hl7 from "./Hl7.js"
 
 /**
  * A patch was refused: which one (`index` in the request, `path`) and why (an `Hl7Error` reason). Nothing was applied.
+ * `BreaksMessage` refuses the batch as a whole; `index` is then the first patch after which the message was broken.
  *
  * @since 0.1.0
  * @category errors
@@ -68,9 +69,15 @@ export declare namespace MessageStore {
     readonly current: Effect.Effect<string>
     /** `raw`: the text; `json`: the JSON view, which needs the text to be HL7. */
     readonly get: (format: HermesProtocol.MessageFormat) => Effect.Effect<string, Hl7.Hl7Error>
-    /** Applies every patch in order, or none; answers how many were applied. */
+    /**
+     * Applies every patch in order, or none; answers how many were applied. The result is kept only if it is still one
+     * HL7 v2 message (`Hl7.formatChecked`); otherwise the whole batch is refused with `BreaksMessage`.
+     */
     readonly patch: (patches: ReadonlyArray<HermesProtocol.Patch>) => Effect.Effect<number, PatchRejected>
-    /** Replaces the message; text that is not HL7 is refused. */
+    /**
+     * Replaces the message. The store holds one message: text that does not parse as exactly one HL7 v2 message (MSH
+     * first, no second MSH, as a batch would have) is refused with `NotHl7`.
+     */
     readonly set: (text: string) => Effect.Effect<void, Hl7.Hl7Error>
     /** The current text, then every new one. */
     readonly changes: Stream.Stream<string>
@@ -98,14 +105,22 @@ export const make = (initial: string): Effect.Effect<MessageStore.Service> =>
       SubscriptionRef.modifyEffect(ref, (text) => {
         const rejected = (index: number, error: Hl7.Hl7Error) =>
           new PatchRejected({ index, path: patches[index]?.path ?? "", reason: error.reason, detail: error.detail })
-        let message = Hl7.parse(text)
-        if (Result.isFailure(message)) return Effect.fail(rejected(0, message.failure))
-        for (let i = 0; i < patches.length; i++) {
-          message = Hl7.set(message.success, patches[i].path, patches[i].value)
-          if (Result.isFailure(message)) return Effect.fail(rejected(i, message.failure))
-        }
+        const parsed = Hl7.parse(text)
+        if (Result.isFailure(parsed)) return Effect.fail(rejected(0, parsed.failure))
         // No patch: nothing changes, and no change is published.
-        return Effect.succeed([patches.length, patches.length === 0 ? text : Hl7.format(message.success)] as const)
+        if (patches.length === 0) return Effect.succeed([0, text] as const)
+        let message = parsed.success
+        for (let i = 0; i < patches.length; i++) {
+          const next = Hl7.set(message, patches[i].path, patches[i].value)
+          if (Result.isFailure(next)) return Effect.fail(rejected(i, next.failure))
+          message = next.success
+        }
+        // Checked once for the whole batch; only a refusal pays for finding the patch to blame.
+        const checked = Hl7.formatChecked(message)
+        if (Result.isFailure(checked)) {
+          return Effect.fail(rejected(firstBreaking(parsed.success, patches), checked.failure))
+        }
+        return Effect.succeed([patches.length, checked.success] as const)
       }),
     set: (text) =>
       Result.match(Hl7.parse(text), {
@@ -114,6 +129,16 @@ export const make = (initial: string): Effect.Effect<MessageStore.Service> =>
       }),
     changes: SubscriptionRef.changes(ref)
   }))
+
+const firstBreaking = (message: Hl7.Message, patches: ReadonlyArray<HermesProtocol.Patch>): number => {
+  let current = message
+  for (let i = 0; i < patches.length; i++) {
+    const next = Hl7.set(current, patches[i].path, patches[i].value)
+    if (Result.isFailure(next) || Result.isFailure(Hl7.formatChecked(next.success))) return i
+    current = next.success
+  }
+  return patches.length - 1
+}
 
 /**
  * @since 0.1.0

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Hl7 } from "@lifeline/hermes"
 import { Result } from "effect"
+import * as fc from "fast-check"
 
 const sample = [
   "MSH|^~\\&|LAB|HOSPITAL|HERMES|HERMES|20240101120000||ADT^A01|MSG00042|P|2.5",
@@ -108,7 +109,225 @@ describe("Hl7", () => {
     ])
     assert.strictEqual(json.OBX.length, 2)
     assert.strictEqual(json.OBX[1]["5"], "13.2")
-    // Seed 002's example result.
+    // The protocol's example result.
     assert.deepStrictEqual(Hl7.toJson(Result.getOrThrow(Hl7.parse("MSH|^~\\&"))), { MSH: { "1": "|", "2": "^~\\&" } })
+  })
+
+  it("escapes CR, LF and the other ASCII controls as hex escapes, and decodes them back", () => {
+    const d = parsed().delimiters
+    const text = "a\rb\nc\r\nd\u0000e\u000bf\u001cg\u007fh\ti\u0085j\u2028k"
+    const escaped = Hl7.escape(text, d)
+    assert.strictEqual(
+      escaped,
+      "a\\X0D\\b\\X0A\\c\\X0D\\\\X0A\\d\\X00\\e\\X0B\\f\\X1C\\g\\X7F\\h\\X09\\i\u0085j\u2028k"
+    )
+    assert.strictEqual(Hl7.unescape(escaped, d), text)
+    // Escape-looking plain text is escaped, not taken for a sequence.
+    assert.strictEqual(Hl7.escape("\\X0D\\", d), "\\E\\X0D\\E\\")
+    assert.strictEqual(Hl7.unescape("\\E\\X0D\\E\\", d), "\\X0D\\")
+    // Sequences other writers use: several bytes in one, lower case; non-ASCII bytes and malformed ones are kept.
+    assert.strictEqual(Hl7.unescape("\\X0D0A\\|\\x\\|\\X0d\\", d), "\r\n|\\x\\|\r")
+    for (const kept of ["\\XC3A9\\", "\\X\\", "\\X0\\", "\\XZZ\\", "\\X0D", "\\.br\\", "\\H\\"]) {
+      assert.strictEqual(Hl7.unescape(kept, d), kept)
+    }
+  })
+
+  it("a value with CR or LF adds no segment (hostile input, the issue's payloads)", () => {
+    const m = parsed()
+    const obx = Result.getOrThrow(Hl7.set(m, "OBX-12", "x\rZZ1"))
+    const pid = Result.getOrThrow(Hl7.set(obx, "PID-2", "y\nMSH"))
+    const text = Hl7.format(pid)
+    assert.strictEqual(text.split("\r").length, 4)
+    assert.notInclude(text, "\n")
+    assert.include(text, "|x\\X0D\\ZZ1")
+    assert.include(text, "PID|1|y\\X0A\\MSH|")
+    const reparsed = Result.getOrThrow(Hl7.parse(text))
+    assert.deepStrictEqual(reparsed.segments.map((s) => s.name), ["MSH", "PID", "OBX", "OBX"])
+    assert.strictEqual(Hl7.get(reparsed, "OBX-12"), "x\rZZ1")
+    assert.strictEqual(Hl7.get(reparsed, "PID-2"), "y\nMSH")
+    const json = Hl7.toJson(reparsed) as any
+    assert.strictEqual(json.OBX[0]["12"], "x\rZZ1")
+    assert.strictEqual(json.PID["2"], "y\nMSH")
+    assert.strictEqual(json.ZZ1, undefined)
+    assert.strictEqual(Result.getOrThrow(Hl7.formatChecked(pid)), text)
+  })
+
+  it("escapes a delimiter that is half of a surrogate pair, unit by unit", () => {
+    // parse takes any punctuation unit as a delimiter, a lone high surrogate included; 😀 is \ud83d\ude00.
+    const m = Result.getOrThrow(Hl7.parse("MSH\ud83d^~\\&\ud83dLAB\rPID\ud83d1\ud83d\ud83d123"))
+    const patched = Result.getOrThrow(Hl7.set(m, "PID-2", "a😀b"))
+    const reparsed = Result.getOrThrow(Hl7.parse(Hl7.format(patched)))
+    assert.strictEqual(reparsed.segments[1].fields.length, 4)
+    assert.strictEqual(Hl7.get(reparsed, "PID-2"), "a😀b")
+    assert.strictEqual(Hl7.get(reparsed, "PID-3"), "123")
+  })
+
+  it("formatChecked refuses a message that would not read back as one message", () => {
+    const m = parsed()
+    assert.strictEqual(Result.getOrThrow(Hl7.formatChecked(m)), sample)
+    const withField = (segment: number, field: number, value: string): Hl7.Message => ({
+      delimiters: m.delimiters,
+      segments: m.segments.map((s, i) =>
+        i === segment ? { name: s.name, fields: s.fields.map((f, n) => n === field ? value : f) } : s
+      )
+    })
+    const broken: Array<[Hl7.Message, string]> = [
+      [withField(3, 12 - 7, "x\rZZ1"), "segments"], // a segment more
+      [withField(1, 2, "y\nMSH"), "second MSH"], // a second MSH
+      [withField(1, 2, "a|b"), "segment 2 (PID)"], // a field more
+      [withField(3, 6, "g/dL\r"), "segment 4 (OBX)"], // a trailing CR, dropped on reading
+      [withField(0, 2, "^~\\#"), "other delimiters"] // the encoding characters
+    ]
+    for (const [message, detail] of broken) {
+      const error = Result.getOrThrow(Result.flip(Hl7.formatChecked(message)))
+      assert.strictEqual(error.reason, "BreaksMessage")
+      assert.include(error.detail, detail)
+    }
+  })
+
+  describe("properties", () => {
+    // The same message written with the usual delimiters, with other ones, and with a surrogate half as field separator.
+    const messages = [
+      sample,
+      sample.replace(/[|^~\\&]/g, (c) => ({ "|": "#", "^": "*", "~": "!", "\\": "/", "&": "$" })[c]!),
+      sample.replaceAll("|", "\ud83d")
+    ].map((text) => Result.getOrThrow(Hl7.parse(text)))
+
+    // Leaves (`PID-7` holds one value), and places that do not exist yet, so that setting them pads.
+    const paths = [
+      "MSH-3",
+      "MSH-9.2",
+      "MSH-10",
+      "MSH-21",
+      "PID-2",
+      "PID-3[1].1",
+      "PID-3[2].4",
+      "PID-3[3].2",
+      "PID-5.1",
+      "PID-5.3",
+      "PID-7",
+      "PID-11.3",
+      "PID-30.2.3",
+      "OBX-5",
+      "OBX[2]-6",
+      "OBX-12"
+    ]
+
+    const hostile = fc.constantFrom(
+      "\r",
+      "\n",
+      "\r\n",
+      "|",
+      "^",
+      "~",
+      "\\",
+      "&",
+      "#",
+      "*",
+      "!",
+      "/",
+      "$",
+      "\\X0D\\",
+      "\\X0A\\",
+      "\\X0D0A\\",
+      "\\E\\",
+      "\\F\\",
+      "\\X\\",
+      "\\.br\\",
+      "/X0D/",
+      "MSH",
+      "ZZ1",
+      "\u0000",
+      "\u000b",
+      "\u001c",
+      "\u007f",
+      "\t",
+      "\u0085",
+      "\u2028",
+      "\ud800",
+      "😀",
+      "é",
+      " ",
+      "a"
+    )
+    const value = fc.oneof(fc.string({ unit: "binary" }), fc.string({ unit: hostile }), fc.string())
+
+    // Every non-empty leaf of a message, decoded, by segment index, field, repetition, component and subcomponent.
+    const leaves = (message: Hl7.Message): Map<string, string> => {
+      const d = message.delimiters
+      const out = new Map<string, string>()
+      message.segments.forEach((segment, s) =>
+        segment.fields.forEach((field, f) => {
+          if (f === 0) return
+          if (segment.name === "MSH" && f <= 2) return void out.set(`${s}-${f}`, field)
+          field.split(d.repetition).forEach((repetition, r) =>
+            repetition.split(d.component).forEach((component, c) =>
+              component.split(d.subcomponent).forEach((sub, u) => {
+                if (sub !== "") out.set(`${s}-${f}[${r + 1}].${c + 1}.${u + 1}`, Hl7.unescape(sub, d))
+              })
+            )
+          )
+        })
+      )
+      return out
+    }
+
+    const keyOf = (message: Hl7.Message, path: Hl7.Path): string => {
+      let seen = 0
+      const s = message.segments.findIndex((segment) => segment.name === path.segment && ++seen === path.occurrence)
+      return `${s}-${path.field}[${path.repetition ?? 1}].${path.component ?? 1}.${path.subcomponent ?? 1}`
+    }
+
+    // What getMessage {format: "json"} shows at a path, after a trip through JSON text as on the wire.
+    const jsonAt = (message: Hl7.Message, path: Hl7.Path): unknown => {
+      const json = JSON.parse(JSON.stringify(Hl7.toJson(message)))
+      const segments = json[path.segment]
+      let at: any = Array.isArray(segments) ? segments[path.occurrence - 1] : segments
+      at = at?.[String(path.field)]
+      at = Array.isArray(at) ? at[(path.repetition ?? 1) - 1] : (path.repetition ?? 1) === 1 ? at : undefined
+      for (const index of [path.component, path.subcomponent]) {
+        if (index === undefined) continue
+        at = typeof at === "string" ? (index === 1 ? at : undefined) : at?.[String(index)]
+      }
+      return at
+    }
+
+    it("a patch changes exactly the addressed value, reads back as written and adds no segment", () => {
+      fc.assert(
+        fc.property(fc.constantFrom(...messages), fc.constantFrom(...paths), value, (message, pathText, text) => {
+          const path = Result.getOrThrow(Hl7.parsePath(pathText))
+          const patched = Result.getOrThrow(Hl7.set(message, path, text))
+          const formatted = Result.getOrThrow(Hl7.formatChecked(patched))
+          const reparsed = Result.getOrThrow(Hl7.parse(formatted))
+          // (c) no segment added or lost, and the same ones.
+          assert.deepStrictEqual(reparsed.segments.map((s) => s.name), message.segments.map((s) => s.name))
+          // (a) the addressed leaf changed, and nothing else did (padding adds empty values only).
+          const expected = leaves(message)
+          const key = keyOf(message, path)
+          expected.delete(key)
+          if (text !== "") expected.set(key, text)
+          assert.deepStrictEqual([...leaves(reparsed)].sort(), [...expected].sort())
+          // (b) read back, from the text and from the JSON view, it is the value written.
+          assert.strictEqual(Hl7.get(reparsed, path), text)
+          assert.strictEqual(jsonAt(reparsed, path), text === "" ? undefined : text)
+        }),
+        { numRuns: 2000 }
+      )
+    })
+
+    it("unescape(escape(text)) is text, and escaped text has no delimiter and no control character", () => {
+      fc.assert(
+        fc.property(fc.constantFrom(...messages), value, (message, text) => {
+          const d = message.delimiters
+          const escaped = Hl7.escape(text, d)
+          assert.strictEqual(Hl7.unescape(escaped, d), text)
+          for (const delimiter of [d.field, d.component, d.repetition, d.subcomponent]) {
+            assert.notInclude(escaped, delimiter)
+          }
+          assert.notMatch(escaped, /[\u0000-\u001f\u007f]/)
+        }),
+        { numRuns: 2000 }
+      )
+    })
   })
 })
