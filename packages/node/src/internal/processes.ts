@@ -93,7 +93,85 @@ export const isGroupAlive = (pgid: number): boolean =>
 export interface ProcStat {
   readonly state: string
   readonly processGroup: number
+  readonly session: number
   readonly startedAt: number
+}
+
+/**
+ * A process found by a scan of `/proc`.
+ *
+ * @internal
+ */
+export interface ProcessEntry extends ProcStat {
+  readonly pid: number
+}
+
+const bootMillis = (system: string): number | undefined => {
+  const bootSeconds = /^btime (\d+)$/m.exec(system)
+  return bootSeconds === null ? undefined : Number(bootSeconds[1]) * 1000
+}
+
+const parseProcStat = (text: string, boot: number): ProcStat | undefined => {
+  const fields = statFields(text)
+  if (fields.length < 20) return undefined
+  return {
+    state: fields[0],
+    processGroup: Number(fields[2]),
+    session: Number(fields[3]),
+    // A whole number of milliseconds already while USER_HZ is 100; rounded so that it stays one otherwise.
+    startedAt: boot + Math.round((Number(fields[19]) * 1000) / userHz)
+  }
+}
+
+/**
+ * The processes of group `pgid` that have not exited (zombies are left out), with their session and start time: one
+ * scan of `/proc`. None where `/proc` is not available, so that "no member" and "cannot tell" stay apart.
+ *
+ * @internal
+ */
+export const groupEntries = (pgid: number): Option.Option<ReadonlyArray<ProcessEntry>> => {
+  if (!hasProc) return Option.none()
+  let boot: number | undefined
+  let entries: Array<string>
+  try {
+    boot = bootMillis(Fs.readFileSync("/proc/stat", "latin1"))
+    entries = Fs.readdirSync("/proc")
+  } catch {
+    return Option.none()
+  }
+  if (boot === undefined) return Option.none()
+  const members: Array<ProcessEntry> = []
+  for (const entry of entries) {
+    const code = entry.charCodeAt(0)
+    if (code < 48 || code > 57) continue
+    let text: string
+    try {
+      text = Fs.readFileSync(`/proc/${entry}/stat`, "latin1")
+    } catch {
+      continue // exited since the directory was read
+    }
+    const stat = parseProcStat(text, boot)
+    if (stat !== undefined && stat.processGroup === pgid && stat.state !== "Z" && stat.state !== "X") {
+      members.push({ pid: Number(entry), ...stat })
+    }
+  }
+  return Option.some(members)
+}
+
+/**
+ * What `kill(-pgid, 0)` says about process group `pgid`: it has a member (a zombie counts), it has none, or its
+ * members belong to another user (EPERM). `Gone` on Windows, which has no process groups.
+ *
+ * @internal
+ */
+export const probeGroup = (pgid: number): "Alive" | "Gone" | "Foreign" => {
+  if (process.platform === "win32") return "Gone"
+  try {
+    process.kill(-pgid, 0)
+    return "Alive"
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM" ? "Foreign" : "Gone"
+  }
 }
 
 /**
@@ -108,15 +186,8 @@ export const procStat = (pid: number): Effect.Effect<Option.Option<ProcStat>> =>
         FsPromises.readFile(`/proc/${pid}/stat`, "utf8"),
         FsPromises.readFile("/proc/stat", "utf8")
       ])
-      const bootSeconds = /^btime (\d+)$/m.exec(system)
-      const fields = statFields(stat)
-      if (bootSeconds === null || fields.length < 20) return Option.none()
-      return Option.some({
-        state: fields[0],
-        processGroup: Number(fields[2]),
-        // A whole number of milliseconds already while USER_HZ is 100; rounded so that it stays one otherwise.
-        startedAt: Number(bootSeconds[1]) * 1000 + Math.round((Number(fields[19]) * 1000) / userHz)
-      })
+      const boot = bootMillis(system)
+      return Option.fromNullishOr(boot === undefined ? undefined : parseProcStat(stat, boot))
     } catch {
       return Option.none()
     }
