@@ -4,9 +4,12 @@
  *
  * @since 0.1.0
  */
+import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type { ParseOptions } from "effect/SchemaAST"
+import * as SchemaTransformation from "effect/SchemaTransformation"
 import * as RpcError from "./RpcError.js"
 
 /**
@@ -41,6 +44,21 @@ export type Params = ReadonlyArray<unknown> | { readonly [key: string]: unknown 
 const envelope = { jsonrpc: Schema.Literal("2.0") }
 
 /**
+ * The `params` member of a request or a notification. Liberal in what it accepts: other implementations send
+ * `"params": null` for "no params", so `null` (and `undefined`) decode as a missing key. Strict in what it sends: a
+ * missing key encodes as a missing key, never as `null`.
+ */
+const optionalParams = Schema.optional(Schema.NullOr(Params)).pipe(
+  Schema.decodeTo(
+    Schema.optionalKey(Params),
+    SchemaTransformation.transformOptional({
+      decode: (params) => Option.filter(params, Predicate.isNotNullish),
+      encode: (params) => params
+    })
+  )
+)
+
+/**
  * @since 0.1.0
  * @category schemas
  */
@@ -58,7 +76,7 @@ export const Request = Schema.Struct({
   ...envelope,
   id: RequestId,
   method: Schema.String,
-  params: Schema.optional(Params)
+  params: optionalParams
 })
 
 /**
@@ -69,6 +87,7 @@ export interface Request {
   readonly jsonrpc: "2.0"
   readonly id: RequestId
   readonly method: string
+  /** Never `null`: `"params": null` on the wire is read as a missing key. */
   readonly params?: Params
 }
 
@@ -76,7 +95,7 @@ export interface Request {
  * @since 0.1.0
  * @category schemas
  */
-export const Notification = Schema.Struct({ ...envelope, method: Schema.String, params: Schema.optional(Params) })
+export const Notification = Schema.Struct({ ...envelope, method: Schema.String, params: optionalParams })
 
 /**
  * @since 0.1.0
@@ -85,6 +104,7 @@ export const Notification = Schema.Struct({ ...envelope, method: Schema.String, 
 export interface Notification {
   readonly jsonrpc: "2.0"
   readonly method: string
+  /** Never `null`: `"params": null` on the wire is read as a missing key. */
   readonly params?: Params
 }
 
@@ -147,8 +167,9 @@ export const Message = Schema.Union([Request, Notification, Success, Failure])
 const decodeUnion = Schema.decodeUnknownResult(Message, { onExcessProperty: "error" })
 
 /**
- * Decodes one message with the Schemas, exactly: no excess properties, no missing `result`. The classifier below is
- * the fast path the peer uses; the two agree (property-tested).
+ * Decodes one message with the Schemas, exactly: no excess properties, no missing `result`. `"params": null` in a
+ * request or a notification decodes as a missing key. The classifier below is the fast path the peer uses; the two
+ * agree (property-tested).
  *
  * Valid JSON such as `{"jsonrpc":{"toString":null}}` is refused, not thrown on: the Union picks its candidates by
  * looking the `jsonrpc` literal up in a `Map` (`getCandidateIndex` in effect's `SchemaAST.ts`), with no string
@@ -201,8 +222,6 @@ const isRequestId = (u: unknown): u is RequestId =>
 const isPlainObject = (u: unknown): u is Record<string, unknown> =>
   typeof u === "object" && u !== null && !Array.isArray(u)
 
-const isParams = (u: unknown): u is Params => typeof u === "object" && u !== null
-
 const invalid = (id: RequestId | null, detail: string, respond = true): Classified => ({
   _tag: "Invalid",
   id,
@@ -235,6 +254,10 @@ const classifyError = (u: unknown): RpcError.ErrorObject | undefined => {
  * accepts (property-tested), and unlike a Schema it recovers the id of an invalid request so the error can be
  * correlated.
  *
+ * A well-formed message is returned as it is, without a copy, except a request or notification with
+ * `"params": null`: that is read as one without params (JSON-RPC 2.0 allows params to be omitted, and other
+ * implementations send `null` for that), so its message is a copy without the member.
+ *
  * @example
  * ```ts
  * import { Message } from "@lifeline/jsonrpc"
@@ -256,14 +279,29 @@ export const classify = (value: unknown): Classified => {
   if ("method" in value) {
     if (value.jsonrpc !== "2.0") return invalid(recoveredId, "The jsonrpc member must be exactly \"2.0\"")
     if (typeof value.method !== "string") return invalid(recoveredId, "The method member must be a string")
-    if ("params" in value && !isParams(value.params)) {
-      return invalid(recoveredId, "The params member must be an array or an object")
+    // `null` (what other implementations send for "no params") reads as absent. Only a message that has it is copied,
+    // below: the others are returned as they are.
+    let nullParams = false
+    if ("params" in value) {
+      const params = value.params
+      if (params == null) nullParams = true
+      else if (typeof params !== "object") {
+        return invalid(recoveredId, "The params member must be an array or an object")
+      }
     }
     const excess = firstExcessKey(value, allowedRequestKeys)
     if (excess !== undefined) return invalid(recoveredId, `Unexpected member: ${excess}`)
-    if (!hasId) return { _tag: "Notification", message: value as unknown as Notification }
+    if (!hasId) {
+      return {
+        _tag: "Notification",
+        message: nullParams ? { jsonrpc: "2.0", method: value.method } : value as unknown as Notification
+      }
+    }
     if (!isRequestId(id)) return invalid(null, "The id member must be a string or an integer")
-    return { _tag: "Request", message: value as unknown as Request }
+    return {
+      _tag: "Request",
+      message: nullParams ? { jsonrpc: "2.0", id, method: value.method } : value as unknown as Request
+    }
   }
   const hasResult = "result" in value
   const hasError = "error" in value
@@ -328,17 +366,41 @@ export const parse = (body: Uint8Array): Incoming => {
   return classifyValue(value)
 }
 
+/** A copy of a message without its `params` member, for one whose `params` is `null`. */
+const withoutParams = (message: Message): Message => {
+  const { params: _, ...rest } = message as Message & { readonly params?: unknown }
+  return rest as Message
+}
+
+const hasNullParams = (message: Message): boolean => (message as { readonly params?: unknown }).params === null
+
 /**
- * Serialises a message (or a batch) to its UTF-8 JSON body. `undefined` members are dropped by JSON; a value JSON
- * cannot represent (a BigInt, a cycle) is reported as a `Failure` so a handler bug can be answered with -32603
- * instead of killing the writer.
+ * What goes on the wire: the message itself, or a copy without `"params": null` when a hand-built message has it
+ * (`undefined` members are dropped by JSON itself). One property read per message, no copy in the normal case.
+ */
+const forWire = (message: Message | ReadonlyArray<Message>): Message | ReadonlyArray<Message> => {
+  if (!Array.isArray(message)) {
+    return hasNullParams(message as Message) ? withoutParams(message as Message) : message
+  }
+  const batch = message as ReadonlyArray<Message>
+  for (let i = 0; i < batch.length; i++) {
+    if (hasNullParams(batch[i])) return batch.map((item) => hasNullParams(item) ? withoutParams(item) : item)
+  }
+  return batch
+}
+
+/**
+ * Serialises a message (or a batch) to its UTF-8 JSON body. Strict in what it sends: `params` is never `null` or
+ * `undefined` on the wire, it is left out (JSON drops every `undefined` member). A value JSON cannot represent (a
+ * BigInt, a cycle) is reported as a `Failure` so a handler bug can be answered with -32603 instead of killing the
+ * writer.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const encode = (message: Message | ReadonlyArray<Message>): Result.Result<Uint8Array, RpcError.RpcError> => {
   try {
-    return Result.succeed(textEncoder.encode(JSON.stringify(message)))
+    return Result.succeed(textEncoder.encode(JSON.stringify(forWire(message))))
   } catch (cause) {
     return Result.fail(
       RpcError.RpcError.internalError(`Could not serialise: ${cause instanceof Error ? cause.message : String(cause)}`)
@@ -347,14 +409,15 @@ export const encode = (message: Message | ReadonlyArray<Message>): Result.Result
 }
 
 /**
- * Serialises a message to a JSON string (the framing encoders take strings to avoid a second copy).
+ * Serialises a message to a JSON string (the framing encoders take strings to avoid a second copy). Like `encode`, it
+ * never puts `"params": null` on the wire.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const stringify = (message: Message | ReadonlyArray<Message>): Result.Result<string, RpcError.RpcError> => {
   try {
-    return Result.succeed(JSON.stringify(message))
+    return Result.succeed(JSON.stringify(forWire(message)))
   } catch (cause) {
     return Result.fail(
       RpcError.RpcError.internalError(`Could not serialise: ${cause instanceof Error ? cause.message : String(cause)}`)
@@ -363,18 +426,23 @@ export const stringify = (message: Message | ReadonlyArray<Message>): Result.Res
 }
 
 /**
+ * A request. Params given as `null` or `undefined` are left out: JSON-RPC 2.0 says params MAY be omitted, and a
+ * receiver that is strict about their type refuses `null` (-32600).
+ *
  * @since 0.1.0
  * @category constructors
  */
-export const request = (id: RequestId, method: string, params?: Params): Request =>
-  params === undefined ? { jsonrpc: "2.0", id, method } : { jsonrpc: "2.0", id, method, params }
+export const request = (id: RequestId, method: string, params?: Params | null | undefined): Request =>
+  params == null ? { jsonrpc: "2.0", id, method } : { jsonrpc: "2.0", id, method, params }
 
 /**
+ * A notification. Params given as `null` or `undefined` are left out, as in `request`.
+ *
  * @since 0.1.0
  * @category constructors
  */
-export const notification = (method: string, params?: Params): Notification =>
-  params === undefined ? { jsonrpc: "2.0", method } : { jsonrpc: "2.0", method, params }
+export const notification = (method: string, params?: Params | null | undefined): Notification =>
+  params == null ? { jsonrpc: "2.0", method } : { jsonrpc: "2.0", method, params }
 
 /**
  * @since 0.1.0

@@ -36,6 +36,7 @@ const outcomes = (incoming: Message.Incoming): Outcome | ReadonlyArray<Outcome> 
   incoming._tag === "Single" ? outcome(incoming.item) : incoming.items.map(outcome)
 
 const valid = (tag: "Request" | "Notification" | "Response"): Outcome => ({ tag })
+const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null
 const invalid = (code: number, id: Message.RequestId | null, respond = true): Outcome => ({
   tag: "Invalid",
   code,
@@ -170,7 +171,12 @@ describe("Message", () => {
     const params = (presence: Presence) =>
       member(
         presence,
-        fc.oneof(fc.array(json, { maxLength: 3 }), fc.dictionary(fc.string(), json, { maxKeys: 3 })),
+        fc.oneof(
+          { weight: 8, arbitrary: fc.array(json, { maxLength: 3 }) },
+          { weight: 8, arbitrary: fc.dictionary(fc.string(), json, { maxKeys: 3 }) },
+          // What other implementations send for "no params": read as absent.
+          { weight: 3, arbitrary: fc.constant(null) }
+        ),
         fc.oneof(fc.constantFrom(null, "a", 1, true), json)
       )
     const result = (presence: Presence) => member(presence, json, json)
@@ -253,12 +259,17 @@ describe("Message", () => {
 
     it("the generator reaches every tag often", () => {
       const counts: Record<string, number> = { Request: 0, Notification: 0, Response: 0, Invalid: 0 }
+      let nullParams = 0
       for (const value of fc.sample(messageLike, { numRuns: 2000, seed: 42 })) {
-        counts[expectedTag(value)]! += 1
+        const tag = expectedTag(value)
+        counts[tag]! += 1
+        if (tag !== "Invalid" && isObject(value) && value.params === null) nullParams++
       }
       for (const [tag, count] of Object.entries(counts)) {
         assert.isAbove(count, 100, `${tag}: ${JSON.stringify(counts)}`)
       }
+      // Valid requests and notifications with `"params": null`, read as absent.
+      assert.isAbove(nullParams, 20)
     })
 
     prop("agrees with decodeMessage on JSON objects", [messageLike], ([value]) => {
@@ -268,6 +279,12 @@ describe("Message", () => {
       assert.strictEqual(classified._tag, expectedTag(value), JSON.stringify(value))
       if (classified._tag === "Invalid") {
         assert.strictEqual(classified.error.code, ErrorCode.InvalidRequest)
+      } else if (isObject(value) && "params" in value && value.params === null) {
+        // `"params": null` reads as absent: a copy without the member, as the Schema decodes it.
+        const { params: _, ...rest } = value
+        assert.deepStrictEqual<unknown>(classified.message, rest)
+        assert.isFalse("params" in classified.message)
+        assert.deepStrictEqual<unknown>(decoded, Result.succeed(rest))
       } else {
         assert.strictEqual(classified.message, value)
       }
@@ -382,7 +399,13 @@ describe("Message", () => {
         body: `{"jsonrpc":"2.0","id":1,"method":"a","params":3}`,
         expected: invalid(-32600, 1)
       },
-      { name: "params null", body: `{"jsonrpc":"2.0","method":"a","params":null}`, expected: invalid(-32600, null) },
+      // `"params": null`, as other implementations send it, reads as absent.
+      { name: "params null", body: `{"jsonrpc":"2.0","method":"a","params":null}`, expected: valid("Notification") },
+      {
+        name: "params null in a request",
+        body: `{"jsonrpc":"2.0","id":1,"method":"m","params":null}`,
+        expected: valid("Request")
+      },
       {
         name: "params an array",
         body: `{"jsonrpc":"2.0","id":1,"method":"a","params":[1,2]}`,
@@ -501,6 +524,12 @@ describe("Message", () => {
       },
       { name: "a batch of one invalid item", body: "[1]", expected: [invalid(-32600, null)] },
       {
+        name: "a batch with params null",
+        body: `[{"jsonrpc":"2.0","id":1,"method":"a","params":null},{"jsonrpc":"2.0","method":"b","params":null},` +
+          `{"jsonrpc":"2.0","id":2,"method":"c","params":"x"}]`,
+        expected: [valid("Request"), valid("Notification"), invalid(-32600, 2)]
+      },
+      {
         name: "a nested batch",
         body: `[[{"jsonrpc":"2.0","method":"a"}],{"jsonrpc":"2.0","method":"b"},[]]`,
         expected: [invalid(-32600, null), valid("Notification"), invalid(-32600, null)]
@@ -551,6 +580,46 @@ describe("Message", () => {
       assert.strictEqual(invalidRequest.item.error.message, "Invalid Request")
     })
 
+    it("reads \"params\": null as absent, in the classifier and in the Schemas", () => {
+      const body = `{"jsonrpc":"2.0","id":1,"method":"m","params":null}`
+      const incoming = Message.parse(utf8(body))
+      assert.deepStrictEqual(incoming, {
+        _tag: "Single",
+        item: { _tag: "Request", message: { jsonrpc: "2.0", id: 1, method: "m" } }
+      })
+      if (incoming._tag === "Single" && incoming.item._tag === "Request") {
+        assert.isFalse("params" in incoming.item.message)
+      }
+      const decoded = Message.decodeMessage(JSON.parse(body))
+      assert.deepStrictEqual<unknown>(decoded, Result.succeed({ jsonrpc: "2.0", id: 1, method: "m" }))
+      if (Result.isSuccess(decoded)) assert.isFalse("params" in decoded.success)
+      const notification = `{"jsonrpc":"2.0","method":"n","params":null}`
+      assert.deepStrictEqual(Message.parse(utf8(notification)), {
+        _tag: "Single",
+        item: { _tag: "Notification", message: { jsonrpc: "2.0", method: "n" } }
+      })
+      assert.deepStrictEqual<unknown>(
+        Message.decodeMessage(JSON.parse(notification)),
+        Result.succeed({ jsonrpc: "2.0", method: "n" })
+      )
+      assert.deepStrictEqual(Message.parse(utf8(`[${body},${notification}]`)), {
+        _tag: "Batch",
+        items: [
+          { _tag: "Request", message: { jsonrpc: "2.0", id: 1, method: "m" } },
+          { _tag: "Notification", message: { jsonrpc: "2.0", method: "n" } }
+        ]
+      })
+      // Params that are there are kept as they are, null inside them included.
+      const kept: Message.Request = { jsonrpc: "2.0", id: 2, method: "m", params: [null] }
+      const classified = Message.classify(kept)
+      assert.strictEqual(classified._tag === "Request" ? classified.message : undefined, kept)
+      assert.deepStrictEqual<unknown>(Message.decodeMessage(kept), Result.succeed(kept))
+      // The Schemas encode a missing key as a missing key, never as null.
+      const encoded = Schema.encodeUnknownSync(Message.Request)({ jsonrpc: "2.0", id: 1, method: "m" })
+      assert.deepStrictEqual(encoded, { jsonrpc: "2.0", id: 1, method: "m" })
+      assert.isFalse("params" in (encoded as object))
+    })
+
     it("keeps the decoded message as it was sent", () => {
       const incoming = Message.parse(utf8(`{"jsonrpc":"2.0","id":"ü","method":"m","params":{"a":[1,{"b":null}]}}`))
       assert.deepStrictEqual(incoming, {
@@ -579,6 +648,18 @@ describe("Message", () => {
         method: "window/closed",
         params: { id: 3 }
       })
+    })
+
+    it("request and notification given null params leave them out", () => {
+      const request = Message.request(1, "m", null)
+      assert.deepStrictEqual(request, { jsonrpc: "2.0", id: 1, method: "m" })
+      assert.isFalse("params" in request)
+      assert.deepStrictEqual(Message.encode(request), Result.succeed(utf8(`{"jsonrpc":"2.0","id":1,"method":"m"}`)))
+      const notification = Message.notification("n", null)
+      assert.isFalse("params" in notification)
+      assert.deepStrictEqual(Message.stringify(notification), Result.succeed(`{"jsonrpc":"2.0","method":"n"}`))
+      assert.isFalse("params" in Message.request(2, "m", undefined))
+      assert.isFalse("params" in Message.notification("n", undefined))
     })
 
     it("success turns an undefined result into null, so the response keeps its result member", () => {
@@ -658,6 +739,27 @@ describe("Message", () => {
       if (Result.isSuccess(encoded)) {
         assert.deepStrictEqual(outcomes(Message.parse(encoded.success)), [valid("Request"), valid("Notification")])
       }
+    })
+
+    it("never puts params null or undefined on the wire, even from a message built by hand", () => {
+      const byHand = { jsonrpc: "2.0", id: 1, method: "m", params: null } as unknown as Message.Message
+      const expected = `{"jsonrpc":"2.0","id":1,"method":"m"}`
+      assert.deepStrictEqual(Message.stringify(byHand), Result.succeed(expected))
+      assert.deepStrictEqual(Message.encode(byHand), Result.succeed(utf8(expected)))
+      // The caller's message is left as it was.
+      assert.isNull((byHand as { readonly params?: unknown }).params)
+      const undefinedParams = { jsonrpc: "2.0", method: "n", params: undefined } as unknown as Message.Message
+      assert.deepStrictEqual(Message.stringify(undefinedParams), Result.succeed(`{"jsonrpc":"2.0","method":"n"}`))
+      const batch = [Message.request(2, "a", [1]), byHand, undefinedParams]
+      const batchText =
+        `[{"jsonrpc":"2.0","id":2,"method":"a","params":[1]},${expected},{"jsonrpc":"2.0","method":"n"}]`
+      assert.deepStrictEqual(Message.stringify(batch), Result.succeed(batchText))
+      assert.deepStrictEqual(Message.encode(batch), Result.succeed(utf8(batchText)))
+      // A result or error data that is null is a value, not absent params: it stays.
+      assert.deepStrictEqual(
+        Message.stringify(Message.success(1, null)),
+        Result.succeed(`{"jsonrpc":"2.0","id":1,"result":null}`)
+      )
     })
 
     it("drops undefined members", () => {

@@ -36,7 +36,10 @@ export interface Request<
    * `code` and `message` come from the error's own `code` and `message` fields when it has them (default -32000).
    */
   readonly error: E
-  /** Overrides the peer's default call timeout for this method. */
+  /**
+   * Overrides the peer's default call timeout for this method. A call that times out fails with `RequestTimeout`;
+   * the other side hears of it only if the protocol has a cancellation (see `Protocol.make`).
+   */
   readonly timeout: Duration.Input | undefined
 }
 

@@ -1,7 +1,8 @@
 /**
  * A bidirectional JSON-RPC 2.0 peer over a `Transport`: it serves the methods its protocol serves, calls the methods
- * its protocol calls, matches answers by id in any order, and cancels both ways. Its lifetime is the Scope it is
- * made in: closing that Scope fails every pending call and interrupts every handler, so nothing waits forever.
+ * its protocol calls, matches answers by id in any order, and cancels both ways when its protocol has a cancellation.
+ * Its lifetime is the Scope it is made in: closing that Scope fails every pending call and interrupts every handler, so
+ * nothing waits forever.
  *
  * @since 0.1.0
  */
@@ -11,6 +12,7 @@ import type * as RpcError from "@lifeline/jsonrpc/RpcError"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
+import type * as Cancellation_ from "./Cancellation.js"
 import * as internal from "./internal/peer.js"
 import type * as Method from "./Method.js"
 import type * as PeerError from "./PeerError.js"
@@ -71,22 +73,13 @@ export type Handler<M extends Method.Any, R> = M extends Method.AnyRequest ? Req
   : never
 
 /**
- * How cancellation is spelled on the wire: LSP's `$/cancelRequest` with `{ id }` by default; MCP uses
- * `notifications/cancelled` with `{ requestId, reason? }`.
+ * A cancellation notification's spelling. Kept for code written before `Cancellation` was a module of its own.
  *
+ * @deprecated Use `Cancellation.Spelling` (or `Cancellation.Cancellation`, which also allows `Cancellation.none`).
  * @since 0.1.0
  * @category models
  */
-export interface Cancellation {
-  readonly method: string
-  readonly encode: (id: Message.RequestId) => Message.Params
-  readonly decode: (params: unknown) => Message.RequestId | undefined
-  /**
-   * Whether a request the peer cancelled is still answered, with -32800 `RequestCancelled`. Default true: LSP wants
-   * an answer; MCP says the receiver of `notifications/cancelled` SHOULD NOT send one (set it to false).
-   */
-  readonly answerCancelled?: boolean | undefined
-}
+export type Cancellation = Cancellation_.Spelling
 
 /**
  * What the lifecycle decides about traffic, asked synchronously for every message.
@@ -134,7 +127,14 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
   readonly tracing?: boolean | "auto" | undefined
   /** Put the pretty-printed cause of a handler defect in the -32603 answer's `data`. Default false. */
   readonly exposeDefects?: boolean | undefined
-  readonly cancellation?: Cancellation | undefined
+  /**
+   * Overrides the protocol's cancellation (`protocol.cancellation`, `Cancellation.none` unless the protocol opts in).
+   * With a spelling, an outbound call abandoned after its request was queued (it timed out, or its caller was
+   * interrupted) sends the cancellation notification, and that notification from the other side interrupts the
+   * handler of the request it names. With `Cancellation.none`, an abandoned call is only forgotten (its id
+   * tombstoned, a late answer dropped and counted in `lateResponses`) and nothing is sent.
+   */
+  readonly cancellation?: Cancellation_.Cancellation | undefined
   readonly gate?: Gate | undefined
   /** Serves requests for methods the protocol does not name (a generic client answering whatever it is asked). */
   readonly onUnknownRequest?:
@@ -187,7 +187,7 @@ export interface Stats {
   readonly notificationsReceived: number
   /** Outbound calls that got no answer in time. */
   readonly timedOut: number
-  /** Outbound calls abandoned because their caller was interrupted. */
+  /** Outbound calls abandoned because their caller was interrupted (whether or not the protocol says so on the wire). */
   readonly cancelledByUs: number
   /** Inbound requests cancelled by the peer while their handler ran. */
   readonly cancelledByPeer: number

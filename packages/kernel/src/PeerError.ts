@@ -6,8 +6,9 @@
 import * as Schema from "effect/Schema"
 
 /**
- * The call got no answer within its timeout. The id is tombstoned, so a late answer is dropped and counted, and a
- * `$/cancelRequest` is sent so the other side can stop working on it.
+ * The call got no answer within its timeout. The id is tombstoned, so a late answer is dropped and counted. When the
+ * protocol has a cancellation (`Cancellation.lsp`, `Cancellation.mcp`), its notification is sent so the other side can
+ * stop working on it; under plain JSON-RPC 2.0 (`Cancellation.none`) nothing is sent.
  *
  * @since 0.1.0
  * @category errors

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ErrorCode, RpcError } from "@lifeline/jsonrpc"
-import { Method, Peer, PeerError, Protocol, TestTransport } from "@lifeline/kernel"
+import { ErrorCode, Framing, RpcError } from "@lifeline/jsonrpc"
+import { Cancellation, Method, Peer, PeerError, Protocol, TestTransport } from "@lifeline/kernel"
 import type { Transport } from "@lifeline/kernel"
 import {
   Deferred,
@@ -20,7 +20,7 @@ import {
 import type { Cause } from "effect"
 import { TestClock } from "effect/testing"
 import * as fc from "fast-check"
-import { eventually, makeRaw, poll, yieldTimes } from "./utils.js"
+import { eventually, makeRaw, poll, wireBodies, yieldTimes } from "./utils.js"
 
 class Nope
   extends Schema.TaggedError<Nope>()("Nope", { code: Schema.Number, message: Schema.String, why: Schema.String })
@@ -35,7 +35,12 @@ const Log = Method.notification("log", { params: Schema.Struct({ text: Schema.St
 const Ask = Method.request("ask", { params: Schema.Struct({ question: Schema.String }), result: Schema.String })
 const Quick = Method.request("quick", { params: Schema.Struct({}), result: Schema.Null, timeout: "100 millis" })
 
-const Server = Protocol.make({ serves: [Echo, Sleep, Fails, Refuses, Boom, Log], calls: [Ask] })
+// LSP's cancellation: the timeout and cancellation tests below assert `$/cancelRequest` on the wire.
+const Server = Protocol.make({
+  serves: [Echo, Sleep, Fails, Refuses, Boom, Log],
+  calls: [Ask],
+  cancellation: Cancellation.lsp
+})
 const Client = Protocol.flip(Server)
 
 type ServerOptions = Partial<Omit<Peer.Options<never, never, never>, "protocol" | "handlers" | "transport">>
@@ -259,6 +264,115 @@ describe("Peer", () => {
         assert.strictEqual(refused.error.code, -32600)
         yield* TestClock.adjust("50 millis")
         assert.deepStrictEqual(yield* raw.next, { jsonrpc: "2.0", id: 1, result: 50 })
+      }))
+  })
+
+  describe("params null", () => {
+    // Each handler answers with what it was given, so the test sees what absent params decoded to.
+    const got = (params: unknown) => Effect.succeed(params === undefined ? "undefined" : params)
+    const taking = <P extends Method.Codec<any>>(name: string, params: P) =>
+      Method.request(name, { params, result: Schema.Unknown })
+    const Empty = taking("empty", Schema.Struct({}))
+    const Optional = taking("optional", Schema.Struct({ verbose: Schema.optional(Schema.Boolean) }))
+    const None = taking("none", Method.NoParams)
+    const Positional = taking("positional", Schema.Tuple([]))
+    const Nullable = taking("nullable", Schema.Null)
+    const Required = taking("required", Schema.Struct({ text: Schema.String }))
+    const Note = Method.notification("note", { params: Schema.Struct({}) })
+    const Taking = Protocol.make({ serves: [Empty, Optional, None, Positional, Nullable, Required, Note] })
+
+    const serveTaking = Effect.gen(function*() {
+      const pair = yield* TestTransport.makePair()
+      const notes = yield* Ref.make<Array<unknown>>([])
+      const unknown = yield* Ref.make<Array<unknown>>([])
+      const server = yield* Peer.make({
+        protocol: Taking,
+        transport: pair.left,
+        handlers: {
+          empty: got,
+          optional: got,
+          none: got,
+          positional: got,
+          nullable: got,
+          required: got,
+          note: (params) => Ref.update(notes, (all) => [...all, params])
+        },
+        onUnknownRequest: (_method, params) => Effect.as(Ref.update(unknown, (all) => [...all, params]), "fallback")
+      })
+      return { pair, server, notes, unknown }
+    })
+
+    it.effect("a request with params null is answered as one without params", () =>
+      Effect.gen(function*() {
+        const { pair } = yield* serveTaking
+        const raw = yield* makeRaw(pair.right)
+        // The exact bytes another client sends.
+        yield* raw.sendBytes(
+          Framing.contentLength.encodeString(`{"jsonrpc":"2.0","id":1,"method":"empty","params":null}`)
+        )
+        assert.deepStrictEqual(yield* raw.next, { jsonrpc: "2.0", id: 1, result: {} })
+        yield* raw.sendBytes(Framing.contentLength.encodeString(`{"jsonrpc":"2.0","id":2,"method":"empty"}`))
+        assert.deepStrictEqual(yield* raw.next, { jsonrpc: "2.0", id: 2, result: {} })
+      }))
+
+    it.effect("a handler whose params Schema takes no params gets what that Schema accepts", () =>
+      Effect.gen(function*() {
+        const { notes, pair, unknown } = yield* serveTaking
+        const raw = yield* makeRaw(pair.right)
+        const answers: Record<string, unknown> = {}
+        let id = 0
+        for (const method of ["empty", "optional", "none", "positional", "nullable", "nowhere"]) {
+          yield* raw.send({ jsonrpc: "2.0", id: ++id, method, params: null })
+          const answer = yield* raw.next
+          assert.strictEqual(answer.id, id)
+          answers[method] = answer.result
+        }
+        assert.deepStrictEqual(answers, {
+          empty: {},
+          optional: {},
+          none: "undefined",
+          positional: [],
+          nullable: null,
+          nowhere: "fallback"
+        })
+        assert.deepStrictEqual(yield* Ref.get(unknown), [undefined])
+        // Params it requires are still required: -32602, not -32600.
+        yield* raw.send({ jsonrpc: "2.0", id: 10, method: "required", params: null })
+        const refused = yield* raw.next
+        assert.strictEqual(refused.id, 10)
+        assert.strictEqual(refused.error.code, ErrorCode.InvalidParams)
+        // A notification with params null reaches its handler; so do batched requests.
+        yield* raw.send({ jsonrpc: "2.0", method: "note", params: null })
+        yield* eventually(Effect.map(Ref.get(notes), (all) => all.length === 1), "the notification is handled")
+        assert.deepStrictEqual(yield* Ref.get(notes), [{}])
+        yield* raw.send([
+          { jsonrpc: "2.0", id: 11, method: "optional", params: null },
+          { jsonrpc: "2.0", id: 12, method: "none", params: null }
+        ])
+        assert.deepStrictEqual(yield* raw.next, [
+          { jsonrpc: "2.0", id: 11, result: {} },
+          { jsonrpc: "2.0", id: 12, result: "undefined" }
+        ])
+      }))
+
+    it.effect("a client never puts params null on the wire: it leaves the member out", () =>
+      Effect.gen(function*() {
+        const { pair, server } = yield* serveTaking
+        const client = yield* Peer.make({ protocol: Protocol.flip(Taking), transport: pair.right, handlers: {} })
+        // Untyped params given as null, and typed params whose Schema encodes them as null or undefined.
+        assert.strictEqual(yield* client.callUntyped("nowhere", null as never), "fallback")
+        assert.strictEqual(yield* client.call(Nullable, null), null)
+        assert.strictEqual(yield* client.call(None, undefined), "undefined")
+        yield* client.notifyUntyped("note", null as never)
+        yield* client.notify(Note, {})
+        yield* eventually(Effect.map(server.stats, (s) => s.notificationsReceived === 2), "both notifications arrive")
+        assert.deepStrictEqual(yield* wireBodies(pair.rightToLeft), [
+          `{"jsonrpc":"2.0","id":1,"method":"nowhere"}`,
+          `{"jsonrpc":"2.0","id":2,"method":"nullable"}`,
+          `{"jsonrpc":"2.0","id":3,"method":"none"}`,
+          `{"jsonrpc":"2.0","method":"note"}`,
+          `{"jsonrpc":"2.0","method":"note","params":{}}`
+        ])
       }))
   })
 
@@ -598,7 +712,7 @@ describe("Peer", () => {
     Effect.gen(function*() {
       const pair = yield* TestTransport.makePair({ capacity: 1 })
       const client = yield* Peer.make({
-        protocol: Protocol.make({ calls: [Sleep] }),
+        protocol: Protocol.make({ calls: [Sleep], cancellation: Cancellation.lsp }),
         transport: pair.right,
         handlers: {},
         outboundCapacity: 2

@@ -1,5 +1,5 @@
 import { Framing } from "@lifeline/jsonrpc"
-import type { Transport } from "@lifeline/kernel"
+import type { TestTransport, Transport } from "@lifeline/kernel"
 import { Effect, Option, Queue, Stream } from "effect"
 import type { Exit, Fiber, Scope } from "effect"
 
@@ -51,3 +51,22 @@ export const yieldTimes = (n: number): Effect.Effect<void> =>
   Effect.gen(function*() {
     for (let i = 0; i <= n; i++) yield* Effect.yieldNow
   })
+
+/**
+ * The body of every frame a link carried, in order, as text: what the receiving side read, byte for byte (decoded from
+ * the link's `sent` log, dropped chunks included).
+ */
+export const wireBodies = (link: TestTransport.Link): Effect.Effect<Array<string>> =>
+  Effect.map(link.sent, (chunks) => {
+    const decoder = Framing.contentLength.unsafeMakeDecoder()
+    const text = new TextDecoder()
+    const bodies: Array<string> = []
+    for (const chunk of chunks) {
+      for (const frame of decoder.push(chunk).frames) bodies.push(text.decode(frame))
+    }
+    return bodies
+  })
+
+/** `wireBodies`, parsed. */
+export const wire = (link: TestTransport.Link): Effect.Effect<Array<any>> =>
+  Effect.map(wireBodies(link), (bodies) => bodies.map((body) => JSON.parse(body)))

@@ -26,6 +26,7 @@ import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
+import * as Cancellation from "../Cancellation.js"
 import type * as Method from "../Method.js"
 import type * as Peer from "../Peer.js"
 import * as PeerError from "../PeerError.js"
@@ -43,7 +44,7 @@ interface PendingCall extends Deadline {
   readonly timeoutMillis: number
   /** A typed call's codecs: its answer is decoded before its caller wakes, so the caller resumes with the result. */
   readonly codecs: CallCodecs | undefined
-  /** Set once the frame is in the outbound queue: a call abandoned before that needs no `$/cancelRequest`. */
+  /** Set once the frame is in the outbound queue: a call abandoned before that needs no cancellation notification. */
   enqueued: boolean
   /** Cleared once the call has ended. */
   live: boolean
@@ -97,15 +98,6 @@ interface Notify {
 
 /** Effect's built-in tracer: its spans go nowhere, so `tracing: "auto"` makes none while it is the one installed. */
 const builtInTracer = Tracer.nativeTracer
-
-const lspCancellation: Peer.Cancellation = {
-  method: "$/cancelRequest",
-  encode: (id) => ({ id }),
-  decode: (params) => {
-    const id = (params as { readonly id?: unknown } | undefined)?.id
-    return typeof id === "string" || typeof id === "number" ? id : undefined
-  }
-}
 
 const messageOf = (u: unknown): string => u instanceof Error ? u.message : String(u)
 
@@ -176,15 +168,35 @@ const toRpcError = (method: Method.AnyRequest, error: unknown): RpcError.RpcErro
   return RpcError.make(code, message, Result.isSuccess(data) ? data.success : undefined)
 }
 
+/** What absent params are offered to a params Schema as, in this order of preference. */
+const absentCandidates: ReadonlyArray<() => unknown> = [() => undefined, () => null, () => ({}), () => []]
+
+/**
+ * A method's params decoder. Absent params (left out, or `null` on the wire, which the classifier reads as left out)
+ * are offered to the Schema as `undefined` when it accepts that (`Method.NoParams`, an optional Schema), else as the
+ * first of `null`, `{}`, `[]` it accepts (an empty `Struct`, a `Struct` of optional fields, an empty `Tuple`), else as
+ * `undefined`, whose refusal is the -32602 answer. Which one is found once, on the first request without params: a
+ * request with params pays nothing for it. A fresh `{}` or `[]` each time, since a handler may keep what it gets.
+ */
+const paramsDecoder = (schema: Method.Codec<any>): (params: unknown) => Result.Result<unknown, string> => {
+  const decode = safely(Schema.decodeUnknownResult(schema))
+  let absent: (() => unknown) | undefined
+  return (params) => {
+    if (params !== undefined) return decode(params)
+    absent ??= absentCandidates.find((candidate) => Result.isSuccess(decode(candidate()))) ?? absentCandidates[0]
+    return decode(absent())
+  }
+}
+
 const compileRequest = (method: Method.AnyRequest, handler: Peer.RequestHandler<any, any>): Serve => ({
-  decode: safely(Schema.decodeUnknownResult(method.params)),
+  decode: paramsDecoder(method.params),
   handle: handler as Serve["handle"],
   encode: safely(Schema.encodeUnknownResult(method.result)),
   toError: (error) => toRpcError(method, error)
 })
 
 const compileNotification = (method: Method.AnyNotification, handler: Peer.NotificationHandler<any, any>): Notify => ({
-  decode: safely(Schema.decodeUnknownResult(method.params)),
+  decode: paramsDecoder(method.params),
   handle: handler as Notify["handle"]
 })
 
@@ -209,7 +221,9 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     Duration.fromInputUnsafe(options.requestTimeout ?? Duration.seconds(5))
   )
   const flushTimeout = Duration.fromInputUnsafe(options.flushTimeout ?? Duration.seconds(1))
-  const cancellation = options.cancellation ?? lspCancellation
+  // `undefined` when the protocol has no cancellation: nothing is sent for an abandoned call, and no notification
+  // cancels a handler.
+  const cancellation = Cancellation.spelling(options.cancellation ?? options.protocol.cancellation)
   const exposeDefects = options.exposeDefects ?? false
   const tracing = options.tracing ?? "auto"
   const gate = options.gate
@@ -414,15 +428,19 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     if (call.deadline < timerTarget && timerWake !== undefined) Deferred.doneUnsafe(timerWake, Exit.void)
   }
 
-  /** The call ended without an answer (timed out, or its caller was interrupted): forget it, and say so. */
-  const abandon = (call: PendingCall): void => {
+  /**
+   * The call ended without an answer (timed out, or its caller was interrupted): forget it, and tell the other side
+   * when the protocol has a way to.
+   */
+  const abandon = (call: PendingCall, timedOut: boolean): void => {
     deadlines.remove(call)
     if (pending.get(call.id) !== call) return // answered, or failed by a disconnect
     pending.delete(call.id)
     tombstones.add(call.id)
     // The answer may already be on its way: if it arrives it meets the tombstone and is dropped and counted.
-    if (call.enqueued && disconnect === undefined) {
-      unsafeWrite(Message.notification(cancellation.method, cancellation.encode(call.id)))
+    if (cancellation !== undefined && call.enqueued && disconnect === undefined) {
+      const reason = timedOut ? `timed out after ${call.timeoutMillis} ms` : "cancelled by the caller"
+      unsafeWrite(Message.notification(cancellation.method, cancellation.encode(call.id, reason)))
     }
     wakeIdle()
   }
@@ -433,7 +451,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
       if (next === undefined || next.deadline > now) return
       deadlines.pop()
       stats.timedOut++
-      abandon(next)
+      abandon(next, true)
       complete(
         next,
         Exit.fail(new PeerError.RequestTimeout({ method: next.method, id: next.id, timeoutMillis: next.timeoutMillis }))
@@ -458,13 +476,13 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     }
   })
 
-  /** The caller was interrupted while its call was pending: end the call and tell the other side. */
+  /** The caller was interrupted while its call was pending: end the call (and tell the other side, if we can). */
   const cancelByCaller = (call: PendingCall): void => {
     if (!call.live) return
     call.live = false
     call.resume = undefined
     stats.cancelledByUs++
-    abandon(call)
+    abandon(call, false)
   }
 
   const awaitCall = (call: PendingCall): Effect.Effect<unknown, unknown> =>
@@ -668,7 +686,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
       // Cancelled by the peer: LSP still wants an answer, MCP does not. Interrupted by a shutdown: nobody is waiting
       // for one.
       const cancelled = cancelledInbound.delete(id)
-      if (cancelled && Exit.isFailure(exit) && cancellation.answerCancelled !== false) {
+      if (cancelled && Exit.isFailure(exit) && cancellation!.answerCancelled !== false) {
         unsafeWrite(Message.failure(id, RpcError.RpcError.requestCancelled()))
       }
       inboundMethods.delete(id)
@@ -678,7 +696,7 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
     return Effect.void
   }
 
-  const onCancel = (params: unknown): void => {
+  const onCancel = (cancellation: Cancellation.Spelling, params: unknown): void => {
     const id = cancellation.decode(params)
     const fiber = id === undefined ? undefined : requestFibers.get(id)
     if (fiber === undefined || cancelledInbound.has(id!)) return // finished already (a race), or cancelled twice
@@ -695,8 +713,8 @@ export const make = Effect.fnUntraced(function*<Serves extends Method.Any, Calls
   const onNotification = (notification: Message.Notification): Effect.Effect<void> => {
     stats.notificationsReceived++
     const method = notification.method
-    if (method === cancellation.method) {
-      onCancel(notification.params)
+    if (cancellation !== undefined && method === cancellation.method) {
+      onCancel(cancellation, notification.params)
       return Effect.void
     }
     if (gate?.inboundNotification?.(method) === false || tornDown) return Effect.void
