@@ -10,8 +10,10 @@ import * as Effect from "effect/Effect"
 import type * as HermesProtocol from "./HermesProtocol.js"
 
 /**
- * How an editor call can fail: the host answered with an error (a bad patch path is -32602), did not answer in time,
- * or the connection is gone or shutting down.
+ * How an editor call can fail: the host answered with an error, did not answer in time, or the connection is gone or
+ * shutting down. The host's answers include -32602 for a bad patch path or a patch request over one of its bounds
+ * (`data.reason` `TooManyPatches`, `ValueTooLarge`, `PatchesTooLarge`), and -32803 for a window over its bound of
+ * open windows (`TooManyWindows`): see `docs/hosting.md`, "Limits and defences".
  *
  * @since 0.1.0
  * @category models
@@ -63,9 +65,13 @@ export declare namespace Editor {
   export interface Service {
     /** The current message: raw HL7 text (default) or its JSON view. */
     readonly getMessage: (format?: HermesProtocol.MessageFormat) => Effect.Effect<string, EditorError>
-    /** Applies every patch or none; answers how many were applied. */
+    /**
+     * Applies every patch or none; answers how many were applied. The host bounds one request (by default 1,000
+     * patches, 64 KiB a value, 1 MiB in all): split bigger edits.
+     */
     readonly patchMessage: (patches: ReadonlyArray<HermesProtocol.Patch>) => Effect.Effect<number, EditorError>
     readonly setMessage: (message: string) => Effect.Effect<void, EditorError>
+    /** Opens a window; the host refuses one over its bound of open windows (64 by default) until another closes. */
     readonly openWindow: (params: HermesProtocol.OpenWindowParams) => Effect.Effect<Window, EditorError>
   }
 }

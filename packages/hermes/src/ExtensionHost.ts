@@ -4,7 +4,8 @@
  * sends `command/execute`, serves `editor/*` from the `MessageStore` and `ui/openWindow` through `Windows`, and stops
  * it with `shutdown(reason)`: 5 s for the answer, then SIGKILL; an error answer is logged and the process still
  * terminated (seed 000). Disable, reload and restart after a crash (at most N restarts within a window) are
- * published, like every step, as events.
+ * published, like every step, as events. What an extension sends is bounded ({@link Limits}): a request over a bound
+ * gets a typed JSON-RPC error, and the host keeps serving.
  *
  * @since 0.1.0
  */
@@ -168,6 +169,64 @@ export interface RestartBudget {
 }
 
 /**
+ * The bounds the host puts on what an extension can make it hold or do. Every one is an option of {@link start}; see
+ * {@link defaultLimits} for the defaults, and `docs/hosting.md` ("Limits and defences") for what the extension gets.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Limits {
+  /** Events kept in `history` (and replayed by `events`): the latest ones. */
+  readonly historyLimit: number
+  /** Characters of text the extension controls (error details, window URLs and titles) kept in one event. */
+  readonly maxEventTextLength: number
+  /** Windows open at once for the running extension, counting those waiting for their fetch. */
+  readonly maxOpenWindows: number
+  /** Patches in one `editor/patchMessage`. */
+  readonly maxPatches: number
+  /** UTF-8 bytes of one patch value. */
+  readonly maxPatchValueBytes: number
+  /** UTF-8 bytes of all the paths and values of one `editor/patchMessage`. */
+  readonly maxPatchRequestBytes: number
+}
+
+/**
+ * The defaults of {@link Limits}, and why:
+ *
+ * - `historyLimit` 10,000: the recent past of a busy extension (each request it sends is one event) in a few MB: an
+ *   event takes a few hundred bytes, at most about 3 KiB with `maxEventTextLength`. A flood of 32,000 requests left
+ *   the host 1 to 4 MiB bigger once collected.
+ * - `maxEventTextLength` 1,024: enough for an error message or a URL; the full text went to the extension or to the
+ *   presenter.
+ * - `maxOpenWindows` 64: more than a person can look at, and a queue the headless presenter (8 fetches at once)
+ *   drains within seconds.
+ * - `maxPatches` 1,000, `maxPatchValueBytes` 64 KiB, `maxPatchRequestBytes` 1 MiB: far more than an edit of one HL7
+ *   message needs, and little enough not to block the host, which applies a request in one synchronous step: 1,000
+ *   values of 64 KiB took 11 s there, 16 of them (1 MiB) 0.1 to 0.4 s.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const defaultLimits: Limits = {
+  historyLimit: 10_000,
+  maxEventTextLength: 1024,
+  maxOpenWindows: 64,
+  maxPatches: 1000,
+  maxPatchValueBytes: 64 * 1024,
+  maxPatchRequestBytes: 1024 * 1024
+}
+
+/**
+ * The JSON-RPC error code of a `ui/openWindow` refused because the extension has `maxOpenWindows` open: LSP's
+ * `RequestFailed` (the request was valid, the host will not serve it now). `data` is
+ * `{ reason: "TooManyWindows", limit, actual }`; it may succeed once a window has closed (`window/closed`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const REQUEST_FAILED = -32803
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -193,6 +252,39 @@ export interface Options {
   readonly restart?: RestartBudget | undefined
   /** Timeout of the host's other calls to the extension. Default 5 seconds. */
   readonly requestTimeout?: Duration.Input | undefined
+  /**
+   * How many events `history` keeps and `events` replays: the latest ones. Older events are gone; `droppedEvents`
+   * counts them. At least 1. Default 10,000 ({@link defaultLimits}).
+   */
+  readonly historyLimit?: number | undefined
+  /**
+   * Text the extension controls is cut to this many characters in events, with `… (N more characters)` after it:
+   * `RequestServed.detail`, `WindowOpened.url` and `title`, `InitializeFailed.detail`, `Failed.reason`,
+   * `ShutdownSummary.error`. Default 1,024.
+   */
+  readonly maxEventTextLength?: number | undefined
+  /**
+   * Windows the running extension may have open at once, counting those waiting for their turn to be fetched. One
+   * more `ui/openWindow` is answered {@link REQUEST_FAILED} (-32803) with `data`
+   * `{ reason: "TooManyWindows", limit, actual }`. Default 64.
+   */
+  readonly maxOpenWindows?: number | undefined
+  /**
+   * Patches in one `editor/patchMessage`; more are answered -32602 with `data`
+   * `{ reason: "TooManyPatches", limit, actual }`, and nothing is applied. Default 1,000.
+   */
+  readonly maxPatches?: number | undefined
+  /**
+   * UTF-8 bytes of one patch value; a longer one is answered -32602 with `data`
+   * `{ reason: "ValueTooLarge", index, limit, actual }` (`index`: the first such patch), and nothing is applied.
+   * Default 64 KiB.
+   */
+  readonly maxPatchValueBytes?: number | undefined
+  /**
+   * UTF-8 bytes of all the paths and values of one `editor/patchMessage`; more are answered -32602 with `data`
+   * `{ reason: "PatchesTooLarge", limit, actual }`, and nothing is applied. Default 1 MiB.
+   */
+  readonly maxPatchRequestBytes?: number | undefined
 }
 
 /**
@@ -206,10 +298,22 @@ export interface Extension {
   readonly status: Effect.Effect<Status>
   /** The current status, then each change. */
   readonly statusChanges: Stream.Stream<Status>
-  /** Every event so far, then each new one as it happens; ends when the host's Scope closes. */
+  /**
+   * The events still in the history (every one so far, or the latest `historyLimit`: older ones are gone, and
+   * `droppedEvents` says how many), then each new one as it happens; ends when the host's Scope closes. A subscriber
+   * that falls more than `historyLimit` events behind skips the ones that are gone since, and a warning says how many.
+   */
   readonly events: Stream.Stream<Event>
-  /** Every event so far. */
+  /**
+   * The latest `historyLimit` events (every one, until there have been more), oldest first. Older events are gone:
+   * `droppedEvents` says how many.
+   */
   readonly history: Effect.Effect<ReadonlyArray<Event>>
+  /**
+   * How many of the earliest events `history` no longer holds: it holds events number `droppedEvents + 1` to
+   * `droppedEvents + history.length` of the extension's life. 0 until there have been more than `historyLimit`.
+   */
+  readonly droppedEvents: Effect.Effect<number>
   /** What the running generation answered to `initialize`. */
   readonly info: Effect.Effect<Option.Option<HermesProtocol.InitializeResult>>
   /** Sends `command/execute`. Fire and forget: it returns once the notification is queued. */

@@ -9,6 +9,7 @@ import * as Connection from "@lifeline/kernel/Connection"
 import type * as Peer from "@lifeline/kernel/Peer"
 import * as PeerError from "@lifeline/kernel/PeerError"
 import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
+import * as Arr from "effect/Array"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
@@ -18,7 +19,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberMap from "effect/FiberMap"
 import * as Option from "effect/Option"
-import * as PubSub from "effect/PubSub"
+import type * as Pull from "effect/Pull"
 import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
@@ -39,6 +40,8 @@ interface Generation {
   readonly process: Spawner.Process
   readonly exit: Deferred.Deferred<Spawner.ExitStatus>
   readonly windows: FiberMap.FiberMap<string>
+  /** One permit per window that may be open: taken by `ui/openWindow`, given back when the window has closed. */
+  readonly windowSlots: Semaphore.Semaphore
   connection: HostConnection | undefined
   /** Set once the host has decided to stop it: its exit is then no crash. */
   stopping: boolean
@@ -54,6 +57,33 @@ const describeWireError = (error: RpcError.RpcError): string =>
   }`
 
 const unknownExit: Spawner.ExitStatus = { code: null, signal: null }
+
+/** A count option: a whole number, at least `min`; `Infinity` stays (no bound), `NaN` is the default. */
+const count = (value: number | undefined, fallback: number, min: number) => {
+  const whole = Math.floor(value ?? fallback)
+  return Number.isNaN(whole) ? fallback : Math.max(min, whole)
+}
+
+/** `text` cut to `max` characters, saying how many more there were. */
+const cut = (text: string, max: number): string =>
+  text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more characters)`
+
+/** UTF-8 bytes of `text` without encoding it (a lone surrogate counts as the 3 bytes of the U+FFFD it is sent as). */
+const utf8Bytes = (text: string): number => {
+  let bytes = text.length
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i)
+    if (code < 0x80) continue
+    if (code < 0x800) {
+      bytes += 1
+      continue
+    }
+    bytes += 2
+    // A surrogate pair: 2 UTF-16 units, 4 bytes.
+    if (code >= 0xd800 && code <= 0xdbff && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) i++
+  }
+  return bytes
+}
 
 /** @internal */
 export const start = (
@@ -75,30 +105,68 @@ export const start = (
     const maxRestarts = options.restart?.maxRestarts ?? 3
     const restartWindow = Duration.fromInputUnsafe(options.restart?.within ?? Duration.seconds(60))
     const label = [spec.command, ...(spec.args ?? [])].join(" ")
+    const defaults = ExtensionHost.defaultLimits
+    const historyLimit = count(options.historyLimit, defaults.historyLimit, 1)
+    const maxEventText = count(options.maxEventTextLength, defaults.maxEventTextLength, 0)
+    const maxOpenWindows = count(options.maxOpenWindows, defaults.maxOpenWindows, 0)
+    const maxPatches = count(options.maxPatches, defaults.maxPatches, 0)
+    const maxPatchValueBytes = count(options.maxPatchValueBytes, defaults.maxPatchValueBytes, 0)
+    const maxPatchRequestBytes = count(options.maxPatchRequestBytes, defaults.maxPatchRequestBytes, 0)
+    const text = (value: string) => cut(value, maxEventText)
 
     // -- events -----------------------------------------------------------------------------------------------
 
-    const pubsub = yield* Effect.acquireRelease(
-      PubSub.unbounded<{ readonly index: number; readonly event: ExtensionHost.Event }>(),
-      PubSub.shutdown
-    )
-    const history: Array<ExtensionHost.Event> = []
-    // Events reach the PubSub in history order, even when one is recorded before it is published: Effect 4 runs a
-    // woken fiber at once, on the stack of whoever woke it, so a status waiter woken by `setStatus` may emit events of
-    // its own before `setStatus` publishes its event.
+    // A ring of the latest `historyLimit` events: event number `n` (from 0) is at `n % historyLimit` once the ring is
+    // full. Subscribers read it with a cursor of their own, so one that reads slowly costs no memory: it skips what
+    // the ring no longer holds, and is told how much.
+    const ring: Array<ExtensionHost.Event> = []
+    let recorded = 0
+    // Live subscribers read up to `published`, which `setStatus` moves only once the status has changed (see there).
+    // Effect 4 runs a woken fiber at once, on the stack of whoever woke it: a subscriber, or a status waiter that
+    // emits events of its own, may run inside `publish`, so the state is complete before anyone is woken.
     let published = 0
-    const publish = () => {
-      while (published < history.length) {
-        const index = published++
-        PubSub.publishUnsafe(pubsub, { index, event: history[index] })
-      }
+    let closed = false
+    let announcedFull = false
+    let wakeUp = Deferred.makeUnsafe<void>()
+    const dropped = () => recorded - ring.length
+    /** Events number `from` (at least `dropped()`) up to `to`, oldest first. */
+    const slice = (from: number, to: number): Array<ExtensionHost.Event> => {
+      const out: Array<ExtensionHost.Event> = []
+      for (let n = from; n < to; n++) out.push(ring[n % historyLimit])
+      return out
     }
+    const record = (event: ExtensionHost.Event) => {
+      if (ring.length < historyLimit) ring.push(event)
+      else ring[recorded % historyLimit] = event
+      recorded++
+    }
+    const publish = () => {
+      if (published === recorded) return
+      published = recorded
+      const woken = wakeUp
+      wakeUp = Deferred.makeUnsafe<void>()
+      Deferred.doneUnsafe(woken, Exit.void)
+    }
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        closed = true
+        Deferred.doneUnsafe(wakeUp, Exit.void)
+      })
+    )
     const logEvent = (event: ExtensionHost.Event) =>
-      Effect.logDebug(`extension event ${event._tag}`).pipe(Effect.annotateLogs({ extension: label }))
+      Effect.logDebug(`extension event ${event._tag}`).pipe(
+        Effect.andThen(Effect.suspend(() => {
+          // Said once, when the first event leaves the history.
+          if (announcedFull || recorded <= historyLimit) return Effect.void
+          announcedFull = true
+          return Effect.logInfo(`the event history is full: older events are dropped (historyLimit ${historyLimit})`)
+        })),
+        Effect.annotateLogs({ extension: label })
+      )
     const emit = (make: (at: number) => ExtensionHost.Event): Effect.Effect<void> =>
       Effect.flatMap(Clock.currentTimeMillis, (at) => {
         const event = make(at)
-        history.push(event)
+        record(event)
         publish()
         return logEvent(event)
       })
@@ -108,25 +176,39 @@ export const start = (
     const setStatus = (next: ExtensionHost.Status) =>
       Effect.flatMap(Clock.currentTimeMillis, (at) => {
         const event = ExtensionHost.Event.StatusChanged({ at, status: next })
-        history.push(event)
+        record(event)
         return SubscriptionRef.set(status, next).pipe(
           Effect.andThen(Effect.sync(publish)),
           Effect.andThen(logEvent(event))
         )
       })
 
-    const events: Stream.Stream<ExtensionHost.Event> = Stream.unwrap(
-      Effect.map(PubSub.subscribe(pubsub), (subscription) => {
-        const past = history.slice()
-        return Stream.concat(
-          Stream.fromIterable(past),
-          Stream.fromSubscription(subscription).pipe(
-            Stream.filter(({ index }) => index >= past.length),
-            Stream.map(({ event }) => event)
+    const events: Stream.Stream<ExtensionHost.Event> = Stream.fromPull(Effect.sync(() => {
+      // What the history holds now, recorded or published, is replayed; then what is published after.
+      let cursor = dropped()
+      let replayTo = recorded
+      const pull: Pull.Pull<Arr.NonEmptyReadonlyArray<ExtensionHost.Event>> = Effect.suspend(() => {
+        const to = Math.max(published, replayTo)
+        if (cursor < to) {
+          const from = Math.max(cursor, dropped())
+          const missed = from - cursor
+          const batch = slice(from, to)
+          cursor = to
+          replayTo = 0
+          const next = Arr.isArrayNonEmpty(batch) ? Effect.succeed(batch) : pull
+          return missed === 0 ? next : Effect.andThen(
+            Effect.logWarning(
+              `an events subscriber fell behind: ${missed} event(s) left the history (historyLimit ${historyLimit}) ` +
+                "before it read them"
+            ).pipe(Effect.annotateLogs({ extension: label })),
+            next
           )
-        )
+        }
+        if (closed) return Cause.done()
+        return Effect.andThen(Deferred.await(wakeUp), pull)
       })
-    )
+      return pull
+    }))
 
     // -- state ------------------------------------------------------------------------------------------------
 
@@ -158,7 +240,9 @@ export const start = (
       }).pipe(
         Effect.tap(() => emit((at) => ExtensionHost.Event.RequestServed({ at, method, ok: true, detail: undefined }))),
         Effect.tapError((error) =>
-          emit((at) => ExtensionHost.Event.RequestServed({ at, method, ok: false, detail: describeWireError(error) }))
+          emit((at) =>
+            ExtensionHost.Event.RequestServed({ at, method, ok: false, detail: text(describeWireError(error)) })
+          )
         ),
         Effect.ensuring(Effect.andThen(
           Effect.sync(() => {
@@ -177,6 +261,30 @@ export const start = (
           : { index: error.index, path: error.path, reason: error.reason, detail: error.detail }
       )
 
+    const tooLarge = (
+      reason: "TooManyPatches" | "ValueTooLarge" | "PatchesTooLarge",
+      limit: number,
+      actual: number,
+      index?: number
+    ) =>
+      RpcError.RpcError.invalidParams(
+        index === undefined ? { reason, limit, actual } : { reason, index, limit, actual }
+      )
+
+    /** The bounds of one `editor/patchMessage`: the count first, then each value, then the whole. */
+    const checkPatches = (patches: ReadonlyArray<HermesProtocol.Patch>): RpcError.RpcError | undefined => {
+      if (patches.length > maxPatches) return tooLarge("TooManyPatches", maxPatches, patches.length)
+      let total = 0
+      for (let index = 0; index < patches.length; index++) {
+        const { path, value } = patches[index]
+        const valueBytes = value === null ? 0 : utf8Bytes(value)
+        if (valueBytes > maxPatchValueBytes) return tooLarge("ValueTooLarge", maxPatchValueBytes, valueBytes, index)
+        total += utf8Bytes(path) + valueBytes
+      }
+      if (total > maxPatchRequestBytes) return tooLarge("PatchesTooLarge", maxPatchRequestBytes, total)
+      return undefined
+    }
+
     const makeHandlers = (
       generation: Generation
     ): Peer.Handlers<HermesProtocol.HostServes, never> => ({
@@ -191,7 +299,12 @@ export const start = (
       "editor/patchMessage": ({ patches }) =>
         served(
           "editor/patchMessage",
-          store.patch(patches).pipe(Effect.map((applied) => ({ applied })), Effect.mapError(invalid))
+          Effect.suspend(() => {
+            // Checked before anything is applied: the store applies a request in one synchronous step.
+            const refused = checkPatches(patches)
+            if (refused !== undefined) return Effect.fail(refused)
+            return store.patch(patches).pipe(Effect.map((applied) => ({ applied })), Effect.mapError(invalid))
+          })
         ),
       "editor/setMessage": ({ message }) =>
         served(
@@ -202,6 +315,17 @@ export const start = (
         served(
           "ui/openWindow",
           Effect.gen(function*() {
+            // A permit per open window, given back when it has closed: the windows of a flood wait for their fetch
+            // in a bounded queue, and the rest are refused. From the permit to the window's fiber nothing may be
+            // interrupted (a cancelled request would keep its permit for good); the fiber itself is interruptible, as
+            // every Effect 4 fork is unless asked otherwise.
+            if (!(yield* generation.windowSlots.takeIfAvailable(1))) {
+              return yield* RpcError.make(ExtensionHost.REQUEST_FAILED, "Too many open windows", {
+                reason: "TooManyWindows",
+                limit: maxOpenWindows,
+                actual: yield* FiberMap.size(generation.windows)
+              })
+            }
             const windowId = `window-${++windowCount}`
             const window: Windows.Window = {
               windowId,
@@ -210,7 +334,12 @@ export const start = (
               title: params.title
             }
             yield* emit((at) =>
-              ExtensionHost.Event.WindowOpened({ at, windowId, url: params.url, title: params.title })
+              ExtensionHost.Event.WindowOpened({
+                at,
+                windowId,
+                url: text(params.url),
+                title: params.title === undefined ? undefined : text(params.title)
+              })
             )
             const connection = generation.connection
             // Starts after this handler returns, as Effect 3's fork did (Effect 4 would run it here up to a wait).
@@ -226,11 +355,11 @@ export const start = (
                   yield* Effect.ignore(connection.peer.notify(HermesProtocol.WindowClosed, { windowId }))
                 }
                 yield* emit((at) => ExtensionHost.Event.WindowClosed({ at, windowId }))
-              }),
+              }).pipe(Effect.ensuring(generation.windowSlots.release(1))),
               { startImmediately: false }
             )
             return { windowId }
-          })
+          }).pipe(Effect.uninterruptible)
         )
     })
 
@@ -285,6 +414,7 @@ export const start = (
         process,
         exit,
         windows: windowFibers,
+        windowSlots: yield* Semaphore.make(maxOpenWindows),
         connection: undefined,
         stopping: false
       }
@@ -325,11 +455,13 @@ export const start = (
           : error?._tag === "HandshakeTimeout" || error?._tag === "RequestTimeout"
           ? "timeout"
           : "error"
-        const detail = error === undefined
-          ? "no answer"
-          : error instanceof RpcError.RpcError
-          ? describeWireError(error)
-          : error.message
+        const detail = text(
+          error === undefined
+            ? "no answer"
+            : error instanceof RpcError.RpcError
+            ? describeWireError(error)
+            : error.message
+        )
         generation.stopping = true
         yield* emit((at) => ExtensionHost.Event.InitializeFailed({ at, generation: number, reason, detail }))
         const exitStatus = hasExited ? yield* Deferred.await(exit) : yield* kill(generation)
@@ -417,7 +549,7 @@ export const start = (
           const failure = Cause.findErrorOption(answer.cause)
           if (Option.isSome(failure) && failure.value instanceof RpcError.RpcError) {
             responded = true
-            error = describeWireError(failure.value)
+            error = text(describeWireError(failure.value))
             yield* Effect.logWarning(`shutdown answered with an error: ${error}`).pipe(
               Effect.annotateLogs({ extension: label })
             )
@@ -543,7 +675,8 @@ export const start = (
       status: SubscriptionRef.get(status),
       statusChanges: SubscriptionRef.changes(status),
       events,
-      history: Effect.sync(() => history.slice()),
+      history: Effect.sync(() => slice(dropped(), recorded)),
+      droppedEvents: Effect.sync(dropped),
       info: Effect.sync(() => info),
       execute,
       shutdown,
