@@ -1,8 +1,9 @@
 /**
  * The extension SDK: what an extension author writes (a name, a version, commands with handlers, optional resources
  * and state) and the one call that runs it over a `Transport`. The SDK answers `initialize`, runs commands, and
- * does seed 000's shutdown checklist itself: stop accepting work, cancel or drain commands under the shutdown policy,
- * close windows and release resources through their finalizers, persist state atomically, answer, exit.
+ * does the protocol's shutdown checklist itself (docs/protocol.md, "shutdown"): stop accepting work, cancel or drain
+ * commands under the shutdown policy, close windows and release resources through their finalizers, persist state
+ * atomically, answer, exit.
  *
  * @since 0.1.0
  */
@@ -50,8 +51,13 @@ export interface Command<S, Res, R> {
 }
 
 /**
- * State persisted across runs as JSON in `$HERMES_DATA_DIR/extensions/<name>/state.json`: decoded with `schema` at
- * start (`initial` when there is no file, or when it does not decode), encoded and written atomically at shutdown.
+ * State persisted across runs as JSON in `<dataDir>/extensions/<name>/state.json`: decoded with `schema` at start
+ * (`initial` when there is no file), encoded and written atomically at shutdown.
+ *
+ * A file that could not be read (unreadable, not JSON, or not matching `schema`) is never overwritten: while answering
+ * `initialize`, it is moved to `state.json.bad-<timestamp>`, a warning is logged, the run starts from `initial`, and
+ * the shutdown answer names the moved file in `data.stateSetAside`. If it cannot be moved either, it is left as it is,
+ * nothing is saved over it, and the shutdown answers -32000 (docs/protocol.md, "shutdown").
  *
  * @since 0.1.0
  * @category models
@@ -83,7 +89,7 @@ export interface Options<S, Res, R> {
   readonly policy?: ShutdownPolicy.Policy | undefined
   /**
    * The whole shutdown checklist, drain included, finishes within this bound. Default 4 seconds: the host waits 5
-   * (seed 000), and the answer needs time to travel.
+   * (docs/protocol.md, "Lifecycle"), and the answer needs time to travel.
    */
   readonly shutdownBudget?: Duration.Input | undefined
 }
@@ -103,8 +109,9 @@ export interface Extension<S, Res, R> {
 /**
  * How a run ended.
  *
- * - `Shutdown`: the host asked (`reason` is the host's), and `failures` lists what the cleanup could not do (empty
- *   when the answer was `{ success: true }`).
+ * - `Shutdown`: the host asked (`reason` is the host's; a reason the protocol does not name reads as `closing`, and
+ *   none as `undefined`), and `failures` lists what the cleanup could not do (empty when the answer was
+ *   `{ success: true }`).
  * - `EndOfInput`: the host closed the connection (it exited or crashed) without `shutdown`; the same checklist ran.
  * - `HostExited`: the `HostMonitor` reported that the host process named in `initialize` (`hostPid`) is gone while
  *   the connection was still open (someone else holds the pipe); the same checklist ran.
@@ -169,6 +176,10 @@ export const make = <S = void, Res = void, R = never>(
  *
  * "Goes away" is the end of its input, or, when the context has a `HostMonitor` and `initialize` carries a `hostPid`
  * other than 0, the exit of that process even though the input stays open (outcome `HostExited`).
+ *
+ * `initialize` may leave out any of its params, or all of them (docs/protocol.md, "initialize"): the data directory is
+ * then `HERMES_DATA_DIR` from the `ConfigProvider` (the environment), else `$HOME/.hermes`, and the host's pid is
+ * unknown (nothing is watched).
  *
  * @example
  * ```ts

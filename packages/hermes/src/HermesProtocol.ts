@@ -7,7 +7,9 @@
 import * as Method from "@lifeline/kernel/Method"
 import * as Protocol from "@lifeline/kernel/Protocol"
 import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as SchemaGetter from "effect/SchemaGetter"
 
 /**
  * The version of this protocol, sent in `initialize`.
@@ -18,7 +20,8 @@ import * as Schema from "effect/Schema"
 export const PROTOCOL_VERSION = "1.0"
 
 /**
- * How long the host waits for the answer to `initialize` before it marks the extension failed (seed 002).
+ * How long the host waits for the answer to `initialize` before it marks the extension failed (docs/protocol.md,
+ * "Lifecycle").
  *
  * @since 0.1.0
  * @category models
@@ -26,7 +29,7 @@ export const PROTOCOL_VERSION = "1.0"
 export const INITIALIZE_TIMEOUT: Duration.Duration = Duration.seconds(10)
 
 /**
- * How long the host waits for the answer to `shutdown` before it kills the process (seed 000).
+ * How long the host waits for the answer to `shutdown` before it kills the process (docs/protocol.md, "Lifecycle").
  *
  * @since 0.1.0
  * @category models
@@ -34,7 +37,8 @@ export const INITIALIZE_TIMEOUT: Duration.Duration = Duration.seconds(10)
 export const SHUTDOWN_TIMEOUT: Duration.Duration = Duration.seconds(5)
 
 /**
- * The error code of a `shutdown` whose cleanup failed; the host logs it and still terminates the process (seed 000).
+ * The error code of a `shutdown` whose cleanup failed; the host logs it and still terminates the process
+ * (docs/protocol.md, "shutdown").
  *
  * @since 0.1.0
  * @category models
@@ -43,7 +47,7 @@ export const SHUTDOWN_FAILED = -32000
 
 /**
  * The environment variable naming Hermes' data directory; extensions keep their files under
- * `$HERMES_DATA_DIR/extensions/<name>/`, and default to `~/.hermes` (seed 000).
+ * `$HERMES_DATA_DIR/extensions/<name>/`, and default to `~/.hermes` (docs/protocol.md, "initialize").
  *
  * @since 0.1.0
  * @category models
@@ -53,19 +57,41 @@ export const DATA_DIR_VARIABLE = "HERMES_DATA_DIR"
 // -- initialize ------------------------------------------------------------------------------------------------
 
 /**
+ * What `hermesVersion` and `protocolVersion` read as when the host leaves them out (docs/protocol.md, "initialize").
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const UNKNOWN_VERSION = "unknown"
+
+const InitializeFields = Schema.Struct({
+  /** The version of the Hermes application (or headless host) that starts the extension; default "unknown". */
+  hermesVersion: Schema.String.pipe(Schema.withDecodingDefaultKey(Effect.succeed(UNKNOWN_VERSION))),
+  /** {@link PROTOCOL_VERSION} of the host; default "unknown". */
+  protocolVersion: Schema.String.pipe(Schema.withDecodingDefaultKey(Effect.succeed(UNKNOWN_VERSION))),
+  /**
+   * Hermes' data directory (what `HERMES_DATA_DIR` holds); the extension's own is `<dataDir>/extensions/<name>`.
+   * Left out (or empty), the extension uses `HERMES_DATA_DIR` from its environment, else `~/.hermes`.
+   */
+  dataDir: Schema.optionalKey(Schema.String),
+  /** The host's process id, so an extension can notice it is orphaned; 0 (the default) means unknown. */
+  hostPid: Schema.Int.pipe(Schema.withDecodingDefaultKey(Effect.succeed(0)))
+})
+
+/**
+ * Every field may be left out, and so may the params themselves: the protocol's own example frame sends
+ * `"params": {}` (docs/protocol.md, "initialize"). Decoding fills in the defaults, except for `dataDir`, whose
+ * default comes from the extension's environment.
+ *
  * @since 0.1.0
  * @category schemas
  */
-export const InitializeParams = Schema.Struct({
-  /** The version of the Hermes application (or headless host) that starts the extension. */
-  hermesVersion: Schema.String,
-  /** {@link PROTOCOL_VERSION} of the host. */
-  protocolVersion: Schema.String,
-  /** Hermes' data directory (what `HERMES_DATA_DIR` holds); the extension's own is `<dataDir>/extensions/<name>`. */
-  dataDir: Schema.String,
-  /** The host's process id, so an extension can notice it is orphaned. */
-  hostPid: Schema.Int
-})
+export const InitializeParams = Schema.UndefinedOr(Schema.toEncoded(InitializeFields)).pipe(
+  Schema.decodeTo(InitializeFields, {
+    decode: SchemaGetter.transform((params) => params ?? {}),
+    encode: SchemaGetter.passthroughSubtype()
+  })
+)
 
 /**
  * @since 0.1.0
@@ -131,7 +157,8 @@ export const Initialized = Method.notification("initialized", { params: Method.N
 // -- shutdown --------------------------------------------------------------------------------------------------
 
 /**
- * Why the host shuts an extension down (seed 000).
+ * The reasons for a shutdown that the protocol names (docs/protocol.md, "shutdown"). The host sends one of them; an
+ * extension accepts any string, and reads one it does not know as `closing`.
  *
  * @since 0.1.0
  * @category schemas
@@ -145,16 +172,74 @@ export const ShutdownReason = Schema.Literals(["closing", "disabled", "reload", 
 export type ShutdownReason = typeof ShutdownReason.Type
 
 /**
+ * Whether `reason` is one of the four {@link ShutdownReason}s.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const isShutdownReason: (reason: unknown) => reason is ShutdownReason = Schema.is(ShutdownReason)
+
+/**
+ * `reason` is any string: a reason outside {@link ShutdownReason} must not make the extension refuse to shut down
+ * (the host would kill it, and its state would be lost). Params may be `{}` or left out.
+ *
  * @since 0.1.0
  * @category schemas
  */
-export const ShutdownParams = Schema.UndefinedOr(Schema.Struct({ reason: Schema.optional(ShutdownReason) }))
+export const ShutdownParams = Schema.UndefinedOr(Schema.Struct({ reason: Schema.optional(Schema.String) }))
 
 /**
  * @since 0.1.0
  * @category schemas
  */
-export const ShutdownResult = Schema.Struct({ success: Schema.Boolean })
+export type ShutdownParams = typeof ShutdownParams.Type
+
+/**
+ * Why a state file could not be read: it could not be opened or read at all (`Unreadable`: permissions, a directory
+ * in its place), it is not JSON (`InvalidJson`: truncated, corrupt), or its JSON does not match the extension's
+ * Schema (`SchemaMismatch`).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const StateProblem = Schema.Literals(["Unreadable", "InvalidJson", "SchemaMismatch"])
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type StateProblem = typeof StateProblem.Type
+
+/**
+ * What the host should know about a shutdown that succeeded (docs/protocol.md, "shutdown"): `stateSetAside` when the
+ * state file could not be read at start and was moved to `path` rather than overwritten.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ShutdownData = Schema.Struct({
+  stateSetAside: Schema.optional(Schema.Struct({ path: Schema.String, reason: StateProblem, detail: Schema.String }))
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type ShutdownData = typeof ShutdownData.Type
+
+/**
+ * `{ success }`, and `data` only when there is something the host should know although the cleanup succeeded.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ShutdownResult = Schema.Struct({ success: Schema.Boolean, data: Schema.optional(ShutdownData) })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type ShutdownResult = typeof ShutdownResult.Type
 
 /**
  * Host → extension request: clean up and answer within {@link SHUTDOWN_TIMEOUT}, then exit. A failed cleanup
@@ -188,7 +273,7 @@ export type ExecuteCommandParams = typeof ExecuteCommandParams.Type
 
 /**
  * Host → extension notification: run a command. Fire and forget: never answered; the extension does its work by
- * calling `editor/*` and `ui/*` (seed 002, "During Command Execution").
+ * calling `editor/*` and `ui/*` (docs/protocol.md, "command/execute").
  *
  * @since 0.1.0
  * @category schemas

@@ -2,8 +2,22 @@ import { assert, describe, it } from "@effect/vitest"
 import { Editor, Extension, HermesProtocol, HostMonitor, MessageStore } from "@lifeline/hermes"
 import { RpcError } from "@lifeline/jsonrpc"
 import { Peer, ShutdownPolicy, TestTransport, Transport } from "@lifeline/kernel"
-import type { Duration } from "effect"
-import { Deferred, Effect, Exit, Fiber, Option, Ref, Schema, SubscriptionRef } from "effect"
+import type { Duration, Path } from "effect"
+import {
+  ConfigProvider,
+  Deferred,
+  Effect,
+  Exit,
+  Fiber,
+  FileSystem,
+  Layer,
+  Logger,
+  Option,
+  PlatformError,
+  Ref,
+  Schema,
+  SubscriptionRef
+} from "effect"
 import type { MemoryFs } from "./utils.js"
 import { adjust, eventually, makeMemoryFs, makeRaw, poll } from "./utils.js"
 
@@ -68,20 +82,30 @@ const counter = (
 
 /**
  * Runs `extension` on one end of a pair, and a host peer serving `editor/*` from a store on the other. `hostPid` is
- * what `initialize` says (default 1); `monitor`, when given, is provided to the extension as its `HostMonitor`.
+ * what `initialize` says (default 1); `monitor`, when given, is provided to the extension as its `HostMonitor`;
+ * `layer` replaces `fs.layer` as its file system; `logger` receives the messages it logs.
  */
 const harness = <S, Res>(
   extension: Extension.Extension<S, Res, never>,
   fs: MemoryFs = makeMemoryFs(),
-  options: { readonly hostPid?: number; readonly monitor?: HostMonitor.HostMonitor.Service } = {}
+  options: {
+    readonly hostPid?: number
+    readonly monitor?: HostMonitor.HostMonitor.Service
+    readonly layer?: Layer.Layer<FileSystem.FileSystem | Path.Path>
+    readonly logger?: (message: string) => void
+  } = {}
 ) =>
   Effect.gen(function*() {
     const pair = yield* TestTransport.makePair()
     const store = yield* MessageStore.make(sample)
+    const { logger } = options
     const fiber = yield* Extension.run(extension).pipe(
       Effect.provideService(Transport.Transport, pair.right),
-      Effect.provide(fs.layer),
+      Effect.provide(options.layer ?? fs.layer),
       options.monitor === undefined ? (self) => self : Effect.provide(HostMonitor.layer(options.monitor)),
+      logger === undefined ? (self) => self : Effect.provide(Logger.layer([
+        Logger.make(({ message }) => logger((Array.isArray(message) ? message : [message]).map(String).join(" ")))
+      ])),
       Effect.forkChild
     )
     const host = yield* Peer.make({
@@ -282,9 +306,12 @@ describe("Extension", () => {
       const fs = makeMemoryFs({ [stateFile]: "{ not json" })
       const { fiber, host, initialize } = yield* harness(counter(probe), fs)
       yield* initialize
-      yield* host.call(HermesProtocol.Shutdown, undefined)
+      const answer = yield* host.call(HermesProtocol.Shutdown, undefined)
       yield* Fiber.join(fiber)
       assert.deepStrictEqual(JSON.parse(fs.files.get(stateFile)!), { runs: 0 })
+      // Replaced, not overwritten: the old file was moved aside first, and the answer says so.
+      assert.strictEqual(fs.files.get(`${stateFile}.bad-1970-01-01T00-00-00.000Z`), "{ not json")
+      assert.strictEqual(answer.data?.stateSetAside?.reason, "InvalidJson")
     }))
 
   it.effect("end of input (the host went away) runs the same checklist", () =>
@@ -454,4 +481,227 @@ describe("Extension", () => {
       )
       assert.isTrue(Exit.isFailure(exit))
     }))
+
+  describe("initialize as hosts send it", () => {
+    it.effect("InitializeParams: every field may be left out, and so may the params; decoding fills in the defaults", () =>
+      Effect.sync(() => {
+        const decode = Schema.decodeUnknownSync(HermesProtocol.InitializeParams)
+        const defaults = { hermesVersion: "unknown", protocolVersion: "unknown", hostPid: 0 }
+        assert.deepStrictEqual(decode({}), defaults)
+        assert.deepStrictEqual(decode(undefined), defaults)
+        assert.deepStrictEqual(decode({ dataDir: "/d", hostPid: 7 }), { ...defaults, dataDir: "/d", hostPid: 7 })
+        const full = { hermesVersion: "2.1", protocolVersion: "1.0", dataDir: "/d", hostPid: 7 }
+        assert.deepStrictEqual(decode(full), full)
+        assert.deepStrictEqual(Schema.encodeUnknownSync(HermesProtocol.InitializeParams)(full), full)
+        // What is there must still be right.
+        assert.throws(() => decode({ hostPid: "7" }))
+        assert.throws(() => decode({ hostPid: 1.5 }))
+      }))
+
+    it.effect("the protocol's example (params {}) and no params at all: dataDir from HERMES_DATA_DIR, else ~/.hermes", () =>
+      Effect.gen(function*() {
+        const cases = [
+          { params: {}, env: { HERMES_DATA_DIR: "/env-data", HOME: "/home/u" }, dir: "/env-data" },
+          { params: undefined, env: { HERMES_DATA_DIR: "/env-data" }, dir: "/env-data" },
+          { params: {}, env: { HOME: "/home/u" }, dir: "/home/u/.hermes" },
+          { params: undefined, env: { HERMES_DATA_DIR: "", HOME: "/home/u" }, dir: "/home/u/.hermes" }
+        ]
+        for (const { dir, env, params } of cases) {
+          const probe = yield* makeProbe
+          const fs = makeMemoryFs({ [`${dir}/extensions/counter/state.json`]: JSON.stringify({ runs: 4 }) })
+          const watched = yield* Ref.make<Array<number>>([])
+          const { fiber, raw } = yield* runRaw(counter(probe), fs, {
+            env,
+            monitor: { awaitExit: (pid) => Effect.andThen(Ref.update(watched, (w) => [...w, pid]), Effect.never) }
+          })
+          yield* raw.send(
+            params === undefined
+              ? { jsonrpc: "2.0", id: 1, method: "initialize" }
+              : { jsonrpc: "2.0", id: 1, method: "initialize", params }
+          )
+          const answer = yield* raw.next
+          assert.deepStrictEqual(answer.result?.name, "counter", JSON.stringify(answer))
+          yield* raw.send({ jsonrpc: "2.0", method: "initialized" })
+          yield* raw.send({ jsonrpc: "2.0", id: 2, method: "shutdown", params: { reason: "closing" } })
+          assert.deepStrictEqual(yield* raw.next, { jsonrpc: "2.0", id: 2, result: { success: true } })
+          yield* Fiber.join(fiber)
+          // The state was loaded from, and saved to, the default data directory.
+          assert.deepStrictEqual(JSON.parse(fs.files.get(`${dir}/extensions/counter/state.json`)!), { runs: 4 })
+          assert.deepStrictEqual([...fs.files.keys()], [`${dir}/extensions/counter/state.json`])
+          // hostPid left out is 0, unknown: nothing is watched.
+          assert.deepStrictEqual(yield* Ref.get(watched), [])
+        }
+      }))
+  })
+
+  describe("shutdown reasons", () => {
+    it.effect("an unknown reason is logged escaped and handled as closing: the checklist runs, the state is saved", () =>
+      Effect.gen(function*() {
+        const probe = yield* makeProbe
+        const logs: Array<string> = []
+        const fs = makeMemoryFs()
+        const { fiber, host, initialize, store } = yield* harness(counter(probe), fs, {
+          logger: (line) => logs.push(line)
+        })
+        yield* initialize
+        yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.mark" })
+        yield* eventually(Effect.map(store.current, (m) => m.includes("RUN1^")), "marked")
+        yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.slow" })
+        yield* Deferred.await(probe.started)
+        const reason = "upgrade\n\u001b[31mFAKE level=ERROR\u202e" + "x".repeat(300)
+        const answer = yield* host.call(HermesProtocol.Shutdown, { reason })
+        assert.deepStrictEqual(answer, { success: true })
+        assert.strictEqual(yield* Ref.get(probe.cancelled), 1)
+        assert.deepStrictEqual(yield* Ref.get(probe.released), ["server"])
+        assert.deepStrictEqual(JSON.parse(fs.files.get(stateFile)!), { runs: 1 })
+        assert.deepStrictEqual(yield* Fiber.join(fiber), {
+          _tag: "Shutdown",
+          reason: "closing",
+          failures: [],
+          cancelled: 1
+        })
+        const line = logs.find((l) => l.includes("unknown reason"))!
+        assert.isDefined(line, logs.join("\n"))
+        assert.include(line, String.raw`"upgrade\n\u001b[31mFAKE level=ERROR\u202e`)
+        assert.include(line, "(cut, 330 characters)")
+        assert.include(line, "handled as closing")
+        assert.notMatch(line, /[\n\u001b\u202e]/)
+      }))
+
+    it.effect("params {} and no params: a shutdown without a reason", () =>
+      Effect.gen(function*() {
+        for (const params of [{}, undefined, { reason: "disabled" }]) {
+          const probe = yield* makeProbe
+          const fs = makeMemoryFs()
+          const { fiber, raw } = yield* runRaw(counter(probe), fs)
+          yield* raw.send({ jsonrpc: "2.0", id: 1, method: "initialize", params: { dataDir, hostPid: 0 } })
+          yield* raw.next
+          yield* raw.send(
+            params === undefined
+              ? { jsonrpc: "2.0", id: 2, method: "shutdown" }
+              : { jsonrpc: "2.0", id: 2, method: "shutdown", params }
+          )
+          assert.deepStrictEqual(yield* raw.next, { jsonrpc: "2.0", id: 2, result: { success: true } })
+          const outcome = yield* Fiber.join(fiber)
+          assert.strictEqual(outcome.reason, params?.reason)
+          assert.deepStrictEqual(JSON.parse(fs.files.get(stateFile)!), { runs: 0 })
+        }
+      }))
+  })
+
+  describe("a state file that could not be read is moved aside, never overwritten", () => {
+    const badFile = `${stateFile}.bad-1970-01-01T00-00-00.000Z`
+    const causes = [
+      { name: "truncated", content: "{\"runs\": 4", reason: "InvalidJson" },
+      { name: "corrupt", content: "\u0000\u0001\u0002\ufffd garbage", reason: "InvalidJson" },
+      { name: "empty", content: "", reason: "InvalidJson" },
+      { name: "of another shape", content: "{\"runs\": \"many\"}", reason: "SchemaMismatch" }
+    ] as const
+    for (const { content, name, reason } of causes) {
+      it.effect(`${name}: moved at initialize, the new state saved, the answer says where`, () =>
+        Effect.gen(function*() {
+          const probe = yield* makeProbe
+          const fs = makeMemoryFs({ [stateFile]: content })
+          const { fiber, host, initialize, store } = yield* harness(counter(probe), fs)
+          yield* initialize
+          // Moved before anything could write: while answering initialize.
+          assert.deepStrictEqual([...fs.files.keys()], [badFile])
+          assert.strictEqual(fs.files.get(badFile), content)
+          yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.mark" })
+          yield* eventually(Effect.map(store.current, (m) => m.includes("RUN1^")), "marked")
+          const answer = yield* host.call(HermesProtocol.Shutdown, { reason: "closing" })
+          assert.strictEqual(answer.success, true)
+          assert.strictEqual(answer.data?.stateSetAside?.path, badFile)
+          assert.strictEqual(answer.data?.stateSetAside?.reason, reason)
+          assert.include(answer.data?.stateSetAside?.detail, stateFile)
+          assert.deepStrictEqual(JSON.parse(fs.files.get(stateFile)!), { runs: 1 })
+          assert.strictEqual(fs.files.get(badFile), content)
+          assert.deepStrictEqual((yield* Fiber.join(fiber)).failures, [])
+        }))
+    }
+
+    it.effect("unreadable (permissions): moved aside as Unreadable", () =>
+      Effect.gen(function*() {
+        const probe = yield* makeProbe
+        const fs = makeMemoryFs({ [stateFile]: "{\"runs\": 9}" })
+        const { fiber, host, initialize } = yield* harness(counter(probe), fs, {
+          layer: unreadable(fs, stateFile)
+        })
+        yield* initialize
+        assert.deepStrictEqual([...fs.files.keys()], [badFile])
+        const answer = yield* host.call(HermesProtocol.Shutdown, { reason: "closing" })
+        assert.strictEqual(answer.data?.stateSetAside?.reason, "Unreadable")
+        assert.include(answer.data?.stateSetAside?.detail, "PermissionDenied")
+        assert.strictEqual(fs.files.get(badFile), "{\"runs\": 9}")
+        assert.deepStrictEqual(JSON.parse(fs.files.get(stateFile)!), { runs: 0 })
+        yield* Fiber.join(fiber)
+      }))
+
+    it.effect("an earlier bad file of the same name is kept: the next one gets a suffix", () =>
+      Effect.gen(function*() {
+        const probe = yield* makeProbe
+        const fs = makeMemoryFs({ [stateFile]: "{", [badFile]: "older" })
+        const { host, initialize } = yield* harness(counter(probe), fs)
+        yield* initialize
+        const answer = yield* host.call(HermesProtocol.Shutdown, { reason: "closing" })
+        assert.strictEqual(answer.data?.stateSetAside?.path, `${badFile}-2`)
+        assert.strictEqual(fs.files.get(badFile), "older")
+        assert.strictEqual(fs.files.get(`${badFile}-2`), "{")
+      }))
+
+    it.effect("a file that cannot be moved aside is left as it is: nothing is saved over it, the answer fails", () =>
+      Effect.gen(function*() {
+        const probe = yield* makeProbe
+        const fs = makeMemoryFs({ [stateFile]: "{\"runs\": 4" })
+        fs.failRename = true
+        const { fiber, host, initialize } = yield* harness(counter(probe), fs)
+        yield* initialize
+        const error = yield* Effect.flip(host.call(HermesProtocol.Shutdown, { reason: "closing" }))
+        const wire = error as RpcError.RpcError
+        assert.strictEqual(wire.code, -32000)
+        assert.match(String(wire.data), /^Could not save state to disk: .* is not JSON.*not overwritten/)
+        assert.deepStrictEqual([...fs.files.keys()], [stateFile])
+        assert.strictEqual(fs.files.get(stateFile), "{\"runs\": 4")
+        // Not even a temporary file was written.
+        assert.isFalse(fs.log.some((line) => line.startsWith("open")))
+        assert.strictEqual((yield* Fiber.join(fiber)).failures.length, 1)
+      }))
+  })
 })
+
+/** Runs `extension` over a pair driven by hand, with the environment `env` for its Config. */
+const runRaw = <S, Res>(
+  extension: Extension.Extension<S, Res, never>,
+  fs: MemoryFs,
+  options: { readonly env?: Record<string, string>; readonly monitor?: HostMonitor.HostMonitor.Service } = {}
+) =>
+  Effect.gen(function*() {
+    const pair = yield* TestTransport.makePair()
+    const fiber = yield* Extension.run(extension).pipe(
+      Effect.provideService(Transport.Transport, pair.right),
+      Effect.provide(fs.layer),
+      Effect.provide(HostMonitor.layer(options.monitor ?? HostMonitor.never)),
+      Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnv({ env: options.env ?? {} })),
+      Effect.forkChild
+    )
+    const raw = yield* makeRaw(pair.left)
+    return { fiber, raw }
+  })
+
+/** `fs`, except that reading `file` is refused, as for a file whose permissions keep the extension out. */
+const unreadable = (fs: MemoryFs, file: string) =>
+  Layer.effect(
+    FileSystem.FileSystem,
+    Effect.map(Effect.service(FileSystem.FileSystem), (inner): FileSystem.FileSystem => ({
+      ...inner,
+      readFileString: (path, encoding) =>
+        path === file
+          ? Effect.fail(PlatformError.systemError({
+            _tag: "PermissionDenied",
+            module: "FileSystem",
+            method: "readFileString",
+            pathOrDescriptor: path
+          }))
+          : inner.readFileString(path, encoding)
+    }))
+  ).pipe(Layer.provideMerge(fs.layer))

@@ -10,6 +10,7 @@ import * as Connection from "@lifeline/kernel/Connection"
 import type * as Lifecycle from "@lifeline/kernel/Lifecycle"
 import type * as Method from "@lifeline/kernel/Method"
 import * as Transport from "@lifeline/kernel/Transport"
+import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -291,7 +292,8 @@ export interface ConnectionOptions<Serves extends Method.Any, Calls extends Meth
  *
  * The signal watchers are detached fibers: they start the stop before the interruption of the main fiber reaches the
  * connection's finalizer, so the stop (a drain) runs in a fiber of its own, and they outlive that finalizer so that
- * the second signal can still cut it short.
+ * the second signal can still cut it short. It fails as `Connection.make` does, with a `ConfigError` too when no policy
+ * is given and the one in the environment is invalid.
  *
  * @example
  * ```ts
@@ -319,7 +321,7 @@ export const makeConnection = <Serves extends Method.Any, Calls extends Method.A
   options: ConnectionOptions<Serves, Calls, R>
 ): Effect.Effect<
   Connection.Connection<Serves, Calls>,
-  Lifecycle.Failure | Lifecycle.IllegalTransition,
+  Lifecycle.Failure | Lifecycle.IllegalTransition | Config.ConfigError,
   Scope.Scope | R
 > =>
   Effect.gen(function*() {

@@ -59,16 +59,31 @@ const bounded = <A, E>(self: Effect.Effect<A, E>, duration: Duration.Duration) =
     ))
 
 /**
- * Hermes' data directory: what the host said in `initialize`, else `HERMES_DATA_DIR`, else `~/.hermes` (seed 000).
- * Read through `Config`, so tests can set it with a `ConfigProvider`.
+ * Hermes' data directory: what the host said in `initialize`, else `HERMES_DATA_DIR`, else `~/.hermes`
+ * (docs/protocol.md, "initialize"). Read through `Config`, so tests can set it with a `ConfigProvider`.
  */
-const resolveDataDir = (path: Path.Path, fromHost: string) =>
-  fromHost.trim() !== ""
+const resolveDataDir = (path: Path.Path, fromHost: string | undefined) =>
+  fromHost !== undefined && fromHost.trim() !== ""
     ? Effect.succeed(fromHost)
-    : Config.String(HermesProtocol.DATA_DIR_VARIABLE).pipe(
-      Config.orElse(() => Config.map(Config.String("HOME"), (home) => path.join(home, ".hermes"))),
+    : Config.NonEmptyString(HermesProtocol.DATA_DIR_VARIABLE).pipe(
+      Config.orElse(() => Config.map(Config.NonEmptyString("HOME"), (home) => path.join(home, ".hermes"))),
       Effect.mapError(() => "neither the host, HERMES_DATA_DIR nor HOME names a data directory")
     )
+
+/**
+ * Text the host chose (a shutdown reason, a version), for a log line: it may hold anything, so it is cut to 200
+ * characters and quoted, with every character outside printable ASCII escaped (no line breaks, no terminal escapes,
+ * no bidirectional overrides), whatever logger prints it.
+ */
+const quote = (text: string): string => {
+  const escaped = JSON.stringify(text.length > 200 ? text.slice(0, 200) : text).replace(
+    /[^\x20-\x7e]/g,
+    (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`
+  )
+  return text.length > 200 ? `${escaped} (cut, ${text.length} characters)` : escaped
+}
+
+const knownReasons = HermesProtocol.ShutdownReason.literals.join(", ")
 
 const resolvePolicy = (given: ShutdownPolicy.Policy | undefined) =>
   given !== undefined ? Effect.succeed(given) : Effect.flatMap(
@@ -126,11 +141,15 @@ export const run = <S, Res, R>(
     const resourcesScope = yield* Scope.make()
     const state = yield* SubscriptionRef.make<S>(options.state?.initial as S)
     let stateFile: string | undefined
+    // Set when the state file could not be read at start and was moved aside (reported in the shutdown answer), or
+    // could not be moved either (then nothing is saved over it: what was not read is never overwritten).
+    let stateSetAside: NonNullable<HermesProtocol.ShutdownData["stateSetAside"]> | undefined
+    let saveRefused: string | undefined
     let resources = undefined as Res
     let accepting = true
     const windows = new Map<string, Deferred.Deferred<void>>()
-    // `window/closed` can overtake the fiber that registers the window it names (seed 002: notifications arrive at
-    // any time): remember such ids for the registration.
+    // `window/closed` can overtake the fiber that registers the window it names (docs/protocol.md: notifications
+    // arrive at any time): remember such ids for the registration.
     const closedEarly = new Set<string>()
     const peerReady = yield* Deferred.make<ExtensionPeer>()
     const shutdownRequested = yield* Deferred.make<HermesProtocol.ShutdownReason | undefined>()
@@ -189,7 +208,7 @@ export const run = <S, Res, R>(
         Effect.withSpan(`hermes.command ${id}`)
       )
 
-    // -- the shutdown checklist (seed 000), run once whatever ends the extension ---------------------------------
+    // -- the shutdown checklist (docs/protocol.md, "shutdown"), run once whatever ends the extension ---------------
 
     const checklistDone = yield* Deferred.make<Checklist>()
     let checklistStarted = false
@@ -239,7 +258,8 @@ export const run = <S, Res, R>(
         }
 
         // 5. Persist state, atomically.
-        if (options.state !== undefined && stateFile !== undefined) {
+        if (saveRefused !== undefined) failures.push(`Could not save state to disk: ${saveRefused}`)
+        else if (options.state !== undefined && stateFile !== undefined) {
           const file = stateFile
           const schema = options.state.schema
           const saved = yield* SubscriptionRef.get(state).pipe(
@@ -270,21 +290,45 @@ export const run = <S, Res, R>(
       )
     })
 
+    /**
+     * A state file that could not be read is moved aside before anything can write over it, and reported: its
+     * content may be all the user has (a file written by a newer version, a disk that was full for a moment).
+     */
+    const setAsideUnreadable = (file: string, problem: StateFile.LoadFailure) =>
+      Effect.gen(function*() {
+        const moved = yield* Effect.result(StateFile.setAside(fs, file, yield* Clock.currentTimeMillis))
+        if (Result.isFailure(moved)) {
+          saveRefused = `${problem.detail}; ${moved.failure}, so it is left as it is and not overwritten`
+          return yield* Effect.logWarning(
+            `${problem.detail}; ${moved.failure}: starting from the initial state, which will not be saved over it`
+          )
+        }
+        if (Option.isNone(moved.success)) {
+          return yield* Effect.logWarning(`${problem.detail}; it is gone now: starting from the initial state`)
+        }
+        stateSetAside = { path: moved.success.value, reason: problem.reason, detail: problem.detail }
+        yield* Effect.logWarning(
+          `${problem.detail}; moved to ${moved.success.value}, not overwritten: starting from the initial state`
+        )
+      })
+
     // -- the protocol ---------------------------------------------------------------------------------------------
 
     const handlers: Peer.Handlers<typeof HermesProtocol.Extension.serves[number], never> = {
       initialize: (params) =>
         Effect.gen(function*() {
-          yield* Effect.logInfo(`initialize from Hermes ${params.hermesVersion} (pid ${params.hostPid})`)
+          yield* Effect.logInfo(
+            `initialize from Hermes ${quote(params.hermesVersion)} (protocol ${
+              quote(params.protocolVersion)
+            }, pid ${params.hostPid})`
+          )
           yield* watchHost(params.hostPid)
           const dataDir = yield* resolveDataDir(path, params.dataDir)
           if (options.state !== undefined) {
             const file = StateFile.fileOf(path, dataDir, name)
             stateFile = file
             const loaded = yield* StateFile.load(fs, file, options.state.schema).pipe(
-              Effect.catch((problem) =>
-                Effect.as(Effect.logWarning(`${problem}; starting from the initial state`), Option.none())
-              )
+              Effect.catch((problem) => Effect.as(setAsideUnreadable(file, problem), Option.none()))
             )
             if (Option.isSome(loaded)) {
               yield* SubscriptionRef.set(state, loaded.value)
@@ -304,16 +348,27 @@ export const run = <S, Res, R>(
       initialized: () => Effect.logDebug("initialized"),
       shutdown: (params) =>
         Effect.gen(function*() {
-          const reason = params?.reason
-          yield* Effect.logInfo(`shutdown requested (reason: ${reason ?? "none"})`)
+          // Any reason is accepted: refusing a shutdown would get the process killed with its state unsaved. One the
+          // protocol does not name is read as `closing` (docs/protocol.md, "shutdown").
+          const given = params?.reason
+          const known = given === undefined || HermesProtocol.isShutdownReason(given)
+          const reason = known ? given : "closing"
+          yield* known
+            ? Effect.logInfo(`shutdown requested (reason: ${reason ?? "none"})`)
+            : Effect.logWarning(
+              `shutdown requested with an unknown reason ${quote(given)} (known: ${knownReasons}): handled as closing`
+            )
           const result = yield* checklist
           yield* Deferred.succeed(shutdownRequested, reason)
           if (result.failures.length > 0) {
+            const setAside = stateSetAside === undefined
+              ? ""
+              : `; the state file that could not be read was moved to ${stateSetAside.path}`
             return yield* Effect.fail(
-              RpcError.make(HermesProtocol.SHUTDOWN_FAILED, "Shutdown failed", result.failures.join("; "))
+              RpcError.make(HermesProtocol.SHUTDOWN_FAILED, "Shutdown failed", result.failures.join("; ") + setAside)
             )
           }
-          return { success: true }
+          return stateSetAside === undefined ? { success: true } : { success: true, data: { stateSetAside } }
         }),
       "command/execute": ({ arguments: args, command }) =>
         Effect.suspend(() => {
