@@ -4,7 +4,6 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     setupFiles: [new URL("./vitest.setup.ts", import.meta.url).pathname],
-    fakeTimers: { toFake: undefined },
     sequence: { concurrent: false }
   }
 })

@@ -3,15 +3,15 @@
  * commit synced (`FULL`, the default) or synced at checkpoints only (`NORMAL`), one transaction per step or batched
  * (a transaction over N pairs, which is durable only when it commits). A floor row runs the same two writes as bare
  * autocommit statements through the SqlClient, to show what the journal's own bookkeeping adds. Run with
- * `pnpm tsx bench/journal.ts`; `run()` returns the rows for `bench/index.ts`.
+ * `pnpm exec node scripts/run-bundled.mjs bench/journal.ts`; `run()` returns the rows for `bench/index.ts`.
  *
  * Each row is the median of `repeats` runs, each on a fresh file in the OS's temporary directory, after an untimed
  * warm-up; one fiber drives it, as a host does when it records operations one by one. Wall time includes the disk's
  * sync latency; CPU time (user + system of this process) is what the journal itself costs, and moves less when the
  * machine is busy.
  */
-import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -46,7 +46,7 @@ const result = { ok: true, text: "consectetur adipiscing elit, sed do eiusmod te
 const pairs = (journal: Journal.Journal.Service, prefix: string, count: number, batch: number) =>
   Effect.gen(function*() {
     const one = (i: number) =>
-      Effect.zipRight(
+      Effect.andThen(
         journal.begin({ kind: "tool", key: `${prefix}-${i}`, payload, owner: "bench" }),
         journal.complete(`${prefix}-${i}`, result)
       )

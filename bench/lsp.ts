@@ -8,12 +8,12 @@
  * repeated (ours and vscode-jsonrpc in turn, each going first every other round, after one warm-up round) and the median reported. Most of
  * initialize→ready is the server's own start-up, so the ratio says whether our client adds anything to it.
  */
-import * as Command from "@effect/platform/Command"
+import * as Cancellation from "@lifeline/kernel/Cancellation"
 import * as Protocol from "@lifeline/kernel/Protocol"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as Effect from "effect/Effect"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
+import * as Command from "effect/process/ChildProcess"
+import * as References from "effect/References"
 import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 import * as Url from "node:url"
@@ -58,8 +58,8 @@ const ours = (): Promise<Sample> =>
   Effect.gen(function*() {
     const start = performance.now()
     const { child, peer } = yield* NodeChildProcess.makePeer({
-      command: Command.make(process.execPath, ...argv),
-      protocol: Protocol.make({}),
+      command: Command.make(process.execPath, argv),
+      protocol: Protocol.make({ cancellation: Cancellation.lsp }),
       handlers: {},
       requestTimeout: "30 seconds",
       stderrLogLevel: "None",
@@ -73,7 +73,7 @@ const ours = (): Promise<Sample> =>
     yield* peer.notifyUntyped("exit")
     yield* child.exit
     return { ready, exit: performance.now() - shutdownStart }
-  }).pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.None), Effect.runPromise)
+  }).pipe(Effect.scoped, Effect.provideService(References.MinimumLogLevel, "None"), Effect.runPromise)
 
 const vscode = async (): Promise<Sample> => {
   const start = performance.now()

@@ -8,7 +8,7 @@
  *
  * Both libraries run the same echo server (`bench/fixtures/echo-*.ts`) and the same client loops: one loop per call in
  * flight, each awaiting its call before issuing the next. Ours makes typed calls (Schema-encoded params, decoded
- * results, on both sides); vscode-jsonrpc validates nothing. In memory, our pair is a `Mailbox` per direction (see
+ * results, on both sides); vscode-jsonrpc validates nothing. In memory, our pair is a `Queue` per direction (see
  * `makeMemoryPair`): `TestTransport` copies and schedules every chunk to make faults injectable, which is its job, not
  * the peer's, so it is measured in one extra row only. vscode-jsonrpc gets a `PassThrough` per direction. Over a
  * pipe, ours is `NodeChildProcess` on the host side and `NodeStdio` in the child; vscode-jsonrpc gets `spawn` and
@@ -16,9 +16,9 @@
  * the slower library takes about `TARGET_SECONDS`; it is repeated, alternating which library goes first, and the
  * median is reported.
  */
-import { Command } from "@effect/platform"
-import type { Fiber } from "effect"
-import { Effect, Exit, Mailbox, Scope, Stream } from "effect"
+import type { Cause, Fiber } from "effect"
+import { Effect, Exit, Queue, Scope, Stream } from "effect"
+import { ChildProcess } from "effect/process"
 import { execFileSync, spawn } from "node:child_process"
 import type { ChildProcessByStdio } from "node:child_process"
 import { join } from "node:path"
@@ -74,7 +74,7 @@ const oursClient = async <E>(
 ): Promise<Client> => {
   const scope = Effect.runSync(Scope.make())
   const peer: OursPeer = await Effect.runPromise(
-    Scope.extend(
+    Scope.provide(
       Effect.flatMap(acquire, (transport) => Peer.make({ protocol: EchoClient, transport, handlers: {} })),
       scope
     )
@@ -172,19 +172,19 @@ const vscodeClient = (connection: MessageConnection, onClose: () => Promise<void
 
 // -- transports -------------------------------------------------------------------------------------------------
 
-/** The lightest in-memory pair: a bounded `Mailbox` per direction, all that has arrived taken at once. */
+/** The lightest in-memory pair: a bounded `Queue` per direction, all that has arrived taken at once. */
 const makeMemoryPair = (capacity = 1024) =>
   Effect.gen(function*() {
-    const leftToRight = yield* Mailbox.make<Uint8Array>(capacity)
-    const rightToLeft = yield* Mailbox.make<Uint8Array>(capacity)
+    const leftToRight = yield* Queue.bounded<Uint8Array, Cause.Done>(capacity)
+    const rightToLeft = yield* Queue.bounded<Uint8Array, Cause.Done>(capacity)
     const side = (
-      out: Mailbox.Mailbox<Uint8Array>,
-      into: Mailbox.Mailbox<Uint8Array>
+      out: Queue.Queue<Uint8Array, Cause.Done>,
+      into: Queue.Queue<Uint8Array, Cause.Done>
     ): Transport.Transport.Service => ({
-      incoming: Mailbox.toStream(into),
-      send: (chunks) => Effect.asVoid(out.offerAll(chunks)),
-      end: Effect.asVoid(out.end),
-      unsafeTrySend: (chunk) => out.unsafeOffer(chunk)
+      incoming: Stream.fromQueue(into),
+      send: (chunks) => Effect.asVoid(Queue.offerAll(out, chunks)),
+      end: Effect.asVoid(Queue.end(out)),
+      unsafeTrySend: (chunk) => Queue.offerUnsafe(out, chunk)
     })
     return { left: side(leftToRight, rightToLeft), right: side(rightToLeft, leftToRight) }
   })
@@ -194,8 +194,8 @@ const oursInMemory = async (
   pair: Effect.Effect<{ left: Transport.Transport.Service; right: Transport.Transport.Service }, never, Scope.Scope>
 ): Promise<Client> => {
   const scope = Effect.runSync(Scope.make())
-  const { left, right } = await Effect.runPromise(Scope.extend(pair, scope))
-  await Effect.runPromise(Scope.extend(serveOurs(left), scope))
+  const { left, right } = await Effect.runPromise(Scope.provide(pair, scope))
+  await Effect.runPromise(Scope.provide(serveOurs(left), scope))
   return oursClient(Effect.succeed(right), () => Effect.runPromise(Scope.close(scope, Exit.void)))
 }
 
@@ -232,8 +232,8 @@ const exited = (child: Child) =>
 const oursChild = (pinned: boolean): Promise<Client> => {
   const [command, ...args] = echoCommand("echo-ours-main.ts", pinned)
   const child = NodeChildProcess.make({
-    command: Command.make(command, ...args).pipe(Command.workingDirectory(root)),
-    stderrLogLevel: "Warning"
+    command: ChildProcess.make(command, args, { cwd: root }),
+    stderrLogLevel: "Warn"
   })
   return oursClient(Effect.map(Effect.orDie(child), (c) => c.transport), async () => {})
 }
@@ -448,12 +448,12 @@ const memoryOurs = async (): Promise<MemoryResult> => {
   const silent: Transport.Transport.Service = { incoming: Stream.never, send: () => Effect.void, end: Effect.void }
   const scope = Effect.runSync(Scope.make())
   const peer: OursPeer = await Effect.runPromise(
-    Scope.extend(Peer.make({ protocol: EchoClient, transport: silent, handlers: {}, requestTimeout: "1 hour" }), scope)
+    Scope.provide(Peer.make({ protocol: EchoClient, transport: silent, handlers: {}, requestTimeout: "1 hour" }), scope)
   )
   await settle()
   collect()
   const before = process.memoryUsage().heapUsed
-  const fibers: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
+  const fibers: Array<Fiber.Fiber<unknown, unknown>> = []
   for (let i = 0; i < PENDING; i++) fibers.push(Effect.runFork(peer.call(Echo, small)))
   while (peer.unsafeStats().requestsSent < PENDING) await settle()
   await Effect.runPromise(peer.flush)
@@ -469,8 +469,8 @@ const memoryFiber = async (): Promise<MemoryResult> => {
   await settle()
   collect()
   const before = process.memoryUsage().heapUsed
-  const fibers: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
-  for (let i = 0; i < PENDING; i++) fibers.push(Effect.runFork(Effect.async<never>(() => {})))
+  const fibers: Array<Fiber.Fiber<unknown, unknown>> = []
+  for (let i = 0; i < PENDING; i++) fibers.push(Effect.runFork(Effect.callback<never>(() => {})))
   await settle()
   const peak = process.memoryUsage().heapUsed - before
   const retained = await retainedSince(before)

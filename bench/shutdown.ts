@@ -3,12 +3,13 @@
  * call has failed and the transport is closed. Ours under fail-fast and under drain(0), against vscode-jsonrpc's
  * `dispose()` in the same run. Run with `pnpm tsx bench/shutdown.ts`; `run()` returns the rows for `bench/index.ts`.
  *
- * Both sides talk to a silent peer over in-memory streams: ours over a `Mailbox` pair (no fault injection in the way),
+ * Both sides talk to a silent peer over in-memory streams: ours over a `Queue` pair (no fault injection in the way),
  * vscode-jsonrpc over two `PassThrough`s. Each measurement is repeated and the median reported.
  */
 import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
 import type { Transport } from "@lifeline/kernel"
-import { Deferred, Effect, Exit, Mailbox, Schema, Scope } from "effect"
+import type { Cause } from "effect"
+import { Deferred, Effect, Exit, Queue, Schema, Scope, Stream } from "effect"
 import { PassThrough } from "node:stream"
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter } from "vscode-jsonrpc/node.js"
 
@@ -24,11 +25,11 @@ const protocol = Protocol.make({ calls: [Hang] })
 
 /** A transport whose sends go nowhere and whose input never ends until the scope closes: a peer that never answers. */
 const silentTransport = Effect.gen(function*() {
-  const incoming = yield* Mailbox.make<Uint8Array>()
-  yield* Effect.addFinalizer(() => incoming.end)
+  const incoming = yield* Queue.unbounded<Uint8Array, Cause.Done>()
+  yield* Effect.addFinalizer(() => Queue.end(incoming))
   let ended = false
   const transport: Transport.Transport.Service = {
-    incoming: Mailbox.toStream(incoming),
+    incoming: Stream.fromQueue(incoming),
     send: () => Effect.void,
     end: Effect.sync(() => {
       ended = true
@@ -40,24 +41,26 @@ const silentTransport = Effect.gen(function*() {
 const ours = (calls: number, policy: ShutdownPolicy.Policy): Promise<number> =>
   Effect.runPromise(Effect.gen(function*() {
     const scope = yield* Scope.make()
-    const { isEnded, transport } = yield* Scope.extend(silentTransport, scope)
-    const connection = yield* Scope.extend(
+    const { isEnded, transport } = yield* Scope.provide(silentTransport, scope)
+    const connection = yield* Scope.provide(
       Connection.make({ protocol, transport, handlers: {}, policy, requestTimeout: "1 hour", outboundCapacity: calls }),
       scope
     )
     // Callers are fibers (that is what an Effect app has); the clock stops when the last of them has its failure.
+    // Forked by this fiber, one after the other: in Effect 4 a fiber's children are interrupted when it ends, so
+    // callers forked from the workers of a concurrent `forEach` would be gone before they call.
     let failed = 0
     const allFailed = yield* Deferred.make<void>()
     yield* Effect.forEach(
       Array.from({ length: calls }, (_, n) => n),
       (n) =>
-        Effect.fork(Effect.flatMap(Effect.exit(connection.peer.call(Hang, { n })), (exit) => {
-          if (Exit.isSuccess(exit)) return Effect.dieMessage("a call did not fail")
+        Effect.forkChild(Effect.flatMap(Effect.exit(connection.peer.call(Hang, { n })), (exit) => {
+          if (Exit.isSuccess(exit)) return Effect.die(new Error("a call did not fail"))
           return ++failed === calls ? Deferred.succeed(allFailed, void 0) : Effect.void
         })),
-      { concurrency: "unbounded", discard: true }
+      { discard: true }
     )
-    while ((yield* connection.peer.stats).pendingOutbound < calls) yield* Effect.yieldNow()
+    while ((yield* connection.peer.stats).pendingOutbound < calls) yield* Effect.yieldNow
     const start = performance.now()
     yield* connection.stop()
     const stopped = performance.now() - start

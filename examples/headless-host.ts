@@ -11,7 +11,6 @@
  * (SIGKILL, OOM) the next start kills the extensions it left behind before it spawns its own.
  */
 // Deep imports keep start-up short: the barrels would load every module of every package.
-import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as ExtensionHost from "@lifeline/hermes/ExtensionHost"
 import * as HermesProtocol from "@lifeline/hermes/HermesProtocol"
 import * as MessageStore from "@lifeline/hermes/MessageStore"
@@ -26,10 +25,11 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as FetchHttpClient from "effect/http/FetchHttpClient"
 import * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
+import * as References from "effect/References"
+import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
@@ -94,7 +94,7 @@ const policy = args["shutdown-policy"] === "drain" || args["shutdown-policy"] ==
   ? args["shutdown-policy"]
   : fail("--shutdown-policy must be fail-fast or drain")
 const settle = Option.getOrElse(
-  Duration.decodeUnknown(args.settle),
+  Duration.fromInput(args.settle as Duration.Input),
   () => fail(`--settle: not a duration: ${args.settle}`)
 )
 const commandLine = splitCommandLine(args.extension ?? Path.join(here, "hl7-extension", "bin", "hl7-extension"))
@@ -151,11 +151,11 @@ const openRecording = (since: (at: number) => number): Effect.Effect<Recording, 
         warning: why,
         reaped: []
       })
-    const opened = yield* Effect.either(Effect.sandbox(SqliteJournal.makeFile({ filename: journalFile })))
-    if (opened._tag === "Left") {
-      return yield* notRecording(`cannot open the journal ${journalFile}: ${messageOf(Cause.squash(opened.left))}`)
+    const opened = yield* Effect.result(Effect.sandbox(SqliteJournal.makeFile({ filename: journalFile })))
+    if (Result.isFailure(opened)) {
+      return yield* notRecording(`cannot open the journal ${journalFile}: ${messageOf(Cause.squash(opened.failure))}`)
     }
-    const journal = opened.right
+    const journal = opened.success
     const reaped: Array<Reaped> = []
     const reap = SqliteJournal.reapProcess({ grace: "1 second" })
     const report = yield* Recovery.reapOrphans(
@@ -174,17 +174,17 @@ const openRecording = (since: (at: number) => number): Effect.Effect<Recording, 
           )
         ),
       { owner }
-    ).pipe(Effect.provideService(Journal.Journal, journal), Effect.sandbox, Effect.either)
-    if (report._tag === "Left") {
-      const error = Cause.failureOption(report.left)
+    ).pipe(Effect.provideService(Journal.Journal, journal), Effect.sandbox, Effect.result)
+    if (Result.isFailure(report)) {
+      const error = Cause.findErrorOption(report.failure)
       return yield* notRecording(
         Option.isSome(error) && error.value._tag === "OwnerInUse"
           ? `another hermes-host${error.value.pid === undefined ? "" : ` (pid ${error.value.pid})`} runs on ${dataDir}`
-          : `cannot look for orphans in ${journalFile}: ${messageOf(Cause.squash(report.left))}`
+          : `cannot look for orphans in ${journalFile}: ${messageOf(Cause.squash(report.failure))}`
       )
     }
     const now = since(yield* Clock.currentTimeMillis)
-    for (const { entry, outcome } of report.right.reaped) {
+    for (const { entry, outcome } of report.success.reaped) {
       const info = entry.payload as Recovery.ProcessInfo
       reaped.push({ pid: info.pid, command: info.command, outcome, detail: null, at: now })
     }
@@ -324,7 +324,7 @@ const program = Effect.gen(function*() {
       restart: { maxRestarts: 0, within: "1 minute" }
     }
   ).pipe(Effect.provideService(Spawner.Spawner, makeSpawner({ journal: recording.journal, owner })))
-  const printer = yield* extension.events.pipe(Stream.runForEach(record), Effect.fork)
+  const printer = yield* extension.events.pipe(Stream.runForEach(record), Effect.forkChild)
 
   let summary: ExtensionHost.ShutdownSummary | undefined
   const refused: Array<{ readonly command: string; readonly reason: string; readonly detail: string }> = []
@@ -332,7 +332,7 @@ const program = Effect.gen(function*() {
     const info = Option.getOrThrow(yield* extension.info)
     for (const id of args.run ?? info.commands.map((c) => c.id)) {
       yield* extension.execute(id).pipe(
-        Effect.catchAll((error) =>
+        Effect.catch((error) =>
           Effect.flatMap(Clock.currentTimeMillis, (now) =>
             Effect.sync(() => {
               refused.push({ command: error.command, reason: error.reason, detail: error.detail })
@@ -349,8 +349,10 @@ const program = Effect.gen(function*() {
     summary = Option.getOrUndefined(yield* extension.shutdown(reason))
   }
   // The events stream runs until the host's scope closes: stop the printer and print what it has not reached yet.
+  // The history holds the latest events only: event number `droppedEvents + 1` is its first.
   yield* Fiber.interrupt(printer)
-  for (const event of (yield* extension.history).slice(events.length)) yield* record(event)
+  const dropped = yield* extension.droppedEvents
+  for (const event of (yield* extension.history).slice(Math.max(0, events.length - dropped))) yield* record(event)
   printRefusals(Infinity)
 
   const after = yield* store.current
@@ -424,6 +426,6 @@ NodeSignals.runMain(
         : Effect.void
     ),
     Effect.provide(HostLive),
-    Logger.withMinimumLogLevel(args.verbose ? LogLevel.Debug : LogLevel.Warning)
+    Effect.provideService(References.MinimumLogLevel, args.verbose ? "Debug" : "Warn")
   )
 )

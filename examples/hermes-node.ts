@@ -13,7 +13,6 @@
 // the modules it uses (the barrels pull in SQLite, HTTP servers and every platform module).
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
-import * as Command from "@effect/platform/Command"
 import * as Extension from "@lifeline/hermes/Extension"
 import * as HostMonitor from "@lifeline/hermes/HostMonitor"
 import * as Spawner from "@lifeline/hermes/Spawner"
@@ -23,6 +22,7 @@ import * as NodeSignals from "@lifeline/node/NodeSignals"
 import * as NodeStdio from "@lifeline/node/NodeStdio"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as ChildProcess from "effect/process/ChildProcess"
 
 /**
  * The host's pid from `initialize`, checked once a second: a host that was SIGKILLed while a grandchild holds our stdin
@@ -102,8 +102,12 @@ export interface SpawnerOptions {
  */
 export const makeSpawner = (options?: SpawnerOptions): Spawner.Spawner.Service => ({
   spawn: (spec) => {
-    let command = Command.make(spec.command, ...(spec.args ?? [])).pipe(Command.env(spec.env ?? {}))
-    if (spec.cwd !== undefined) command = Command.workingDirectory(command, spec.cwd)
+    // The spec's variables are added to this process's environment.
+    const command = ChildProcess.make(spec.command, spec.args ?? [], {
+      env: spec.env ?? {},
+      extendEnv: true,
+      cwd: spec.cwd
+    })
     const spawned = NodeChildProcess.make({
       command,
       stderrLogLevel: "Debug",

@@ -6,8 +6,8 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Framing } from "@lifeline/jsonrpc"
-import { Connection, Method, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
-import { Console, Duration, Effect, Fiber, Logger, LogLevel, Schema, Stream } from "effect"
+import { Cancellation, Connection, Method, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+import { Console, Duration, Effect, Fiber, References, Schema, Stream } from "effect"
 
 class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {
   code: Schema.Number,
@@ -29,7 +29,12 @@ const Work = Method.request("work", { params: Schema.Struct({ ms: Schema.Number 
 const Progress = Method.notification("progress", { params: Schema.Struct({ percent: Schema.Number }) })
 const WhoAreYou = Method.request("whoAreYou", { params: Schema.Struct({}), result: Schema.String })
 
-const Server = Protocol.make({ serves: [Initialize, Initialized, Lookup, Work], calls: [Progress, WhoAreYou] })
+// An interrupted call is cancelled on the wire as LSP does it, with `$/cancelRequest`.
+const Server = Protocol.make({
+  serves: [Initialize, Initialized, Lookup, Work],
+  calls: [Progress, WhoAreYou],
+  cancellation: Cancellation.lsp
+})
 
 const since = (start: number) => `${String(Date.now() - start).padStart(5)} ms`
 
@@ -70,7 +75,7 @@ const program = Effect.gen(function*() {
     handshake: Connection.initiate((peer) =>
       peer.call(Initialize, { client: "demo client" }).pipe(
         Effect.tap((r) => say(`handshake answered: ${r.server}`)),
-        Effect.zipRight(peer.notify(Initialized, {}))
+        Effect.andThen(peer.notify(Initialized, {}))
       )
     )
   })
@@ -84,15 +89,15 @@ const program = Effect.gen(function*() {
   const slow = yield* Effect.flip(client.peer.call(Work, { ms: 1000 }))
   yield* say(`work(1000 ms) with a 300 ms timeout → ${slow._tag}`)
 
-  const cancelled = yield* Effect.fork(client.peer.call(Work, { ms: 5000 }, { timeout: "10 seconds" }))
+  const cancelled = yield* Effect.forkChild(client.peer.call(Work, { ms: 5000 }, { timeout: "10 seconds" }))
   yield* Effect.sleep("50 millis")
   yield* Fiber.interrupt(cancelled)
   yield* say(
     `interrupted a 5 s call: $/cancelRequest sent, server cancelled ${(yield* server.peer.stats).cancelledByPeer}`
   )
 
-  const finishes = yield* Effect.fork(client.peer.call(Work, { ms: 200 }, { timeout: "10 seconds" }))
-  const cutOff = yield* Effect.fork(client.peer.call(Work, { ms: 5000 }, { timeout: "10 seconds" }))
+  const finishes = yield* Effect.forkChild(client.peer.call(Work, { ms: 200 }, { timeout: "10 seconds" }))
+  const cutOff = yield* Effect.forkChild(client.peer.call(Work, { ms: 5000 }, { timeout: "10 seconds" }))
   yield* Effect.sleep("20 millis")
   yield* say("server stops under drain(1 second) with two calls in flight")
   yield* say(`server.stop() → ${yield* server.stop()}, and again → ${yield* server.stop()}`)
@@ -113,4 +118,4 @@ const program = Effect.gen(function*() {
   )
 }).pipe(Effect.scoped)
 
-program.pipe(Logger.withMinimumLogLevel(LogLevel.Warning), NodeRuntime.runMain)
+program.pipe(Effect.provideService(References.MinimumLogLevel, "Warn"), NodeRuntime.runMain)

@@ -5,7 +5,7 @@
 // stdout stays the protocol channel.
 import { build } from "esbuild"
 import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs"
-import { createRequire } from "node:module"
+import { builtinModules } from "node:module"
 import { dirname, join, relative, resolve } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 
@@ -21,18 +21,9 @@ mkdirSync(cache, { recursive: true })
 const outfile = join(cache, `${relative(root, resolve(entry)).replace(/\.ts$/, "").replace(/[\\/]/g, "__")}.mjs`)
 const metafile = `${outfile}.inputs.json`
 
-// Packages with a native addon find their `.node` file next to their own sources (better-sqlite3, through
-// `bindings`), which a bundle moves away: they stay outside it, imported from where they are installed.
-const nativePackages = /^(better-sqlite3)$/
-const keepNative = {
-  name: "keep-native",
-  setup(build) {
-    build.onResolve({ filter: nativePackages }, (args) => ({
-      path: pathToFileURL(createRequire(join(args.resolveDir, "index.js")).resolve(args.path)).href,
-      external: true
-    }))
-  }
-}
+// Node's own modules stay imports of the runtime, `node:`-prefixed or not: `node:sqlite` (the journal's SQLite) has no
+// unprefixed name, and a builtin newer than esbuild's own list must not be looked up in node_modules.
+const builtins = ["node:*", ...builtinModules.filter((name) => !name.startsWith("_"))]
 
 /** The bundle is reused while none of the files it was built from changed since. */
 const fresh = () => {
@@ -54,11 +45,11 @@ if (!fresh()) {
     bundle: true,
     platform: "node",
     format: "esm",
-    target: "node20",
+    target: "node24",
     outfile: scratch,
     metafile: true,
     logLevel: "error",
-    plugins: [keepNative],
+    external: builtins,
     banner: {
       js:
         "import { createRequire as __lifelineRequire } from 'node:module'; const require = __lifelineRequire(import.meta.url);"

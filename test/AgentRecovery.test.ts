@@ -42,13 +42,13 @@ const agent = (...args: Array<string>): Effect.Effect<Run, never, Scope.Scope> =
           (line) => pattern.exec(line) ?? undefined,
           () => new Error(`the agent exited before printing ${pattern}${transcript()}`)
         ).pipe(
-          Effect.timeoutFail({
+          Effect.timeoutOrElse({
             duration: "15 seconds",
-            onTimeout: () => new Error(`no line ${pattern} within 15 s${transcript()}`)
+            orElse: () => Effect.fail(new Error(`no line ${pattern} within 15 s${transcript()}`))
           })
         ),
       exited: run.exited.pipe(
-        Effect.timeoutFail({ duration: "15 seconds", onTimeout: () => new Error(`no exit${transcript()}`) })
+        Effect.timeoutOrElse({ duration: "15 seconds", orElse: () => Effect.fail(new Error(`no exit${transcript()}`)) })
       )
     }
   })

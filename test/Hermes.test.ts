@@ -8,7 +8,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ExtensionHost, Hl7, MessageStore, Windows } from "@lifeline/hermes"
 import type { Spawner } from "@lifeline/hermes"
-import { Deferred, Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
+import { Deferred, Effect, Layer, Option, References, Result } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -18,9 +18,12 @@ import { SpawnerLive } from "../examples/hermes-node.js"
 import { awaitGone, eventually, isAlive } from "./support/processes.js"
 
 const root = Path.resolve(Path.dirname(Url.fileURLToPath(import.meta.url)), "..")
-const tsx = Path.join(root, "node_modules", ".bin", "tsx")
+// tsx's command line, run by this test's Node (node_modules/.bin/tsx is a shell shim around a shim).
+const tsxCli = Path.join(root, "node_modules", "tsx", "dist", "cli.mjs")
 const host = Path.join(root, "examples", "headless-host.ts")
-const misbehaving = (mode: string) => `node ${Path.join(root, "test", "fixtures", "hermes-misbehaving.mjs")} ${mode}`
+// The extension's command line names this test's Node: a bare `node` would be whichever one PATH finds first.
+const misbehaving = (mode: string) =>
+  `${process.execPath} ${Path.join(root, "test", "fixtures", "hermes-misbehaving.mjs")} ${mode}`
 
 interface Run {
   readonly code: number | null
@@ -30,11 +33,11 @@ interface Run {
 }
 
 const runHost = (args: ReadonlyArray<string>, dataDir: string) =>
-  Effect.async<Run>((resume) => {
+  Effect.callback<Run>((resume) => {
     const startedAt = Date.now()
     const child = ChildProcess.execFile(
-      tsx,
-      [host, "--json", "--data-dir", dataDir, ...args],
+      process.execPath,
+      [tsxCli, host, "--json", "--data-dir", dataDir, ...args],
       { cwd: root, timeout: 60_000, maxBuffer: 16 * 1024 * 1024 },
       (_error, stdout, stderr) => {
         let report: any = undefined
@@ -318,21 +321,24 @@ const hl7: Spawner.Spec = { command: Path.join(root, "examples", "hl7-extension"
 const message = "MSH|^~\\&|LAB|HOSP|||20240101||ADT^A01|42|P|2.5\rPID|1||123^^^HOSP||DOE^JOHN||19800101|M"
 
 const field = (text: string, path: string) =>
-  Either.match(Hl7.parse(text), { onLeft: () => undefined, onRight: (m) => Hl7.get(m, path) })
+  Result.match(Hl7.parse(text), { onFailure: () => undefined, onSuccess: (m) => Hl7.get(m, path) })
 
 type Event = ExtensionHost.Event
 const ofTag = <T extends Event["_tag"]>(events: ReadonlyArray<Event>, tag: T) =>
   events.filter((e): e is Extract<Event, { _tag: T }> => e._tag === tag)
 
 /** The host's lifecycle lines and the crash warnings these tests provoke are expected: only errors are printed. */
-const quiet = Logger.withMinimumLogLevel(LogLevel.Error)
+const quiet = Effect.provideService(References.MinimumLogLevel, "Error")
 
 /** Waits until the status leaves `Ready` (a crash), then until it is `Ready` or `Failed` again. */
 const afterCrash = (extension: ExtensionHost.Extension) =>
   Effect.gen(function*() {
     yield* extension.awaitStatus((s) => s !== "Ready")
     return yield* extension.awaitStatus((s) => s === "Ready" || s === "Failed")
-  }).pipe(Effect.timeoutFail({ duration: "15 seconds", onTimeout: () => "no restart within 15 s" }), Effect.orDie)
+  }).pipe(
+    Effect.timeoutOrElse({ duration: "15 seconds", orElse: () => Effect.fail("no restart within 15 s") }),
+    Effect.orDie
+  )
 
 /**
  * `node <argv>` with pipes this test holds: Content-Length frames in on stdin, out on stdout (collected in
@@ -391,7 +397,7 @@ describe("Hermes: ExtensionHost and SDK extensions as real processes", () => {
           patch: (patches) =>
             patches[0]?.path === "MSH-4"
               ? inner.patch(patches).pipe(
-                Effect.tap(() => order.push("window/closed handled")),
+                Effect.tap(() => Effect.sync(() => order.push("window/closed handled"))),
                 Effect.tap(() => Deferred.succeed(closedHandled, void 0))
               )
               : Effect.gen(function*() {

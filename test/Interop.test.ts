@@ -6,9 +6,9 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ErrorCode, Framing, RpcError } from "@lifeline/jsonrpc"
-import { Method, Peer, Protocol } from "@lifeline/kernel"
+import { Cancellation, Method, Peer, Protocol } from "@lifeline/kernel"
 import { NodeStdio } from "@lifeline/node"
-import { Deferred, Effect, Exit, Fiber, FiberId, Logger, LogLevel, Schema } from "effect"
+import { Deferred, Effect, Exit, Fiber, References, Schema } from "effect"
 import { PassThrough } from "node:stream"
 import type { Readable } from "node:stream"
 import {
@@ -43,14 +43,16 @@ const VsSlow = Method.request("vs/slow", { params: Schema.Struct({}), result: Sc
 const VsMissing = Method.request("vs/missing", { params: Schema.Struct({}), result: Schema.Null })
 const Event = Method.notification("vs/event", { params: Schema.Struct({ n: Schema.Number }) })
 
+// vscode-jsonrpc cancels with LSP's `$/cancelRequest`.
 const Ours = Protocol.make({
   serves: [Echo, Fails, Refuses, Boom, Slow, Log],
-  calls: [Add, VsFails, VsSlow, VsMissing, Event]
+  calls: [Add, VsFails, VsSlow, VsMissing, Event],
+  cancellation: Cancellation.lsp
 })
 
 /** A JS-side signal an Effect can wait for. */
-const signal = <A = void>() => Deferred.unsafeMake<A>(FiberId.none)
-const fire = <A>(deferred: Deferred.Deferred<A>, value: A) => Deferred.unsafeDone(deferred, Exit.succeed(value))
+const signal = <A = void>() => Deferred.makeUnsafe<A>()
+const fire = <A>(deferred: Deferred.Deferred<A>, value: A) => Deferred.doneUnsafe(deferred, Exit.succeed(value))
 
 const promise = <A>(evaluate: () => Promise<A>) => Effect.promise(evaluate)
 const rejection = (evaluate: () => Promise<unknown>) =>
@@ -73,7 +75,7 @@ const eventually = (condition: () => boolean, what: string) =>
   Effect.gen(function*() {
     const deadline = Date.now() + 5_000
     while (!condition()) {
-      if (Date.now() > deadline) return yield* Effect.dieMessage(`never reached: ${what}`)
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`never reached: ${what}`))
       yield* promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
     }
   })
@@ -133,7 +135,7 @@ const setup = Effect.gen(function*() {
       "ours/boom": () => Effect.die(new Error("secret stack")),
       "ours/slow": () =>
         Effect.sync(() => fire(ourSlow.started, void 0)).pipe(
-          Effect.zipRight(Effect.never),
+          Effect.andThen(Effect.never),
           Effect.onInterrupt(() => Effect.sync(() => fire(ourSlow.interrupted, void 0)))
         ),
       "ours/log": ({ text }) => Effect.sync(() => logged.push(text))
@@ -142,7 +144,7 @@ const setup = Effect.gen(function*() {
   return { peer, connection, toVscode, toOurs, wireToOurs, wireToVscode, logged, ourSlow, events, vsSlow }
 }).pipe(
   // Answers nobody waits for (string ids) and handler defects (ours/boom) are logged by design; keep the output quiet.
-  Effect.provide(Logger.minimumLogLevel(LogLevel.None))
+  Effect.provideService(References.MinimumLogLevel, "None")
 )
 
 describe("Interop with vscode-jsonrpc", () => {
@@ -258,7 +260,7 @@ describe("Interop with vscode-jsonrpc", () => {
     it.live("interrupting our caller cancels vscode's token; its late answer is dropped and counted", () =>
       Effect.gen(function*() {
         const { peer, vsSlow, wireToVscode } = yield* setup
-        const caller = yield* Effect.fork(peer.call(VsSlow, {}))
+        const caller = yield* Effect.forkChild(peer.call(VsSlow, {}))
         yield* Deferred.await(vsSlow.started)
         yield* Fiber.interrupt(caller)
         yield* Deferred.await(vsSlow.cancelled)

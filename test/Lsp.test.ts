@@ -13,7 +13,15 @@ import * as Url from "node:url"
 
 const here = Path.dirname(Url.fileURLToPath(import.meta.url))
 const client = Path.join(here, "..", "examples", "lsp-client", "bin", "lsp-client")
-const jsonServer = Path.join(here, "node_modules", ".bin", "vscode-json-language-server")
+// Run by this test's Node, not through node_modules/.bin, whose shim runs a `node` from PATH.
+const jsonServerMain = Path.join(
+  here,
+  "node_modules",
+  "vscode-langservers-extracted",
+  "bin",
+  "vscode-json-language-server"
+)
+const jsonServer = `${process.execPath} ${jsonServerMain}`
 
 interface Report {
   readonly ok: boolean
@@ -28,7 +36,7 @@ interface Report {
 
 /** Runs the client to its end and reads its report; its exit code says whether the report is ok. */
 const runClient = (args: ReadonlyArray<string>) =>
-  Effect.async<{ readonly code: number | null; readonly report: Report; readonly stderr: string }>((resume) => {
+  Effect.callback<{ readonly code: number | null; readonly report: Report; readonly stderr: string }>((resume) => {
     const child = ChildProcess.execFile(client, [...args, "--json"], { timeout: 20_000 }, (_error, stdout, stderr) => {
       resume(Effect.sync(() => ({ code: child.exitCode, report: JSON.parse(stdout) as Report, stderr })))
     })

@@ -37,7 +37,7 @@ const serverLine = (env: string = "") =>
 
 /** Runs the client to its end and reads its report; its exit code says whether the report is ok. */
 const runClient = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
-  Effect.async<{ readonly code: number | null; readonly report: Report }>((resume) => {
+  Effect.callback<{ readonly code: number | null; readonly report: Report }>((resume) => {
     const child = ChildProcess.execFile(
       client,
       [...args, "--json"],
@@ -49,7 +49,7 @@ const runClient = (args: ReadonlyArray<string>, env: Record<string, string> = {}
 
 /** Writes `lines` to the fixture, one a line, and reads its output until `until` holds for what it has written. */
 const exchange = (argv: ReadonlyArray<string>, lines: ReadonlyArray<unknown>, until: (out: string) => boolean) =>
-  Effect.async<ReadonlyArray<Record<string, unknown>>>((resume) => {
+  Effect.callback<ReadonlyArray<Record<string, unknown>>>((resume) => {
     const child = ChildProcess.spawn(process.execPath, [...argv], { stdio: ["pipe", "pipe", "ignore"] })
     let out = ""
     child.stdout.on("data", (chunk: Buffer) => {

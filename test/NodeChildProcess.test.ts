@@ -1,8 +1,8 @@
-import { Command } from "@effect/platform"
 import { assert, layer } from "@effect/vitest"
 import { Connection, Journal, Lifecycle, Method, Protocol, Recovery, ShutdownPolicy } from "@lifeline/kernel"
 import { NodeChildProcess, SqliteJournal } from "@lifeline/node"
-import { Effect, Exit, Option, Schedule, Schema, Scope } from "effect"
+import { Effect, Exit, Fiber, Option, Schedule, Schema, Scope } from "effect"
+import { ChildProcess } from "effect/process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -27,7 +27,7 @@ const awaitReady = (child: NodeChildProcess.Child) =>
   Effect.gen(function*() {
     const start = performance.now()
     while (!(yield* child.stderrTail).some((line) => line.startsWith("ready"))) {
-      if (elapsedSince(start) > 10_000) return yield* Effect.dieMessage(`${child.name} never said it was ready`)
+      if (elapsedSince(start) > 10_000) return yield* Effect.die(new Error(`${child.name} never said it was ready`))
       yield* Effect.sleep("5 millis")
     }
   })
@@ -35,7 +35,7 @@ const awaitReady = (child: NodeChildProcess.Child) =>
 layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seconds" })(
   "NodeChildProcess with real processes",
   (it) => {
-    it.scoped("a child that answers: calls succeed, the stop asks it to shut down, it exits by itself", () =>
+    it.effect("a child that answers: calls succeed, the stop asks it to shut down, it exits by itself", () =>
       Effect.gen(function*() {
         const scope = yield* Scope.make()
         const { child, peer } = yield* NodeChildProcess.makePeer({
@@ -44,7 +44,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
           protocol: Client,
           handlers: {},
           shutdown: (peer) => peer.call(Shutdown, {})
-        }).pipe(Scope.extend(scope))
+        }).pipe(Scope.provide(scope))
         assert.strictEqual(yield* peer.call(Echo, { text: "hello" }), "hello")
         assert.strictEqual(yield* peer.call(Pid, {}), child.pid)
         // User code in the child prints to stdout: the frame still arrives whole, the text goes to stderr.
@@ -62,7 +62,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         assert.isFalse(isAlive(child.pid))
       }))
 
-    it.scoped("a child that exits mid-request: the pending call fails at once with PeerExited", () =>
+    it.effect("a child that exits mid-request: the pending call fails at once with PeerExited", () =>
       Effect.gen(function*() {
         const { child, peer } = yield* NodeChildProcess.makePeer({
           command: yield* Fixtures.command("exit-mid-request.mjs"),
@@ -85,7 +85,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         assert.isFalse(isAlive(child.pid))
       }))
 
-    it.scoped("a child that never answers: the call times out; the stop ends it with SIGTERM within the bound", () =>
+    it.effect("a child that never answers: the call times out; the stop ends it with SIGTERM within the bound", () =>
       Effect.gen(function*() {
         const { child, peer } = yield* NodeChildProcess.makePeer({
           command: yield* Fixtures.command("silent.mjs"),
@@ -96,7 +96,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         yield* awaitReady(child)
         const error = yield* Effect.flip(peer.call(Anything, { text: "hello?" }, { timeout: "200 millis" }))
         assert.strictEqual(error._tag, "RequestTimeout")
-        const pending = yield* Effect.fork(Effect.flip(peer.call(Anything, { text: "still there?" })))
+        const pending = yield* Effect.forkChild(Effect.flip(peer.call(Anything, { text: "still there?" })))
         const start = performance.now()
         const report = yield* child.stop
         const elapsed = elapsedSince(start)
@@ -104,11 +104,11 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         assert.deepStrictEqual(report.exit, { exitCode: null, signal: "SIGTERM" })
         assert.isAtLeast(elapsed, 300 - 20)
         assert.isBelow(elapsed, 300 + 300 + 500)
-        assert.strictEqual((yield* pending.await.pipe(Effect.flatten))._tag, "ShutdownError")
+        assert.strictEqual((yield* Fiber.await(pending).pipe(Effect.flatten))._tag, "ShutdownError")
         assert.isFalse(isAlive(child.pid))
       }))
 
-    it.scoped("a child that ignores SIGTERM is killed by SIGKILL within the bound", () =>
+    it.effect("a child that ignores SIGTERM is killed by SIGKILL within the bound", () =>
       Effect.gen(function*() {
         const child = yield* NodeChildProcess.make({
           command: yield* Fixtures.command("ignore-sigterm.mjs"),
@@ -126,7 +126,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         assert.isFalse(isAlive(child.pid))
       }))
 
-    it.scoped("no answer to the protocol shutdown: SIGKILL right after shutdownTimeout (Hermes)", () =>
+    it.effect("no answer to the protocol shutdown: SIGKILL right after shutdownTimeout (Hermes)", () =>
       Effect.gen(function*() {
         const { child } = yield* NodeChildProcess.makePeer({
           command: yield* Fixtures.command("ignore-sigterm.mjs"),
@@ -147,7 +147,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         assert.isFalse(isAlive(child.pid))
       }))
 
-    it.scoped("a child that writes garbage: skippable noise is skipped, a broken header fails the call", () =>
+    it.effect("a child that writes garbage: skippable noise is skipped, a broken header fails the call", () =>
       Effect.gen(function*() {
         const { child, peer } = yield* NodeChildProcess.makePeer({
           command: yield* Fixtures.command("garbage.mjs"),
@@ -166,7 +166,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         assert.isFalse(isAlive(child.pid))
       }))
 
-    it.scoped("a child that spawned a grandchild (which ignores SIGTERM) leaves nothing behind", () =>
+    it.effect("a child that spawned a grandchild (which ignores SIGTERM) leaves nothing behind", () =>
       Effect.gen(function*() {
         const { child, peer } = yield* NodeChildProcess.makePeer({
           command: yield* Fixtures.command("grandchild.mjs"),
@@ -190,30 +190,30 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         assert.isFalse(isAlive(grandchild))
       }))
 
-    it.scoped("closing the Scope stops the child; finalizers on both sides ran", () =>
+    it.effect("closing the Scope stops the child; finalizers on both sides ran", () =>
       Effect.gen(function*() {
         const scope = yield* Scope.make()
         let hostFinalizerRan = false
-        yield* Effect.addFinalizer(() => Effect.sync(() => (hostFinalizerRan = true))).pipe(Scope.extend(scope))
+        yield* Effect.addFinalizer(() => Effect.sync(() => (hostFinalizerRan = true))).pipe(Scope.provide(scope))
         const { child, peer } = yield* NodeChildProcess.makePeer({
           command: yield* Fixtures.command("server"),
           protocol: Client,
           handlers: {},
           requestTimeout: "30 seconds"
-        }).pipe(Scope.extend(scope))
-        const sleeping = yield* Effect.fork(Effect.flip(peer.call(Sleep, { ms: 60_000 })))
+        }).pipe(Scope.provide(scope))
+        const sleeping = yield* Effect.forkChild(Effect.flip(peer.call(Sleep, { ms: 60_000 })))
         yield* Effect.sleep("50 millis")
         const start = performance.now()
         yield* Scope.close(scope, Exit.void)
         assert.isBelow(elapsedSince(start), 1000 + 500)
         assert.isTrue(hostFinalizerRan)
-        assert.strictEqual((yield* sleeping.await.pipe(Effect.flatten))._tag, "ShutdownError")
+        assert.strictEqual((yield* Fiber.await(sleeping).pipe(Effect.flatten))._tag, "ShutdownError")
         assert.deepStrictEqual(yield* child.exit, { exitCode: 0, signal: null })
         assert.isTrue((yield* child.stderrTail).some((line) => line.includes("finalized")))
         yield* awaitGone(child.pid, 1000)
       }))
 
-    it.scoped("makeConnection: the handshake makes it Ready; a clean stop ends in Closed", () =>
+    it.effect("makeConnection: the handshake makes it Ready; a clean stop ends in Closed", () =>
       Effect.gen(function*() {
         const scope = yield* Scope.make()
         const { child, connection } = yield* NodeChildProcess.makeConnection({
@@ -223,7 +223,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
           handshake: Connection.initiate((peer) => peer.call(Pid, {})),
           policy: ShutdownPolicy.drain("2 seconds"),
           shutdown: (connection) => connection.peer.call(Shutdown, {})
-        }).pipe(Scope.extend(scope))
+        }).pipe(Scope.provide(scope))
         assert.strictEqual((yield* connection.lifecycle.state)._tag, "Ready")
         const report = yield* child.stop
         assert.strictEqual(report.shutdown, "Completed")
@@ -233,7 +233,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         yield* Scope.close(scope, Exit.void)
       }))
 
-    it.scoped("makeConnection: a child that dies on its own moves the lifecycle to Failed with PeerExited", () =>
+    it.effect("makeConnection: a child that dies on its own moves the lifecycle to Failed with PeerExited", () =>
       Effect.gen(function*() {
         const { child, connection } = yield* NodeChildProcess.makeConnection({
           command: yield* Fixtures.command("exit-mid-request.mjs"),
@@ -249,22 +249,22 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         if (state._tag === "Failed") assert.strictEqual(state.error._tag, "PeerExited")
       }))
 
-    it.scoped("a program that does not exist fails with SpawnError NotFound; a bad directory with BadDirectory", () =>
+    it.effect("a program that does not exist fails with SpawnError NotFound; a bad directory with BadDirectory", () =>
       Effect.gen(function*() {
         const missing = yield* Effect.flip(
-          NodeChildProcess.make({ command: Command.make("/nonexistent/lifeline-no-such-program") })
+          NodeChildProcess.make({ command: ChildProcess.make("/nonexistent/lifeline-no-such-program") })
         )
         assert.strictEqual(missing._tag, "SpawnError")
         assert.strictEqual(missing.reason, "NotFound")
         const badDir = yield* Effect.flip(
           NodeChildProcess.make({
-            command: Command.make(process.execPath, "-e", "0").pipe(Command.workingDirectory("/nonexistent-dir"))
+            command: ChildProcess.make(process.execPath, ["-e", "0"], { cwd: "/nonexistent-dir" })
           })
         )
         assert.strictEqual(badDir.reason, "BadDirectory")
       }))
 
-    it.scoped("with a journal: the child is InFlight in it while it runs, Completed with its exit after", () =>
+    it.effect("with a journal: the child is InFlight in it while it runs, Completed with its exit after", () =>
       Effect.gen(function*() {
         const directory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-recorded-"))
         yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(directory, { recursive: true, force: true })))
@@ -282,7 +282,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
           handlers: {},
           shutdown: (peer) => peer.call(Shutdown, {}),
           journal
-        }).pipe(Scope.extend(scope))
+        }).pipe(Scope.provide(scope))
         assert.strictEqual(yield* peer.call(Pid, {}), child.pid)
         const [running] = yield* processEntries
         assert.strictEqual(running.status, "InFlight")
@@ -296,7 +296,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
 
         // killed from outside while the Scope is still open: recorded when it exits
         const killed = yield* NodeChildProcess.make({
-          command: Command.make(process.execPath, "-e", "setInterval(() => {}, 1000)"),
+          command: ChildProcess.make(process.execPath, ["-e", "setInterval(() => {}, 1000)"]),
           journal
         })
         const [alive] = yield* processEntries
@@ -314,7 +314,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         assert.deepStrictEqual(yield* journal.running, [])
       }))
 
-    it.scoped("with a journal that cannot record, the spawn fails with SpawnError Unrecorded", () =>
+    it.effect("with a journal that cannot record, the spawn fails with SpawnError Unrecorded", () =>
       Effect.gen(function*() {
         const memory = yield* Journal.makeMemory
         const journal: Journal.Journal.Service = {
@@ -325,7 +325,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         const marker = `unrecorded-${process.pid}-${Date.now()}`
         const error = yield* Effect.flip(
           NodeChildProcess.make({
-            command: Command.make(process.execPath, "-e", "setInterval(() => {}, 1000)", marker),
+            command: ChildProcess.make(process.execPath, ["-e", "setInterval(() => {}, 1000)", marker]),
             journal
           })
         )
@@ -346,15 +346,18 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         if (process.platform === "linux") yield* eventually(() => running().length === 0, "the child is gone", 5000)
       }))
 
-    it.scoped("arguments, environment and working directory reach the child", () =>
+    it.effect("arguments, environment and working directory reach the child", () =>
       Effect.gen(function*() {
         const child = yield* NodeChildProcess.make({
-          command: Command.make(
+          command: ChildProcess.make(
             process.execPath,
-            "-e",
-            "process.stderr.write([process.argv[1], process.env.LIFELINE_TEST, process.cwd()].join('|') + '\\n')",
-            "an argument"
-          ).pipe(Command.env({ LIFELINE_TEST: "from the host" }), Command.workingDirectory("/tmp"))
+            [
+              "-e",
+              "process.stderr.write([process.argv[1], process.env.LIFELINE_TEST, process.cwd()].join('|') + '\\n')",
+              "an argument"
+            ],
+            { env: { LIFELINE_TEST: "from the host" }, extendEnv: true, cwd: "/tmp" }
+          )
         })
         yield* child.exit
         const tail = yield* child.exited.pipe(Effect.map((error) => error.stderrTail))

@@ -1,7 +1,7 @@
-import { Command } from "@effect/platform"
 import { assert, layer } from "@effect/vitest"
 import { NodeChildProcess, NodeSignals } from "@lifeline/node"
 import { Deferred, Effect, Stream } from "effect"
+import { ChildProcess } from "effect/process"
 import * as Fixtures from "./support/fixtures.js"
 import { awaitGone, isAlive } from "./support/processes.js"
 
@@ -15,7 +15,7 @@ const startHost = (env: Record<string, string> = {}) =>
   Effect.gen(function*() {
     const programs = yield* Fixtures.Programs
     const command = yield* Fixtures.command("host", ...programs.argv("server"))
-    const host = yield* NodeChildProcess.make({ command: Command.env(command, env), name: "host" })
+    const host = yield* NodeChildProcess.make({ command: ChildProcess.setEnv(command, env), name: "host" })
     const serverPid = yield* Deferred.make<number>()
     let text = ""
     yield* host.transport.incoming.pipe(
@@ -29,7 +29,10 @@ const startHost = (env: Record<string, string> = {}) =>
       Effect.forkScoped
     )
     const server = yield* Deferred.await(serverPid).pipe(
-      Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => new Error("the host never reported its child") })
+      Effect.timeoutOrElse({
+        duration: "30 seconds",
+        orElse: () => Effect.fail(new Error("the host never reported its child"))
+      })
     )
     return { host, server }
   })
@@ -37,7 +40,7 @@ const startHost = (env: Record<string, string> = {}) =>
 layer(Fixtures.layer(["host", "server"]), { excludeTestServices: true, timeout: "60 seconds" })(
   "NodeSignals: no orphans",
   (it) => {
-    it.scoped("the host dies of SIGKILL: its child sees the end of its stdin and exits by itself within 1 s", () =>
+    it.effect("the host dies of SIGKILL: its child sees the end of its stdin and exits by itself within 1 s", () =>
       Effect.gen(function*() {
         const { host, server } = yield* startHost()
         assert.isTrue(isAlive(server))
@@ -52,7 +55,7 @@ layer(Fixtures.layer(["host", "server"]), { excludeTestServices: true, timeout: 
         assert.isBelow(elapsed, 1000)
       }))
 
-    it.scoped("the host gets SIGTERM: it stops its child (shutdown answered), leaves nothing, exits 143", () =>
+    it.effect("the host gets SIGTERM: it stops its child (shutdown answered), leaves nothing, exits 143", () =>
       Effect.gen(function*() {
         const { host, server } = yield* startHost()
         const start = performance.now()
@@ -63,7 +66,7 @@ layer(Fixtures.layer(["host", "server"]), { excludeTestServices: true, timeout: 
         assert.isBelow(elapsedSince(start), 5000)
       }))
 
-    it.scoped("a second SIGTERM cuts the host's wait for its child's shutdown short: SIGKILL, exit code 2", () =>
+    it.effect("a second SIGTERM cuts the host's wait for its child's shutdown short: SIGKILL, exit code 2", () =>
       Effect.gen(function*() {
         const { host, server } = yield* startHost({ SHUTDOWN_DELAY: "20000" })
         process.kill(host.pid, "SIGTERM")

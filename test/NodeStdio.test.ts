@@ -1,9 +1,9 @@
-import { Command } from "@effect/platform"
 import { assert, layer } from "@effect/vitest"
 import { Framing, Message } from "@lifeline/jsonrpc"
 import type { Transport } from "@lifeline/kernel"
 import { NodeChildProcess, NodeSignals } from "@lifeline/node"
-import { Deferred, Effect, Either, Exit, Stream } from "effect"
+import { Deferred, Effect, Exit, Fiber, Result, Stream } from "effect"
+import { ChildProcess as Command } from "effect/process"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -40,8 +40,8 @@ const rawClient = (transport: Transport.Transport.Service) =>
         const waiter = yield* Deferred.make<unknown>()
         answered.set(id, waiter)
         const json = Message.stringify(Message.request(id, method, params))
-        if (Either.isLeft(json)) return yield* Effect.die(json.left)
-        yield* transport.send([Framing.contentLength.encodeString(json.right)])
+        if (Result.isFailure(json)) return yield* Effect.die(json.failure)
+        yield* transport.send([Framing.contentLength.encodeString(json.success)])
         return yield* Deferred.await(waiter)
       })
     return { call, bodies, skippedBytes: () => decoder.skippedBytes() }
@@ -52,7 +52,7 @@ const awaitReady = (child: NodeChildProcess.Child) =>
   Effect.gen(function*() {
     const start = performance.now()
     while (!(yield* child.stderrTail).some((line) => line.includes("ready"))) {
-      if (elapsedSince(start) > 15_000) return yield* Effect.dieMessage(`${child.name} never said it was ready`)
+      if (elapsedSince(start) > 15_000) return yield* Effect.die(new Error(`${child.name} never said it was ready`))
       yield* Effect.sleep("5 millis")
     }
   })
@@ -60,7 +60,7 @@ const awaitReady = (child: NodeChildProcess.Child) =>
 const server = (env: Record<string, string> = {}) =>
   Effect.gen(function*() {
     const command = yield* Fixtures.command("server")
-    const child = yield* NodeChildProcess.make({ command: Command.env(command, env), name: "server" })
+    const child = yield* NodeChildProcess.make({ command: Command.setEnv(command, env), name: "server" })
     const client = yield* rawClient(child.transport)
     yield* awaitReady(child)
     return { child, client }
@@ -69,7 +69,7 @@ const server = (env: Record<string, string> = {}) =>
 layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seconds" })(
   "NodeStdio and NodeSignals.runMain in a real child",
   (it) => {
-    it.scoped("stdout carries frames only: user code's console.log goes to stderr, no byte outside a frame", () =>
+    it.effect("stdout carries frames only: user code's console.log goes to stderr, no byte outside a frame", () =>
       Effect.gen(function*() {
         const { child, client } = yield* server()
         assert.strictEqual(yield* client.call("log", { text: "printed by user code" }), "printed by user code")
@@ -78,7 +78,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         assert.include(yield* child.stderrTail, "printed by user code")
       }))
 
-    it.scoped("the end of stdin stops the child under its policy: finalizers run, it exits 0 by itself", () =>
+    it.effect("the end of stdin stops the child under its policy: finalizers run, it exits 0 by itself", () =>
       Effect.gen(function*() {
         const { child, client } = yield* server()
         assert.strictEqual(yield* client.call("pid", {}), child.pid)
@@ -94,7 +94,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         assert.isTrue(tail.some((line) => line.includes("finalized")))
       }))
 
-    it.scoped("SIGTERM: a graceful stop with every finalizer, exit code 143", () =>
+    it.effect("SIGTERM: a graceful stop with every finalizer, exit code 143", () =>
       Effect.gen(function*() {
         const { child } = yield* server()
         process.kill(child.pid, "SIGTERM")
@@ -102,14 +102,14 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         assert.isTrue((yield* child.stderrTail).some((line) => line.includes("finalized")))
       }))
 
-    it.scoped("SIGINT: exit code 130", () =>
+    it.effect("SIGINT: exit code 130", () =>
       Effect.gen(function*() {
         const { child } = yield* server()
         process.kill(child.pid, "SIGINT")
         assert.deepStrictEqual(yield* child.exit, { exitCode: NodeSignals.ExitCode.Interrupt, signal: null })
       }))
 
-    it.scoped("a second signal forces the stop that a slow finalizer holds up: exit code 2, finalizers done", () =>
+    it.effect("a second signal forces the stop that a slow finalizer holds up: exit code 2, finalizers done", () =>
       Effect.gen(function*() {
         const { child } = yield* server({ SLOW_STOP: "20000" })
         process.kill(child.pid, "SIGTERM")
@@ -127,7 +127,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         assert.isTrue(tail.some((line) => line.includes("finalized")))
       }))
 
-    it.scoped("a finalizer that ignores the force: the process exits anyway after forceTimeout, code 3", () =>
+    it.effect("a finalizer that ignores the force: the process exits anyway after forceTimeout, code 3", () =>
       Effect.gen(function*() {
         const { child } = yield* server({ SLOW_STOP: "20000", SLOW_STOP_IGNORES_FORCE: "1", FORCE_TIMEOUT: "400" })
         process.kill(child.pid, "SIGINT")
@@ -148,7 +148,10 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
 const connectionServer = (env: Record<string, string>) =>
   Effect.gen(function*() {
     const command = yield* Fixtures.command("connection-server")
-    const child = yield* NodeChildProcess.make({ command: Command.env(command, env), name: "connection-server" })
+    const child = yield* NodeChildProcess.make({
+      command: Command.setEnv(command, env),
+      name: "connection-server"
+    })
     const client = yield* rawClient(child.transport)
     yield* awaitReady(child)
     return { child, client }
@@ -158,7 +161,7 @@ const awaitLine = (child: NodeChildProcess.Child, text: string) =>
   Effect.gen(function*() {
     const start = performance.now()
     while (!(yield* child.stderrTail).some((line) => line.includes(text))) {
-      if (elapsedSince(start) > 10_000) return yield* Effect.dieMessage(`never logged: ${text}`)
+      if (elapsedSince(start) > 10_000) return yield* Effect.die(new Error(`never logged: ${text}`))
       yield* Effect.sleep("5 millis")
     }
   })
@@ -168,22 +171,22 @@ const drain = (timeout: string) => ({ LIFELINE_SHUTDOWN_POLICY: "drain", LIFELIN
 layer(Fixtures.layer(["connection-server"]), { excludeTestServices: true, timeout: "60 seconds" })(
   "NodeStdio.makeConnection: the shutdown policy in a real child",
   (it) => {
-    it.scoped("SIGTERM under drain: the request in flight finishes and is answered, then exit 143", () =>
+    it.effect("SIGTERM under drain: the request in flight finishes and is answered, then exit 143", () =>
       Effect.gen(function*() {
         const { child, client } = yield* connectionServer(drain("5 seconds"))
-        const call = yield* Effect.fork(client.call("sleep", { ms: 600 }))
+        const call = yield* Effect.forkChild(client.call("sleep", { ms: 600 }))
         yield* Effect.sleep("100 millis")
         process.kill(child.pid, "SIGTERM")
-        assert.strictEqual(yield* call.await.pipe(Effect.flatten), 600)
+        assert.strictEqual(yield* Fiber.await(call).pipe(Effect.flatten), 600)
         assert.deepStrictEqual(yield* child.exit, { exitCode: NodeSignals.ExitCode.Terminate, signal: null })
         yield* awaitLine(child, "shutdown: drained=true cutOff=0 reason=Interrupted policy=Drain")
         yield* awaitLine(child, "finalized")
       }))
 
-    it.scoped("SIGTERM under fail-fast: the request in flight is cut off at once, then exit 143", () =>
+    it.effect("SIGTERM under fail-fast: the request in flight is cut off at once, then exit 143", () =>
       Effect.gen(function*() {
         const { child, client } = yield* connectionServer({ LIFELINE_SHUTDOWN_POLICY: "fail-fast" })
-        yield* Effect.fork(client.call("sleep", { ms: 20_000 }))
+        yield* Effect.forkChild(client.call("sleep", { ms: 20_000 }))
         yield* Effect.sleep("100 millis")
         const start = performance.now()
         process.kill(child.pid, "SIGTERM")
@@ -192,10 +195,10 @@ layer(Fixtures.layer(["connection-server"]), { excludeTestServices: true, timeou
         yield* awaitLine(child, "shutdown: drained=false cutOff=1 reason=Interrupted policy=FailFast")
       }))
 
-    it.scoped("a second SIGTERM cuts a drain short: fail-fast, exit code 2", () =>
+    it.effect("a second SIGTERM cuts a drain short: fail-fast, exit code 2", () =>
       Effect.gen(function*() {
         const { child, client } = yield* connectionServer(drain("20 seconds"))
-        yield* Effect.fork(client.call("sleep", { ms: 20_000 }))
+        yield* Effect.forkChild(client.call("sleep", { ms: 20_000 }))
         yield* Effect.sleep("100 millis")
         process.kill(child.pid, "SIGTERM")
         yield* awaitLine(child, "SIGTERM: stopping")
@@ -208,13 +211,13 @@ layer(Fixtures.layer(["connection-server"]), { excludeTestServices: true, timeou
         yield* awaitLine(child, "cutOff=1")
       }))
 
-    it.scoped("the end of stdin under drain: the answer still goes out on stdout, then exit 0", () =>
+    it.effect("the end of stdin under drain: the answer still goes out on stdout, then exit 0", () =>
       Effect.gen(function*() {
         const { child, client } = yield* connectionServer(drain("5 seconds"))
-        const call = yield* Effect.fork(client.call("sleep", { ms: 300 }))
+        const call = yield* Effect.forkChild(client.call("sleep", { ms: 300 }))
         yield* Effect.sleep("50 millis")
         yield* child.transport.end
-        assert.strictEqual(yield* call.await.pipe(Effect.flatten), 300)
+        assert.strictEqual(yield* Fiber.await(call).pipe(Effect.flatten), 300)
         assert.deepStrictEqual(yield* child.exit, { exitCode: NodeSignals.ExitCode.Success, signal: null })
         yield* awaitLine(child, "shutdown: drained=true cutOff=0 reason=TransportClosed policy=Drain")
       }))
@@ -239,7 +242,7 @@ const brokenPipeServer = Effect.gen(function*() {
         cwd: Fixtures.fixturesDir,
         stdio: "pipe"
       })
-      child.once("exit", (exitCode, signal) => Deferred.unsafeDone(exited, Exit.succeed({ exitCode, signal })))
+      child.once("exit", (exitCode, signal) => Deferred.doneUnsafe(exited, Exit.succeed({ exitCode, signal })))
       return child
     }),
     (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
@@ -254,7 +257,7 @@ const brokenPipeServer = Effect.gen(function*() {
     for (const frame of decoder.push(chunk).frames) {
       const body = JSON.parse(new TextDecoder().decode(frame)) as { readonly id: number; readonly result?: unknown }
       const answer = answers.get(body.id)
-      if (answer !== undefined) Deferred.unsafeDone(answer, Exit.succeed(body.result))
+      if (answer !== undefined) Deferred.doneUnsafe(answer, Exit.succeed(body.result))
     }
   })
   let nextId = 1
@@ -265,15 +268,15 @@ const brokenPipeServer = Effect.gen(function*() {
       const answer = yield* Deferred.make<unknown>()
       answers.set(id, answer)
       const json = Message.stringify(Message.request(id, method, params))
-      if (Either.isLeft(json)) return yield* Effect.die(json.left)
-      child.stdin.write(Framing.contentLength.encodeString(json.right))
+      if (Result.isFailure(json)) return yield* Effect.die(json.failure)
+      child.stdin.write(Framing.contentLength.encodeString(json.success))
       return Deferred.await(answer).pipe(
-        Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => new Error(`no answer to ${method}`) })
+        Effect.timeoutOrElse({ duration: "5 seconds", orElse: () => Effect.fail(new Error(`no answer to ${method}`)) })
       )
     })
   const call = (method: string, params: Message.Params) => Effect.flatten(send(method, params))
   const exit = Deferred.await(exited).pipe(
-    Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => new Error("the server did not exit") })
+    Effect.timeoutOrElse({ duration: "5 seconds", orElse: () => Effect.fail(new Error("the server did not exit")) })
   )
   const finalized = () => Fs.existsSync(marker) ? Fs.readFileSync(marker, "utf8") : undefined
   // Answered: the server is serving.
@@ -284,7 +287,7 @@ const brokenPipeServer = Effect.gen(function*() {
 layer(Fixtures.layer(["broken-pipe-server"]), { excludeTestServices: true, timeout: "60 seconds" })(
   "NodeStdio and runMain when the host stops reading (EPIPE)",
   (it) => {
-    it.scoped("a broken stderr drops the logs: the child keeps serving, and exits 0 with its finalizer at stdin's end", () =>
+    it.effect("a broken stderr drops the logs: the child keeps serving, and exits 0 with its finalizer at stdin's end", () =>
       Effect.gen(function*() {
         const server = yield* brokenPipeServer
         server.child.stderr.destroy()
@@ -299,7 +302,7 @@ layer(Fixtures.layer(["broken-pipe-server"]), { excludeTestServices: true, timeo
       }))
 
     for (const closed of [["stdout"], ["stdout", "stderr"]] as const) {
-      it.scoped(
+      it.effect(
         `a broken ${closed.join(" and ")} fails the transport at the next answer: the finalizer runs, exit code 1`,
         () =>
           Effect.gen(function*() {

@@ -3,12 +3,12 @@
  * in SQLite and is killed with SIGKILL at the moment under test; a new journal on the same file then finds what was
  * interrupted and recovers it. Runs on the live clock: the bounds are real process start-up and exit.
  */
-import { SqlClient } from "@effect/sql"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Journal, Recovery } from "@lifeline/kernel"
 import * as SqliteJournal from "@lifeline/node/SqliteJournal"
 import { Effect, Option } from "effect"
 import type { Scope } from "effect"
+import { SqlClient } from "effect/sql"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -48,14 +48,17 @@ const worker = (filename: string, mode: string, ...args: Array<string>): Effect.
           (text) => text.startsWith(prefix) ? text : undefined,
           () => new Error(`the worker exited before "${prefix}": ${stderr()}`)
         ).pipe(
-          Effect.timeoutFail({
+          Effect.timeoutOrElse({
             duration: "20 seconds",
-            onTimeout: () => new Error(`no "${prefix}" from the worker within 20 s: ${stderr()}`)
+            orElse: () => Effect.fail(new Error(`no "${prefix}" from the worker within 20 s: ${stderr()}`))
           })
         ),
       kill: (signal) => Effect.sync(() => void child.kill(signal)),
       exited: exited.pipe(
-        Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error("the worker did not exit") })
+        Effect.timeoutOrElse({
+          duration: "10 seconds",
+          orElse: () => Effect.fail(new Error("the worker did not exit"))
+        })
       )
     })
   )
@@ -386,7 +389,10 @@ describe("Recovery with real processes", () => {
             line: () => Effect.fail(new Error("the agent speaks JSON-RPC")),
             kill: (signal) => Effect.sync(() => void child.kill(signal)),
             exited: Effect.promise(() => exit).pipe(
-              Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => new Error(`no exit: ${stderr}`) })
+              Effect.timeoutOrElse({
+                duration: "20 seconds",
+                orElse: () => Effect.fail(new Error(`no exit: ${stderr}`))
+              })
             )
           }
           return {
@@ -397,7 +403,7 @@ describe("Recovery with real processes", () => {
                 child.stdin.write(`Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
               }),
             response: (id) =>
-              Effect.async<{ result?: unknown; error?: unknown }, Error>((resume) => {
+              Effect.callback<{ result?: unknown; error?: unknown }, Error>((resume) => {
                 const check = () => {
                   const found = responses.get(id)
                   if (found !== undefined) {
@@ -412,7 +418,10 @@ describe("Recovery with real processes", () => {
                 check()
                 return Effect.sync(() => waiting.delete(check))
               }).pipe(
-                Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => new Error(`no answer: ${stderr}`) })
+                Effect.timeoutOrElse({
+                  duration: "30 seconds",
+                  orElse: () => Effect.fail(new Error(`no answer: ${stderr}`))
+                })
               )
           }
         }),
@@ -431,7 +440,7 @@ describe("Recovery with real processes", () => {
           if (Option.isSome(entry) && entry.value.status === status) return entry.value
           yield* Effect.sleep("20 millis")
         }
-        return yield* Effect.dieMessage(`${key} never became ${status}`)
+        return yield* Effect.die(new Error(`${key} never became ${status}`))
       }))
 
     it.live(

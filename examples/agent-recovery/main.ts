@@ -19,7 +19,6 @@
  *   examples/agent-recovery/bin/agent-recovery                       # recovers, then goes on
  */
 // Deep imports keep start-up short: the barrels would load every module of every package.
-import * as Command from "@effect/platform/Command"
 import * as Journal from "@lifeline/kernel/Journal"
 import * as Recovery from "@lifeline/kernel/Recovery"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
@@ -27,9 +26,9 @@ import * as NodeSignals from "@lifeline/node/NodeSignals"
 import * as SqliteJournal from "@lifeline/node/SqliteJournal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
+import * as ChildProcess from "effect/process/ChildProcess"
+import * as References from "effect/References"
 import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -223,11 +222,11 @@ const reset = Effect.gen(function*() {
   }
 }).pipe(
   Effect.scoped,
-  Effect.zipRight(Effect.sync(() => {
+  Effect.andThen(Effect.sync(() => {
     Fs.rmSync(journalDir, { recursive: true, force: true })
     Fs.rmSync(effectsFile, { force: true })
   })),
-  Effect.zipRight(say(`reset: forgot everything in ${dataDir}`))
+  Effect.andThen(say(`reset: forgot everything in ${dataDir}`))
 )
 
 const run = Effect.gen(function*() {
@@ -235,17 +234,16 @@ const run = Effect.gen(function*() {
   const report = yield* recover
 
   const { child, peer } = yield* NodeChildProcess.makePeer({
-    command: Command.make(
-      process.execPath,
+    command: ChildProcess.make(process.execPath, [
       Path.join(root, "scripts", "run-bundled.mjs"),
       Path.join(root, "examples", "agent-recovery", "worker.ts"),
       effectsFile
-    ),
+    ]),
     name: "worker",
     protocol: Agent,
     handlers: {
       "tool/started": ({ key, pid }) =>
-        Effect.zipRight(say(`${label(key)}: started in the worker (pid ${pid})`), crashIfAsked(key))
+        Effect.andThen(say(`${label(key)}: started in the worker (pid ${pid})`), crashIfAsked(key))
     },
     // Records the worker's pid now and its exit later: if this process dies, the next start kills the worker.
     journal,
@@ -343,7 +341,7 @@ const main = Effect.gen(function*() {
       )
       process.exit(2)
     })),
-  Logger.withMinimumLogLevel(args.verbose ? LogLevel.Debug : LogLevel.Warning)
+  Effect.provideService(References.MinimumLogLevel, args.verbose ? "Debug" : "Warn")
 )
 
 NodeSignals.runMain(main)

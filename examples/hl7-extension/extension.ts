@@ -9,8 +9,8 @@ import * as Extension from "@lifeline/hermes/Extension"
 import * as Hl7 from "@lifeline/hermes/Hl7"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Ref from "effect/Ref"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Http from "node:http"
@@ -65,7 +65,7 @@ const renderReport = (findings: ReadonlyArray<Finding>) =>
 const reportServer = Effect.gen(function*() {
   const report = yield* Ref.make("<!doctype html><p>No report yet.</p>")
   const server = yield* Effect.acquireRelease(
-    Effect.async<Http.Server, Error>((resume) => {
+    Effect.callback<Http.Server, Error>((resume) => {
       const server = Http.createServer((request, response) => {
         if (request.url !== "/report") {
           response.writeHead(404).end()
@@ -79,10 +79,10 @@ const reportServer = Effect.gen(function*() {
       server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
     }),
     (server) =>
-      Effect.async<void>((resume) => {
+      Effect.callback<void>((resume) => {
         server.closeAllConnections()
         server.close(() => resume(Effect.void))
-      }).pipe(Effect.zipRight(Effect.logInfo("report server stopped")))
+      }).pipe(Effect.andThen(Effect.logInfo("report server stopped")))
   )
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/report`
   yield* Effect.logInfo(`report server on ${url}`)
@@ -90,9 +90,9 @@ const reportServer = Effect.gen(function*() {
 })
 
 const parse = (text: string) =>
-  Either.match(Hl7.parse(text), {
-    onLeft: (error) => Effect.fail(error),
-    onRight: Effect.succeed
+  Result.match(Hl7.parse(text), {
+    onFailure: (error) => Effect.fail(error),
+    onSuccess: Effect.succeed
   })
 
 /** The extension. */

@@ -7,16 +7,16 @@
  *   examples/lsp-client/bin/lsp-client --server "vscode-json-language-server --stdio" --file package.json --json
  */
 // Deep imports keep start-up short: the barrels would load every module of every package.
-import * as Command from "@effect/platform/Command"
 import type * as Message from "@lifeline/jsonrpc/Message"
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
+import * as Cancellation from "@lifeline/kernel/Cancellation"
 import * as Protocol from "@lifeline/kernel/Protocol"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
 import * as Effect from "effect/Effect"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
+import * as ChildProcess from "effect/process/ChildProcess"
+import * as References from "effect/References"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Url from "node:url"
@@ -181,8 +181,8 @@ const program = Effect.gen(function*() {
   // The server runs in the root; a relative program path is meant from where the client was started.
   const executable = program!.includes("/") ? Path.resolve(program!) : program!
   const { child, peer } = yield* NodeChildProcess.makePeer({
-    command: Command.make(executable, ...programArgs).pipe(Command.workingDirectory(root)),
-    protocol: Protocol.make({}),
+    command: ChildProcess.make(executable, programArgs, { cwd: root }),
+    protocol: Protocol.make({ cancellation: Cancellation.lsp }),
     handlers: {},
     requestTimeout: "15 seconds",
     stderrLogLevel: args.verbose ? "Info" : "None",
@@ -312,7 +312,7 @@ NodeSignals.runMain(
         return done.ok
       })
     ),
-    Effect.catchAll((error) =>
+    Effect.catch((error) =>
       Effect.sync(() => {
         const message = typeof error === "object" && error !== null && "message" in error
           ? String(error.message)
@@ -324,6 +324,6 @@ NodeSignals.runMain(
     ),
     // runMain exits 1 on a failure (and logs it on stderr), whatever `process.exitCode` says.
     Effect.flatMap((ok) => ok ? Effect.void : Effect.fail("the report is not ok")),
-    Logger.withMinimumLogLevel(args.verbose ? LogLevel.Debug : LogLevel.Warning)
+    Effect.provideService(References.MinimumLogLevel, args.verbose ? "Debug" : "Warn")
   )
 )

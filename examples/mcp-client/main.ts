@@ -7,11 +7,10 @@
  *   examples/mcp-client/bin/mcp-client --server "node server.js" --tool echo --arguments '{"text":"hi"}' --json
  */
 // Deep imports keep start-up short: the barrels would load every module of every package.
-import * as Command from "@effect/platform/Command"
 import * as Framing from "@lifeline/jsonrpc/Framing"
 import type * as Message from "@lifeline/jsonrpc/Message"
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
-import type * as Peer from "@lifeline/kernel/Peer"
+import type * as Cancellation from "@lifeline/kernel/Cancellation"
 import * as Protocol from "@lifeline/kernel/Protocol"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
@@ -20,9 +19,9 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
+import * as ChildProcess from "effect/process/ChildProcess"
+import * as References from "effect/References"
 import * as Path from "node:path"
 import * as Util from "node:util"
 import { splitCommandLine } from "../hermes-node.js"
@@ -78,12 +77,12 @@ const parseJson = (name: string, text: string): Record<string, unknown> => {
 const toolArguments = parseJson("arguments", args.arguments)
 const slowArguments = parseJson("slow-arguments", args["slow-arguments"])
 const duration = (name: string, text: string): Duration.Duration =>
-  Option.getOrElse(Duration.decodeUnknown(text), () => fail(`--${name} is not a duration: ${text}`))
+  Option.getOrElse(Duration.fromInput(text as Duration.Input), () => fail(`--${name} is not a duration: ${text}`))
 const cancelAfter = duration("cancel-after", args["cancel-after"])
 const closeTimeout = duration("close-timeout", args["close-timeout"])
 
 /** MCP spells cancellation `notifications/cancelled` with `{ requestId, reason? }`; a cancelled request gets no answer. */
-const cancellation: Peer.Cancellation = {
+const cancellation: Cancellation.Spelling = {
   method: "notifications/cancelled",
   encode: (id) => ({ requestId: id, reason: "cancelled by mcp-client" }),
   answerCancelled: false,
@@ -118,7 +117,7 @@ const program = Effect.gen(function*() {
   const [program, ...programArgs] = serverLine
   const executable = program!.includes("/") ? Path.resolve(program!) : program!
   const { child, peer } = yield* NodeChildProcess.makePeer({
-    command: Command.make(executable, ...programArgs),
+    command: ChildProcess.make(executable, programArgs),
     protocol: Protocol.make({}),
     handlers: {},
     framing: Framing.ndjson,
@@ -135,7 +134,7 @@ const program = Effect.gen(function*() {
       Effect.sync(() => {
         notifications.push({ method, params })
         log(`← ${method} ${JSON.stringify(params)}`)
-      }).pipe(Effect.zipRight(Deferred.succeed(notified, void 0)), Effect.asVoid)
+      }).pipe(Effect.andThen(Deferred.succeed(notified, void 0)), Effect.asVoid)
   })
   log(`spawned ${serverLine.join(" ")} (pid ${child.pid})`)
 
@@ -174,14 +173,15 @@ const program = Effect.gen(function*() {
   if (slowTool !== undefined) {
     const slowStart = performance.now()
     const seen = notifications.length
-    const fiber = yield* Effect.fork(
+    const fiber = yield* Effect.forkChild(
       peer.callUntyped("tools/call", { name: slowTool, arguments: slowArguments } as Message.Params)
     )
     yield* Effect.sleep(cancelAfter)
     // Interrupting the caller abandons the call: the kernel sends notifications/cancelled with its id.
-    const exit = yield* Fiber.interrupt(fiber)
+    yield* Fiber.interrupt(fiber)
+    const exit = yield* Fiber.await(fiber)
     const afterMs = elapsed(slowStart)
-    const outcome = Exit.isInterrupted(exit) ? "Cancelled" : Exit.isSuccess(exit) ? "Completed" : "Failed"
+    const outcome = Exit.hasInterrupts(exit) ? "Cancelled" : Exit.isSuccess(exit) ? "Completed" : "Failed"
     // A server may log the cancellation; wait a little for any notification it sends about it.
     const cancelledAt = performance.now()
     yield* Effect.timeoutOption(
@@ -227,7 +227,7 @@ NodeSignals.runMain(
         return done.ok
       })
     ),
-    Effect.catchAll((error) =>
+    Effect.catch((error) =>
       Effect.sync(() => {
         const message = typeof error === "object" && error !== null && "message" in error
           ? String(error.message)
@@ -244,6 +244,6 @@ NodeSignals.runMain(
     ),
     // runMain exits 1 on a failure (and logs it on stderr), whatever `process.exitCode` says.
     Effect.flatMap((ok) => ok ? Effect.void : Effect.fail("the report is not ok")),
-    Logger.withMinimumLogLevel(args.verbose ? LogLevel.Debug : LogLevel.Warning)
+    Effect.provideService(References.MinimumLogLevel, args.verbose ? "Debug" : "Warn")
   )
 )

@@ -6,10 +6,10 @@
  *
  * @since 0.1.0
  */
-import * as Command from "@effect/platform/Command"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as ChildProcess from "effect/process/ChildProcess"
 import * as Fs from "node:fs"
 import { createRequire } from "node:module"
 import * as Os from "node:os"
@@ -32,19 +32,19 @@ const loadEsbuild = (): Esbuild | undefined => {
 }
 
 /** How to run each fixture with the current Node: a bundle, the source through tsx, or an `.mjs` as it is. */
-export class Programs extends Context.Tag("test/Programs")<Programs, {
+export class Programs extends Context.Service<Programs, {
   readonly argv: (name: string) => ReadonlyArray<string>
-}>() {}
+}>()("test/Programs") {}
 
 /**
  * Bundles the TypeScript fixtures `names` into a temporary directory that is removed with the Scope, and answers how
  * to run each of them (and the `.mjs` ones) with the current Node.
  */
-export const layer = (names: ReadonlyArray<string>): Layer.Layer<Programs> => Layer.scoped(Programs, build(names))
+export const layer = (names: ReadonlyArray<string>): Layer.Layer<Programs> => Layer.effect(Programs, build(names))
 
 const build = (names: ReadonlyArray<string>) =>
   Effect.acquireRelease(
-    Effect.promise(async (): Promise<{ readonly dir: string | undefined; readonly programs: Programs["Type"] }> => {
+    Effect.promise(async (): Promise<{ readonly dir: string | undefined; readonly programs: Programs["Service"] }> => {
       const esbuild = loadEsbuild()
       if (esbuild === undefined) {
         return {
@@ -63,9 +63,11 @@ const build = (names: ReadonlyArray<string>) =>
         bundle: true,
         platform: "node",
         format: "esm",
-        target: "node20",
+        target: "node24",
         outdir: dir,
         outExtension: { ".js": ".mjs" },
+        // Node's own modules (`node:sqlite` has no unprefixed name) are imports of the runtime.
+        external: ["node:*"],
         logLevel: "error"
       })
       return {
@@ -78,10 +80,16 @@ const build = (names: ReadonlyArray<string>) =>
     ({ dir }) => Effect.sync(() => dir !== undefined && Fs.rmSync(dir, { recursive: true, force: true }))
   ).pipe(Effect.map(({ programs }) => programs))
 
-/** A `Command` that runs a fixture with the current Node, in the fixtures directory (where `tsx` resolves). */
-export const command = (name: string, ...args: Array<string>): Effect.Effect<Command.Command, never, Programs> =>
+/**
+ * A command that runs a fixture with the current Node, in the fixtures directory (where `tsx` resolves). Environment
+ * variables added with `ChildProcess.setEnv` extend the test's own environment.
+ */
+export const command = (
+  name: string,
+  ...args: Array<string>
+): Effect.Effect<ChildProcess.StandardCommand, never, Programs> =>
   Effect.map(
     Programs,
     (programs) =>
-      Command.make(process.execPath, ...programs.argv(name), ...args).pipe(Command.workingDirectory(fixturesDir))
+      ChildProcess.make(process.execPath, [...programs.argv(name), ...args], { cwd: fixturesDir, extendEnv: true })
   )

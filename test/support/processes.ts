@@ -35,7 +35,7 @@ export const awaitGone = (pid: number, timeoutMs: number) =>
     const start = performance.now()
     while (isAlive(pid)) {
       if (performance.now() - start > timeoutMs) {
-        return yield* Effect.dieMessage(`process ${pid} still alive after ${timeoutMs} ms`)
+        return yield* Effect.die(new Error(`process ${pid} still alive after ${timeoutMs} ms`))
       }
       yield* Effect.sleep("5 millis")
     }
@@ -47,7 +47,7 @@ export const eventually = (condition: () => boolean, what: string, timeoutMs = 1
   Effect.gen(function*() {
     const start = performance.now()
     while (!condition()) {
-      if (performance.now() - start > timeoutMs) return yield* Effect.dieMessage(`never happened: ${what}`)
+      if (performance.now() - start > timeoutMs) return yield* Effect.die(new Error(`never happened: ${what}`))
       yield* Effect.sleep("5 millis")
     }
   })
@@ -115,7 +115,7 @@ export const spawnLines = (
         lines,
         stderr: () => stderr,
         line: <A, E>(match: (line: string) => A | undefined, onExit: () => E) =>
-          Effect.async<A, E>((resume) => {
+          Effect.callback<A, E>((resume) => {
             const check = () => {
               for (const line of lines) {
                 const found = match(line)
