@@ -9,6 +9,7 @@
  *
  * @since 0.1.0
  */
+import * as ErrorCode from "@lifeline/jsonrpc/ErrorCode"
 import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
@@ -224,7 +225,7 @@ export const defaultLimits: Limits = {
  * @since 0.1.0
  * @category models
  */
-export const REQUEST_FAILED = -32803
+export const REQUEST_FAILED = ErrorCode.RequestFailed
 
 /**
  * @since 0.1.0

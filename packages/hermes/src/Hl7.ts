@@ -440,7 +440,8 @@ const replaceAt = (parts: ReadonlyArray<string>, index: number, value: string): 
 /**
  * Writes plain `value` at a path, escaped by `escape` (delimiters, CR, LF and the other control characters), so it
  * cannot add structure and `get` reads back exactly `value`; `null` clears it. Missing fields, repetitions and
- * components are added empty; a missing segment is an error, as is MSH-1 or MSH-2.
+ * components are added empty; a missing segment is an error, as is MSH-1 or MSH-2. Each call splits and joins the
+ * field it writes and copies the list of segments: for many patches, `patch` does that once for all of them.
  *
  * @example
  * ```ts
@@ -496,6 +497,182 @@ const trimEnd = (parts: Array<string>, keep = 1): Array<string> => {
   let end = parts.length
   while (end > keep && parts[end - 1] === "") end--
   return end === parts.length ? parts : parts.slice(0, end)
+}
+
+/**
+ * One edit of a batch for `patch`: plain `value` written at `path`, or `null` to clear it, as `set` takes them.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Patch {
+  /** In HL7 notation, or a `Path` as `parsePath` gives one (every number from 1 to 9999). */
+  readonly path: string | Path
+  readonly value: string | null
+}
+
+/**
+ * Why `patch` refused a batch: the error, and `index`, the patch it is about. For `BreaksMessage`, `index` is the
+ * first patch after which the message would no longer have read back as one message.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PatchFailure {
+  readonly index: number
+  readonly error: Hl7Error
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface PatchOptions {
+  /**
+   * How a value is written into the message. Default `escape`, with which a value cannot add structure. Another
+   * encoding can (`(value) => value` writes encoded HL7 such as `DOE^JOHN` as it is); the result is checked all the
+   * same, like `formatChecked`. A value that adds structure at or above its own level (a `~` written in a component)
+   * costs its whole field again, as every patch does with `set`.
+   */
+  readonly encode?: ((value: string, delimiters: Delimiters) => string) | undefined
+}
+
+/**
+ * A value being edited: its encoded text, or its parts (split on the delimiter of its level) once a patch has
+ * addressed something inside it. Only what a patch addresses is split, and only once.
+ */
+type Draft = string | Array<Draft>
+
+const isEmptyDraft = (draft: Draft): boolean =>
+  typeof draft === "string" ? draft === "" : draft.length === 1 && isEmptyDraft(draft[0])
+
+/** `splitters[depth]` splits a value held at `depth`: a field (0) on repetitions, a repetition on components, … */
+const formatDraft = (draft: Draft, splitters: ReadonlyArray<string>, depth: number): string =>
+  typeof draft === "string"
+    ? draft
+    : draft.map((part) => formatDraft(part, splitters, depth + 1)).join(splitters[depth])
+
+/**
+ * Writes `text` at `at` (field, then 0-based repetition, component and subcomponent, as far as the path goes) in the
+ * parts of one value, padding with empty values like `set`; when clearing, trims trailing empty values on the way
+ * back, also like `set`, and pads nothing that it would trim again.
+ */
+const writeDraft = (
+  parts: Array<Draft>,
+  at: ReadonlyArray<number>,
+  depth: number,
+  text: string,
+  clear: boolean,
+  keep: number,
+  splitters: ReadonlyArray<string>
+): void => {
+  const i = at[depth]
+  if (!clear || i < parts.length) {
+    while (parts.length <= i) parts.push("")
+    if (depth === at.length - 1) {
+      parts[i] = text
+    } else {
+      const part = parts[i]
+      const inner = typeof part === "string" ? (parts[i] = part.split(splitters[depth])) : part
+      writeDraft(inner, at, depth + 1, text, clear, 1, splitters)
+    }
+  }
+  if (clear) {
+    while (parts.length > keep && isEmptyDraft(parts[parts.length - 1])) parts.pop()
+  }
+}
+
+const breaksLine = (text: string, delimiters: Delimiters) =>
+  text.includes("\r") || text.includes("\n") || text.includes(delimiters.field)
+
+/**
+ * Applies every patch in order, all or none, and serialises the result once, checked like `formatChecked`: the same
+ * text, and the same refusal, as a fold of `set` over `patches` followed by `formatChecked`. It costs time in
+ * proportion to the message plus the patches: the message is edited in place as a draft (each field, repetition and
+ * component is split only when a patch addresses something inside it, and only once), then formatted and checked
+ * once. A fold of `set` splits, joins and copies the addressed field and the segment list at every step.
+ *
+ * A refusal names the first patch it is about: the first whose path is refused (`InvalidPath`, `NoSuchSegment`,
+ * `ReadOnly`), else, if the result would not read back as one message (`BreaksMessage`, the check's own detail), the
+ * first patch after which it would no longer have: the first whose encoded value holds a CR, an LF or the field
+ * delimiter, which is what re-checking after every patch finds for a message that passes `formatChecked` (one that
+ * `parse` returned, for one), since nothing else a patch writes can break one; 0 if none does (the message was
+ * broken before). With `escape`, the default encoding, no value breaks a message.
+ *
+ * @example
+ * ```ts
+ * import { Result } from "effect"
+ * import { Hl7 } from "@lifeline/hermes"
+ *
+ * const message = Result.getOrThrow(Hl7.parse("MSH|^~\\&|LAB\rPID|1||123||DOE^JOHN"))
+ * Hl7.patch(message, [{ path: "PID-5.1", value: "ANONYMOUS" }, { path: "PID-3", value: null }])
+ * // Result.succeed("MSH|^~\\&|LAB\rPID|1||||ANONYMOUS^JOHN")
+ * Hl7.patch(message, [{ path: "PID-5.1", value: "X" }, { path: "ZZZ-1", value: "Y" }])
+ * // Result.fail({ index: 1, error: Hl7Error { reason: "NoSuchSegment", ... } })
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const patch = (
+  message: Message,
+  patches: ReadonlyArray<Patch>,
+  options?: PatchOptions | undefined
+): Result.Result<string, PatchFailure> => {
+  const d = message.delimiters
+  const encode = options?.encode ?? escape
+  const splitters = [d.repetition, d.component, d.subcomponent]
+  const refuse = (index: number, error: Hl7Error) => Result.fail<PatchFailure>({ index, error })
+  // Segments by name, so a patch finds its own without a scan; built on the first patch.
+  let byName: Map<string, Array<number>> | undefined
+  // The field lists of the segments patched so far, copied on the first patch of each.
+  const edited = new Map<number, Array<Draft>>()
+  let firstBreaking = -1
+  for (let i = 0; i < patches.length; i++) {
+    const { path, value } = patches[i]
+    const parsed = typeof path === "string" ? parsePath(path) : Result.succeed(path)
+    if (Result.isFailure(parsed)) return refuse(i, parsed.failure)
+    const p = parsed.success
+    if (byName === undefined) {
+      byName = new Map()
+      for (let s = 0; s < message.segments.length; s++) {
+        const name = message.segments[s].name
+        const same = byName.get(name)
+        if (same === undefined) byName.set(name, [s])
+        else same.push(s)
+      }
+    }
+    const index = byName.get(p.segment)?.[p.occurrence - 1]
+    if (index === undefined) return refuse(i, noSuchSegment(p, message))
+    if (p.segment === "MSH" && p.field <= 2) {
+      return refuse(i, new Hl7Error({ reason: "ReadOnly", detail: `MSH-${p.field} holds the delimiters` }))
+    }
+    let fields = edited.get(index)
+    if (fields === undefined) {
+      fields = message.segments[index].fields.slice()
+      edited.set(index, fields)
+    }
+    const text = value === null ? "" : encode(value, d)
+    if (firstBreaking === -1 && breaksLine(text, d)) firstBreaking = i
+    const at = [p.field]
+    if (p.repetition !== undefined || p.component !== undefined) at.push((p.repetition ?? 1) - 1)
+    if (p.component !== undefined) at.push(p.component - 1)
+    if (p.subcomponent !== undefined) at.push(p.subcomponent - 1)
+    writeDraft(fields, at, 0, text, value === null, p.segment === "MSH" ? 3 : 1, splitters)
+    // `set` splits the whole field again at every step. A value holding a delimiter of its own level or one above
+    // (never one from `escape`) therefore adds structure a later patch must see: the field goes back to its text.
+    if (at.length > 1 && splitters.some((splitter, depth) => depth < at.length - 1 && text.includes(splitter))) {
+      fields[p.field] = formatDraft(fields[p.field], splitters, 0)
+    }
+  }
+  const segments = message.segments.slice()
+  for (const [index, fields] of edited) {
+    segments[index] = { name: segments[index].name, fields: fields.map((field) => formatDraft(field, splitters, 0)) }
+  }
+  const checked = formatChecked({ delimiters: d, segments })
+  return Result.isFailure(checked)
+    ? refuse(Math.max(firstBreaking, 0), checked.failure)
+    : Result.succeed(checked.success)
 }
 
 /**

@@ -12,6 +12,107 @@ const sample = [
 
 const parsed = () => Result.getOrThrow(Hl7.parse(sample))
 
+type Encode = (value: string, delimiters: Hl7.Delimiters) => string
+
+/**
+ * `Hl7.set` with the encoding as a parameter: the single-patch function as it was before `Hl7.patch`, kept here as the
+ * reference a batch is held to when it is given another encoding than `escape`.
+ */
+const referenceSet = (message: Hl7.Message, path: string, value: string | null, encode: Encode) =>
+  Result.flatMap(Hl7.parsePath(path), (p): Result.Result<Hl7.Message, Hl7.Hl7Error> => {
+    let seen = 0
+    const index = message.segments.findIndex((s) => s.name === p.segment && ++seen === p.occurrence)
+    if (index === -1) {
+      const count = message.segments.filter((s) => s.name === p.segment).length
+      return Result.fail(
+        new Hl7.Hl7Error({
+          reason: "NoSuchSegment",
+          detail: count === 0
+            ? `the message has no ${p.segment} segment`
+            : `the message has ${count} ${p.segment} segment(s), not ${p.occurrence}`
+        })
+      )
+    }
+    if (p.segment === "MSH" && p.field <= 2) {
+      return Result.fail(new Hl7.Hl7Error({ reason: "ReadOnly", detail: `MSH-${p.field} holds the delimiters` }))
+    }
+    const trimEnd = (parts: Array<string>, keep = 1) => {
+      let end = parts.length
+      while (end > keep && parts[end - 1] === "") end--
+      return parts.slice(0, end)
+    }
+    const replaceAt = (parts: ReadonlyArray<string>, at: number, text: string) => {
+      const out = parts.slice()
+      while (out.length <= at) out.push("")
+      out[at] = text
+      return out
+    }
+    const d = message.delimiters
+    const join = (parts: Array<string>, delimiter: string) => (value === null ? trimEnd(parts) : parts).join(delimiter)
+    const text = value === null ? "" : encode(value, d)
+    const segment = message.segments[index]
+    let field = text
+    if (p.repetition !== undefined || p.component !== undefined) {
+      const at = (p.repetition ?? 1) - 1
+      const repetitions = (segment.fields[p.field] ?? "").split(d.repetition)
+      let repetition = text
+      if (p.component !== undefined) {
+        const components = (repetitions[at] ?? "").split(d.component)
+        let component = text
+        if (p.subcomponent !== undefined) {
+          const subcomponents = (components[p.component - 1] ?? "").split(d.subcomponent)
+          component = join(replaceAt(subcomponents, p.subcomponent - 1, text), d.subcomponent)
+        }
+        repetition = join(replaceAt(components, p.component - 1, component), d.component)
+      }
+      field = join(replaceAt(repetitions, at, repetition), d.repetition)
+    }
+    const fields = replaceAt(segment.fields, p.field, field)
+    const segments = message.segments.slice()
+    segments[index] = {
+      name: segment.name,
+      fields: value === null ? trimEnd(fields, segment.name === "MSH" ? 3 : 1) : fields
+    }
+    return Result.succeed({ delimiters: d, segments })
+  })
+
+type Outcome = string | { readonly index: number; readonly reason: string; readonly detail: string }
+
+/**
+ * What a batch gave before `Hl7.patch`: `set` after `set`, then `formatChecked` once; a refusal by the check names the
+ * first patch after which the message was broken, found by applying and checking again after each one.
+ */
+const referencePatch = (
+  message: Hl7.Message,
+  patches: ReadonlyArray<{ readonly path: string; readonly value: string | null }>,
+  set: (message: Hl7.Message, path: string, value: string | null) => Result.Result<Hl7.Message, Hl7.Hl7Error>
+): Outcome => {
+  let current = message
+  for (let i = 0; i < patches.length; i++) {
+    const next = set(current, patches[i].path, patches[i].value)
+    if (Result.isFailure(next)) return { index: i, reason: next.failure.reason, detail: next.failure.detail }
+    current = next.success
+  }
+  const checked = Hl7.formatChecked(current)
+  if (Result.isSuccess(checked)) return checked.success
+  let index = patches.length - 1
+  let at = message
+  for (let i = 0; i < patches.length; i++) {
+    const next = set(at, patches[i].path, patches[i].value)
+    if (Result.isFailure(next) || Result.isFailure(Hl7.formatChecked(next.success))) {
+      index = i
+      break
+    }
+    at = next.success
+  }
+  return { index, reason: checked.failure.reason, detail: checked.failure.detail }
+}
+
+const outcomeOf = (result: Result.Result<string, Hl7.PatchFailure>): Outcome =>
+  Result.isSuccess(result)
+    ? result.success
+    : { index: result.failure.index, reason: result.failure.error.reason, detail: result.failure.error.detail }
+
 describe("Hl7", () => {
   it("parses and formats byte for byte", () => {
     assert.strictEqual(Hl7.format(parsed()), sample)
@@ -185,6 +286,66 @@ describe("Hl7", () => {
     }
   })
 
+  it("patch applies a batch in order and formats it once; a refusal names the patch", () => {
+    const m = parsed()
+    const patched = Hl7.patch(m, [
+      { path: "PID-5.1", value: "ANONYMOUS" },
+      { path: "PID-5.3", value: null },
+      { path: "PID-3[2].1", value: "X" },
+      { path: "PID-5", value: "A^B" },
+      { path: "PID-5.2", value: "C" },
+      { path: "OBX[2]-5", value: "99" },
+      { path: "PID-30.2.3", value: "Z" }
+    ])
+    assert.strictEqual(
+      Result.getOrThrow(patched),
+      sample
+        .replace("DOE^JOHN^Q", "A\\S\\B^C")
+        .replace("987654^^^NATIONAL^NI", "X^^^NATIONAL^NI")
+        .replace("1 MAIN ST^^SPRINGFIELD", "1 MAIN ST^^SPRINGFIELD|||||||||||||||||||^&&Z")
+        .replace("||13.2|", "||99|")
+    )
+    const refused = (patches: ReadonlyArray<Hl7.Patch>) => {
+      const failure = Result.getOrThrow(Result.flip(Hl7.patch(m, patches)))
+      return [failure.index, failure.error.reason]
+    }
+    const ok = { path: "PID-5.1", value: "X" }
+    assert.deepStrictEqual(refused([ok, ok, { path: "PID5", value: "Y" }]), [2, "InvalidPath"])
+    assert.deepStrictEqual(refused([ok, { path: "OBX[3]-5", value: "Y" }, { path: "PID5", value: "Y" }]), [
+      1,
+      "NoSuchSegment"
+    ])
+    assert.deepStrictEqual(refused([ok, ok, ok, { path: "MSH-2", value: null }]), [3, "ReadOnly"])
+    assert.strictEqual(Result.getOrThrow(Hl7.patch(m, [])), sample)
+  })
+
+  it("patch with an encoding that adds structure: the check refuses the batch and names the first patch to break it", () => {
+    const m = parsed()
+    const raw = { encode: (value: string) => value }
+    // Encoded HL7 is written as it is, and a later patch sees the structure it added.
+    assert.include(
+      Result.getOrThrow(Hl7.patch(m, [{ path: "PID-5.1", value: "A~B^C" }, { path: "PID-5[2].2", value: "D" }], raw)),
+      "|A~B^D^JOHN^Q|"
+    )
+    const refused = (patches: ReadonlyArray<Hl7.Patch>) => {
+      const failure = Result.getOrThrow(Result.flip(Hl7.patch(m, patches, raw)))
+      return [failure.index, failure.error.reason]
+    }
+    const ok = { path: "PID-5.1", value: "X" }
+    assert.deepStrictEqual(refused([ok, { path: "PID-2", value: "a\rZZ1" }, ok]), [1, "BreaksMessage"])
+    assert.deepStrictEqual(refused([ok, ok, { path: "OBX-5.1", value: "a|b" }, { path: "PID-2", value: "\n" }]), [
+      2,
+      "BreaksMessage"
+    ])
+    // Broken after patch 1 and mended by patch 2, which overwrites the value; broken again by patch 3, for good. The
+    // index is the first patch after which the message was broken, as applying and checking after each one finds.
+    assert.deepStrictEqual(
+      refused([ok, { path: "PID-2", value: "\r" }, { path: "PID-2", value: "x" }, { path: "OBX-6", value: "|" }]),
+      [1, "BreaksMessage"]
+    )
+    assert.isTrue(Result.isSuccess(Hl7.patch(m, [{ path: "PID-2", value: "\r" }, { path: "PID-2", value: null }], raw)))
+  })
+
   describe("properties", () => {
     // The same message written with the usual delimiters, with other ones, and with a surrogate half as field separator.
     const messages = [
@@ -326,6 +487,65 @@ describe("Hl7", () => {
           }
           assert.notMatch(escaped, /[\u0000-\u001f\u007f]/)
         }),
+        { numRuns: 2000 }
+      )
+    })
+
+    // Paths that meet: the same fields at every depth, places that do not exist yet, and now and then a refused one.
+    const batchPath = fc.oneof(
+      {
+        weight: 30,
+        arbitrary: fc.tuple(
+          fc.constantFrom("MSH", "PID", "PID", "OBX", "OBX[2]"),
+          fc.integer({ min: 1, max: 13 }),
+          fc.option(fc.integer({ min: 1, max: 3 }), { nil: undefined }),
+          fc.option(fc.integer({ min: 1, max: 4 }), { nil: undefined }),
+          fc.option(fc.integer({ min: 1, max: 3 }), { nil: undefined })
+        ).map(([segment, field, repetition, component, subcomponent]) =>
+          `${segment}-${segment === "MSH" && field <= 2 ? field + 2 : field}` +
+          (repetition === undefined ? "" : `[${repetition}]`) +
+          (component === undefined ? "" : `.${component}` + (subcomponent === undefined ? "" : `.${subcomponent}`))
+        )
+      },
+      { weight: 1, arbitrary: fc.constantFrom("PID5", "PID-0", "MSH-1", "MSH-2", "MSH-2.1", "OBX[3]-5", "ZZZ-1") }
+    )
+    const batch = (values: fc.Arbitrary<string>) =>
+      fc.array(fc.record({ path: batchPath, value: fc.option(values, { nil: null, freq: 3 }) }), { maxLength: 16 })
+
+    it("patch gives what set after set gave, then formatChecked: the same text, or the same refusal", () => {
+      fc.assert(
+        fc.property(fc.constantFrom(...messages), batch(value), (message, patches) => {
+          const expected = referencePatch(message, patches, Hl7.set)
+          assert.deepStrictEqual(outcomeOf(Hl7.patch(message, patches)), expected)
+        }),
+        { numRuns: 2000 }
+      )
+    })
+
+    const structure = fc.constantFrom("^", "~", "&", "\\", "*", "!", "$", "/", "a")
+
+    it("patch with any encoding gives what set with that encoding gave, BreaksMessage and its index included", () => {
+      const encodings: ReadonlyArray<Encode> = [
+        Hl7.escape,
+        (value) => value,
+        // Escapes the delimiters but lets CR and LF through, as an escape missing a case would.
+        (value, d) =>
+          Hl7.escape(value, d).replaceAll(`${d.escape}X0D${d.escape}`, "\r").replaceAll(
+            `${d.escape}X0A${d.escape}`,
+            "\n"
+          )
+      ]
+      fc.assert(
+        fc.property(
+          fc.constantFrom(...messages),
+          fc.constantFrom(...encodings),
+          // Structure without line breaks too, so that a later patch in the same field sees what an earlier one added.
+          batch(fc.oneof(fc.string({ unit: hostile }), fc.string({ unit: structure }))),
+          (message, encode, patches) => {
+            const expected = referencePatch(message, patches, (m, path, v) => referenceSet(m, path, v, encode))
+            assert.deepStrictEqual(outcomeOf(Hl7.patch(message, patches, { encode })), expected)
+          }
+        ),
         { numRuns: 2000 }
       )
     })

@@ -5,6 +5,40 @@ import * as fc from "fast-check"
 
 const message = "MSH|^~\\&|LAB|HOSP|||20240101||ADT^A01|42|P|2.5\rPID|1||123||DOE^JOHN||19800101"
 
+/**
+ * What `patch` answered before `Hl7.patch`: `Hl7.set` after `Hl7.set`, then `formatChecked` once; the index of a
+ * `BreaksMessage` found by applying and checking again after each patch.
+ */
+const referencePatch = (
+  text: string,
+  patches: ReadonlyArray<{ readonly path: string; readonly value: string | null }>
+) => {
+  const rejected = (index: number, error: Hl7.Hl7Error) => ({
+    index,
+    path: patches[index]?.path ?? "",
+    reason: error.reason,
+    detail: error.detail
+  })
+  const parsed = Hl7.parse(text)
+  if (Result.isFailure(parsed)) return rejected(0, parsed.failure)
+  if (patches.length === 0) return text
+  let current = parsed.success
+  for (let i = 0; i < patches.length; i++) {
+    const next = Hl7.set(current, patches[i].path, patches[i].value)
+    if (Result.isFailure(next)) return rejected(i, next.failure)
+    current = next.success
+  }
+  const checked = Hl7.formatChecked(current)
+  if (Result.isSuccess(checked)) return checked.success
+  let at = parsed.success
+  for (let i = 0; i < patches.length; i++) {
+    const next = Hl7.set(at, patches[i].path, patches[i].value)
+    if (Result.isFailure(next) || Result.isFailure(Hl7.formatChecked(next.success))) return rejected(i, checked.failure)
+    at = next.success
+  }
+  return rejected(patches.length - 1, checked.failure)
+}
+
 describe("MessageStore", () => {
   it.effect("serves the message raw and as JSON", () =>
     Effect.gen(function*() {
@@ -122,4 +156,128 @@ describe("MessageStore", () => {
       { numRuns: 500 }
     )
   })
+
+  it.effect("a refused patch names the first patch refused, whatever its reason, and nothing is applied", () =>
+    Effect.gen(function*() {
+      const store = yield* MessageStore.make(message)
+      const ok = { path: "PID-5.1", value: "X" }
+      const cases: ReadonlyArray<readonly [ReadonlyArray<{ path: string; value: string | null }>, number, string]> = [
+        [[ok, ok, { path: "PID5", value: "Y" }, { path: "ZZZ-1", value: "Y" }], 2, "InvalidPath"],
+        [[ok, { path: "OBX-5", value: "Y" }, { path: "PID5", value: "Y" }], 1, "NoSuchSegment"],
+        [[ok, { path: "PID[2]-5", value: "Y" }], 1, "NoSuchSegment"],
+        [[ok, ok, ok, { path: "MSH-1", value: null }], 3, "ReadOnly"]
+      ]
+      for (const [patches, index, reason] of cases) {
+        const error = yield* Effect.flip(store.patch(patches))
+        assert.deepStrictEqual([error.index, error.path, error.reason], [index, patches[index].path, reason])
+      }
+      assert.strictEqual(yield* store.current, message)
+    }))
+
+  it("patch answers what set after set answered: the same text, or the same refusal", () => {
+    const texts = [
+      message,
+      message + "\rOBX|1|ST|GLU||5.4|mmol/L\rOBX|2|ST|HGB||13.2|g/dL",
+      message.replaceAll("\r", "\n")
+    ]
+    const path = fc.oneof(
+      {
+        weight: 20,
+        arbitrary: fc.constantFrom("MSH-3", "MSH-9.2", "PID-3", "PID-3[2].1", "PID-5", "PID-5.1", "PID-5.3.2")
+      },
+      { weight: 20, arbitrary: fc.constantFrom("PID-7", "PID-12[2]", "OBX-5", "OBX[2]-6.1", "PID-5.2", "PID-3.4") },
+      { weight: 1, arbitrary: fc.constantFrom("PID5", "MSH-2", "OBX[3]-5", "ZZZ-1") }
+    )
+    const value = fc.oneof(fc.string(), fc.string({ unit: fc.constantFrom("\r", "\n", "|", "^", "~", "\\", "&", "a") }))
+    const patch = fc.record({ path, value: fc.option(value, { nil: null, freq: 3 }) })
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...texts),
+        fc.array(patch, { maxLength: 12 }),
+        (text, patches) =>
+          Effect.runSync(Effect.gen(function*() {
+            const store = yield* MessageStore.make(text)
+            const expected = referencePatch(text, patches)
+            const answer = yield* Effect.result(store.patch(patches))
+            if (typeof expected === "string") {
+              assert.strictEqual(Result.getOrThrow(answer), patches.length)
+              assert.strictEqual(yield* store.current, expected)
+            } else {
+              const error = Result.getOrThrow(Result.flip(answer))
+              assert.deepStrictEqual(
+                { index: error.index, path: error.path, reason: error.reason, detail: error.detail },
+                expected
+              )
+              assert.strictEqual(yield* store.current, text)
+            }
+          }))
+      ),
+      { numRuns: 500 }
+    )
+  })
+
+  it.effect("setMessage refuses text over maxMessageBytes of UTF-8, and leaves the message unchanged", () =>
+    Effect.gen(function*() {
+      // "é" is 2 bytes of UTF-8, "😀" 4 (2 UTF-16 units), a lone surrogate 3 (sent as U+FFFD).
+      const text = message + "\rZZ1|é😀\ud800"
+      const bytes = message.length + 5 + 2 + 4 + 3
+      const store = yield* MessageStore.make(message, { maxMessageBytes: bytes - 1 })
+      const refused = yield* Effect.flip(store.set(text))
+      assert.instanceOf(refused, MessageStore.MessageTooLarge)
+      assert.strictEqual(refused._tag, "MessageTooLarge")
+      if (refused._tag === "MessageTooLarge") {
+        assert.deepStrictEqual([refused.reason, refused.limit, refused.actual], ["MessageTooLarge", bytes - 1, bytes])
+        assert.include(refused.detail, `${bytes} bytes`)
+      }
+      assert.strictEqual(yield* store.current, message)
+      const exact = yield* MessageStore.make(message, { maxMessageBytes: bytes })
+      yield* exact.set(text)
+      assert.strictEqual(yield* exact.current, text)
+      // The bound is checked before the text is read: text over it is refused as too large, HL7 or not.
+      const small = yield* MessageStore.make(message, { maxMessageBytes: 10 })
+      assert.strictEqual((yield* Effect.flip(small.set("not hl7 at all"))).reason, "MessageTooLarge")
+      assert.strictEqual((yield* Effect.flip(small.set("hello"))).reason, "NotHl7")
+    }))
+
+  it.effect("setMessage refuses text with more than maxSegments segments; empty lines are not segments", () =>
+    Effect.gen(function*() {
+      const store = yield* MessageStore.make(message, { maxSegments: 3 })
+      const refused = yield* Effect.flip(store.set(message + "\rOBX|1\nOBX|2"))
+      assert.strictEqual(refused._tag, "MessageTooLarge")
+      if (refused._tag === "MessageTooLarge") {
+        assert.deepStrictEqual([refused.reason, refused.limit, refused.actual], ["TooManySegments", 3, 4])
+        assert.include(refused.detail, "4 segments")
+      }
+      assert.strictEqual(yield* store.current, message)
+      const three = message + "\r\n\r\nOBX|1\r\n\n"
+      yield* store.set(three)
+      assert.strictEqual(yield* store.current, three)
+      // Both bounds apply with their defaults.
+      assert.strictEqual(MessageStore.DEFAULT_MAX_MESSAGE_BYTES, 4 * 1024 * 1024)
+      assert.strictEqual(MessageStore.DEFAULT_MAX_SEGMENTS, 100_000)
+      const defaults = yield* MessageStore.make(message)
+      const big = message + "\rZZ1|" + "a".repeat(MessageStore.DEFAULT_MAX_MESSAGE_BYTES - message.length - 5)
+      yield* defaults.set(big)
+      const tooBig = yield* Effect.flip(defaults.set(big + "a"))
+      assert.deepStrictEqual(
+        tooBig._tag === "MessageTooLarge" && [tooBig.reason, tooBig.limit, tooBig.actual],
+        ["MessageTooLarge", 4 * 1024 * 1024, 4 * 1024 * 1024 + 1]
+      )
+      const many = message + "\rZZ1".repeat(100_000 - 2)
+      yield* defaults.set(many)
+      const tooMany = yield* Effect.flip(defaults.set(many + "\rZZ1"))
+      assert.deepStrictEqual(
+        tooMany._tag === "MessageTooLarge" && [tooMany.reason, tooMany.limit, tooMany.actual],
+        ["TooManySegments", 100_000, 100_001]
+      )
+      // Infinity sets no bound.
+      const unbounded = yield* MessageStore.make(message, { maxMessageBytes: Infinity, maxSegments: Infinity })
+      yield* unbounded.set(many + "\rZZ1")
+    }))
+
+  it.effect("layer takes the same options", () =>
+    Effect.gen(function*() {
+      const store = yield* MessageStore.MessageStore
+      assert.strictEqual((yield* Effect.flip(store.set(message))).reason, "MessageTooLarge")
+    }).pipe(Effect.provide(MessageStore.layer("", { maxMessageBytes: 16 }))))
 })

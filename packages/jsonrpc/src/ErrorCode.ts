@@ -87,6 +87,15 @@ export const ShuttingDown = -32003 as const
 export const RequestCancelled = -32800 as const
 
 /**
+ * The request was valid, but the server could not serve it now (LSP's `RequestFailed`); `data` may say why and whether
+ * a later request can succeed. The Hermes host answers it to a `ui/openWindow` over its bound of open windows.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const RequestFailed = -32803 as const
+
+/**
  * Whether `code` lies in the range JSON-RPC 2.0 reserves for pre-defined errors (-32768 ..= -32000).
  *
  * @example

@@ -57,6 +57,10 @@ export class RpcError extends Schema.TaggedError<RpcError>("@lifeline/jsonrpc/Rp
   static requestCancelled(): RpcError {
     return make(ErrorCode.RequestCancelled, "Request cancelled")
   }
+  /** -32803: the request was valid, but could not be served now; `message` and `data` say why. */
+  static requestFailed(message: string, data?: unknown): RpcError {
+    return make(ErrorCode.RequestFailed, message, data)
+  }
 
   /** The plain `{ code, message, data? }` object written to the wire. */
   toWire(): ErrorObject {

@@ -21,7 +21,8 @@ describe("RpcError", () => {
       "Server not initialized: editor/getMessage"
     ],
     ["shuttingDown", RpcError.RpcError.shuttingDown("editor/getMessage"), -32003, "Shutting down: editor/getMessage"],
-    ["requestCancelled", RpcError.RpcError.requestCancelled(), -32800, "Request cancelled"]
+    ["requestCancelled", RpcError.RpcError.requestCancelled(), -32800, "Request cancelled"],
+    ["requestFailed", RpcError.RpcError.requestFailed("Too many open windows"), -32803, "Too many open windows"]
   ]
 
   for (const [name, error, code, message] of constructors) {
@@ -43,6 +44,19 @@ describe("RpcError", () => {
     assert.strictEqual(RpcError.RpcError.serverNotInitialized("m").code, ErrorCode.ServerNotInitialized)
     assert.strictEqual(RpcError.RpcError.shuttingDown("m").code, ErrorCode.ShuttingDown)
     assert.strictEqual(RpcError.RpcError.requestCancelled().code, ErrorCode.RequestCancelled)
+    assert.strictEqual(RpcError.RpcError.requestFailed("m").code, ErrorCode.RequestFailed)
+  })
+
+  it("requestFailed carries the caller's message and data", () => {
+    const data = { reason: "TooManyWindows", limit: 64, actual: 65 }
+    const error = RpcError.RpcError.requestFailed("Too many open windows", data)
+    assert.deepStrictEqual(error.toWire(), { code: -32803, message: "Too many open windows", data })
+    assert.isFalse("data" in RpcError.RpcError.requestFailed("Busy", undefined).toWire())
+    assert.deepStrictEqual(RpcError.RpcError.requestFailed("Busy", null).toWire(), {
+      code: -32803,
+      message: "Busy",
+      data: null
+    })
   })
 
   it("toWire keeps every defined detail, null and falsy ones included", () => {
@@ -104,11 +118,12 @@ describe("ErrorCode", () => {
     assert.strictEqual(ErrorCode.ServerErrorEnd, -32000)
     assert.strictEqual(ErrorCode.ServerNotInitialized, -32002)
     assert.strictEqual(ErrorCode.RequestCancelled, -32800)
+    assert.strictEqual(ErrorCode.RequestFailed, -32803)
   })
 
   it("isReserved covers -32768 ..= -32000", () => {
     for (const code of [-32768, -32700, -32603, -32099, -32000]) assert.isTrue(ErrorCode.isReserved(code), `${code}`)
-    for (const code of [-32769, -31999, -32800, 0, 1, -1, 32000, 32700]) {
+    for (const code of [-32769, -31999, -32800, -32803, 0, 1, -1, 32000, 32700]) {
       assert.isFalse(ErrorCode.isReserved(code), `${code}`)
     }
   })
@@ -120,7 +135,7 @@ describe("ErrorCode", () => {
     }
   })
 
-  it("every named code but LSP's RequestCancelled is reserved; only the kernel's own are server errors", () => {
+  it("every named code but LSP's RequestCancelled and RequestFailed is reserved; only the kernel's own are server errors", () => {
     const named = {
       ParseError: ErrorCode.ParseError,
       InvalidRequest: ErrorCode.InvalidRequest,
@@ -134,6 +149,8 @@ describe("ErrorCode", () => {
     // -32800 lies in LSP's own reserved range (-32899 ..= -32800), below JSON-RPC's.
     assert.isFalse(ErrorCode.isReserved(ErrorCode.RequestCancelled))
     assert.isFalse(ErrorCode.isServerError(ErrorCode.RequestCancelled))
+    assert.isFalse(ErrorCode.isReserved(ErrorCode.RequestFailed))
+    assert.isFalse(ErrorCode.isServerError(ErrorCode.RequestFailed))
     const serverErrors = Object.entries(named).filter(([, code]) => ErrorCode.isServerError(code)).map(([name]) => name)
     assert.deepStrictEqual(serverErrors, ["ServerNotInitialized", "ShuttingDown"])
   })
