@@ -1,18 +1,19 @@
 /**
  * An HL7 extension for Hermes, built with the SDK: it anonymises the patient, validates the message and shows the
- * report in a window served by its own loopback HTTP server, and audits every field slowly (to show drain and
- * cancellation). Everything it does to the message goes through `editor/*`; its counters survive restarts in
- * `$HERMES_DATA_DIR/extensions/hl7-tools/state.json`.
+ * report in a window served by its own loopback HTTP server (at a secret URL per window: see `reportServer`), and
+ * audits every field slowly (to show drain and cancellation). Everything it does to the message goes through
+ * `editor/*`; its counters survive restarts in `$HERMES_DATA_DIR/extensions/hl7-tools/state.json`.
  */
 import * as Editor from "@lifeline/hermes/Editor"
 import * as Extension from "@lifeline/hermes/Extension"
 import * as Hl7 from "@lifeline/hermes/Hl7"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Ref from "effect/Ref"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import * as SubscriptionRef from "effect/SubscriptionRef"
+import * as Crypto from "node:crypto"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 
@@ -51,42 +52,119 @@ const validate = (message: Hl7.Message): ReadonlyArray<Finding> => {
   ]
 }
 
+/**
+ * HL7 values are untrusted text: every one goes into the page through this, so no message can add markup. Enough for
+ * element content and quoted attribute values, the only places the report puts text.
+ */
 const escapeHtml = (text: string) =>
   text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;").replaceAll("\"", "&quot;")
+    .replaceAll("'", "&#39;")
 
-const renderReport = (findings: ReadonlyArray<Finding>) =>
-  `<!doctype html><html><head><meta charset="utf-8"><title>HL7 validation report</title></head><body>` +
-  `<h1>HL7 validation report</h1><table>` +
-  findings.map((f) => `<tr><td>${f.ok ? "✔" : "✘"}</td><td>${f.path}</td><td>${escapeHtml(f.note)}</td></tr>`)
-    .join("") +
-  `</table></body></html>`
+const renderReport = (message: Hl7.Message, findings: ReadonlyArray<Finding>) => {
+  const value = (path: string) => escapeHtml(Hl7.get(message, path) ?? "")
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>HL7 validation report</title></head>` +
+    `<body><h1>HL7 validation report</h1>` +
+    `<p>Patient <strong>${value("PID-5.1")}, ${value("PID-5.2")}</strong> (${value("PID-3.1")}), ` +
+    `born ${value("PID-7")}; message ${value("MSH-10")}</p><table>` +
+    findings.map((f) =>
+      `<tr><td>${f.ok ? "✔" : "✘"}</td><td>${escapeHtml(f.path)}</td><td>${escapeHtml(f.note)}</td></tr>`
+    ).join("") +
+    `</table></body></html>`
+}
 
-/** The report server: loopback only, an ephemeral port, closed (with its connections) when the extension stops. */
+/**
+ * Sent with every answer, refusals included. The page is static HTML: it loads nothing, runs nothing, may not be
+ * framed, stored, sniffed as another type, or embedded by another site, and it names no referrer (its URL holds
+ * the token).
+ */
+const securityHeaders = {
+  "cache-control": "no-store",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "content-security-policy": "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "cross-origin-resource-policy": "same-origin"
+} as const
+
+/** 256 bits from the operating system's CSPRNG (`effect/Random` is `Math.random` by default: not for secrets). */
+const tokenBytes = 32
+
+const sha256 = (text: string) => Crypto.createHash("sha256").update(text, "utf8").digest()
+
+/**
+ * The report server: one page per open window, each at `/w/<token>/` under its own unguessable token, served only
+ * while its window is open. Any process on the machine can connect to a loopback port and any web page can make the
+ * browser send requests to one, so the server answers nothing without the token (404) and refuses every request whose
+ * `Host` is not exactly the address it announces (421): a DNS-rebinding page reaches the port under its own name.
+ * Loopback only, an ephemeral port, closed (with its connections) when the extension stops.
+ */
 const reportServer = Effect.gen(function*() {
-  const report = yield* Ref.make("<!doctype html><p>No report yet.</p>")
-  const server = yield* Effect.acquireRelease(
-    Effect.callback<Http.Server, Error>((resume) => {
-      const server = Http.createServer((request, response) => {
-        if (request.url !== "/report") {
-          response.writeHead(404).end()
-          return
+  // Read synchronously by the request handler; tokens are compared by their SHA-256 digests in constant time.
+  const pages = new Map<string, { readonly digest: Buffer; readonly html: string }>()
+  const find = (candidate: string) => {
+    const digest = sha256(candidate)
+    let found: string | undefined
+    // Every page is compared, a match or not: the time taken says nothing about how close a guess was.
+    for (const page of pages.values()) {
+      if (Crypto.timingSafeEqual(page.digest, digest)) found = page.html
+    }
+    return found
+  }
+  const { host } = yield* Effect.acquireRelease(
+    Effect.callback<{ readonly server: Http.Server; readonly host: string }, Error>((resume) => {
+      // Set when the port is bound; until then (no one can know the port yet) every request is refused.
+      let host: string | undefined
+      // Only the page for the exact URL and Host; nothing at all otherwise.
+      const route = (request: Http.IncomingMessage): { readonly status: number; readonly html?: string } => {
+        // Exactly what the URL names: `localhost` is not announced (it may resolve to ::1, where nothing listens),
+        // and a request without a Host (HTTP/1.0) is refused like a foreign one.
+        if (host === undefined || request.headers.host !== host) return { status: 421 }
+        if (request.method !== "GET" && request.method !== "HEAD") return { status: 405 }
+        const token = /^\/w\/([^/?#]+)\/$/.exec(request.url ?? "")?.[1]
+        const html = token === undefined ? undefined : find(token)
+        return html === undefined ? { status: 404 } : { status: 200, html }
+      }
+      // A client that connects and sends nothing (any local process can) is dropped rather than held until shutdown.
+      const server = Http.createServer({ headersTimeout: 5_000, requestTimeout: 10_000 }, (request, response) => {
+        const { html, status } = route(request)
+        if (html === undefined) {
+          const allow = status === 405 ? { allow: "GET, HEAD" } : {}
+          response.writeHead(status, { ...securityHeaders, ...allow, "content-length": "0" }).end()
+        } else {
+          response.writeHead(200, {
+            ...securityHeaders,
+            "content-type": "text/html; charset=utf-8",
+            "content-length": String(Buffer.byteLength(html, "utf8"))
+          }).end(html)
         }
-        Effect.runPromise(Ref.get(report)).then((html) => {
-          response.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(html)
-        })
       })
       server.once("error", (error) => resume(Effect.fail(error)))
-      server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+      server.listen(0, "127.0.0.1", () => {
+        host = `127.0.0.1:${(server.address() as AddressInfo).port}`
+        resume(Effect.succeed({ server, host }))
+      })
     }),
-    (server) =>
+    ({ server }) =>
       Effect.callback<void>((resume) => {
+        pages.clear()
         server.closeAllConnections()
         server.close(() => resume(Effect.void))
       }).pipe(Effect.andThen(Effect.logInfo("report server stopped")))
   )
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/report`
-  yield* Effect.logInfo(`report server on ${url}`)
-  return { report, url }
+  yield* Effect.logInfo(`report server on http://${host}`)
+  return {
+    /**
+     * Serves `html` at a new unguessable URL until the Scope closes: the window's life, in a command's Scope.
+     */
+    publish: (html: string): Effect.Effect<string, never, Scope.Scope> =>
+      Effect.acquireRelease(
+        Effect.sync(() => {
+          const token = Crypto.randomBytes(tokenBytes).toString("base64url")
+          pages.set(token, { digest: sha256(token), html })
+          return token
+        }),
+        (token) => Effect.sync(() => pages.delete(token))
+      ).pipe(Effect.map((token) => `http://${host}/w/${token}/`))
+  }
 })
 
 const parse = (text: string) =>
@@ -135,11 +213,12 @@ export const hl7Extension = Extension.make({
           const json = JSON.parse(yield* Editor.getMessage("json"))
           const message = yield* parse(yield* Editor.getMessage("raw"))
           const findings = validate(message)
-          yield* Ref.set(resources.report, renderReport(findings))
           yield* SubscriptionRef.update(state, (s) => ({ ...s, validations: s.validations + 1 }))
           const failed = findings.filter((f) => !f.ok).length
           yield* Effect.logInfo(`validated ${Object.keys(json).length} segments: ${failed} problem(s)`)
-          const window = yield* Editor.openWindow({ url: resources.url, title: "HL7 validation report" })
+          // The page lives as long as this command's Scope: it is gone once the window has closed.
+          const url = yield* resources.publish(renderReport(message, findings))
+          const window = yield* Editor.openWindow({ url, title: "HL7 validation report" })
           yield* window.closed
           yield* Effect.logInfo(`report window ${window.windowId} closed`)
         })
