@@ -1,19 +1,22 @@
 /**
  * A peer with a lifecycle: the handshake that makes it `Ready`, the gates that refuse traffic in the wrong state, and
  * a synchronous, idempotent `stop` that shuts it down under a `ShutdownPolicy` (fail-fast or timeout-bounded drain).
- * Its lifetime is the Scope it is made in; closing that Scope stops it under the same policy.
+ * Its lifetime is the Scope it is made in; closing that Scope stops it under the same policy, and so does a request to
+ * stop the whole program (`GracefulShutdown`, which `NodeSignals.runMain` provides).
  *
  * @since 0.1.0
  */
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
 import * as Clock from "effect/Clock"
+import type * as Config from "effect/Config"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
+import * as Cancellation from "./Cancellation.js"
+import * as GracefulShutdown from "./GracefulShutdown.js"
 import * as Lifecycle from "./Lifecycle.js"
 import type * as Method from "./Method.js"
 import * as Peer from "./Peer.js"
@@ -52,7 +55,10 @@ const nonNegative = (input: Duration.Input): Duration.Duration =>
   Duration.max(Duration.fromInputUnsafe(input), Duration.zero)
 
 /**
- * This side starts the handshake. Default timeout 10 seconds (Hermes' `initialize`).
+ * This side starts the handshake. Default timeout 10 seconds (Hermes' `initialize`). The timeout is the handshake's
+ * calls' timeout too: while the handshake runs, a call made with the peer `run` gets has no shorter timeout than it
+ * (unless the call or its method sets one), so a silent peer gets the full `timeout` and `make` fails with
+ * `HandshakeTimeout`, not with the peer's default 5 s `RequestTimeout`.
  *
  * @example
  * ```ts
@@ -123,10 +129,20 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
   extends Peer.Options<Serves, Calls, R>
 {
   readonly handshake?: Handshake<Serves, Calls> | undefined
-  /** Default: the `ShutdownPolicy` service when one is provided, else fail-fast (seed 003). */
+  /**
+   * Default: `ShutdownPolicy.resolve`'s rule: the `ShutdownPolicy` service when one is provided, else
+   * `LIFELINE_SHUTDOWN_POLICY` / `LIFELINE_DRAIN_TIMEOUT`, else fail-fast (seed 003). An invalid environment fails
+   * `make` with the `ConfigError` that names the variable.
+   */
   readonly policy?: ShutdownPolicy.Policy | undefined
   /** Runs once, after every shutdown, with what it cut off. */
   readonly onShutdown?: ((report: ShutdownReport) => Effect.Effect<void>) | undefined
+  /**
+   * Registers the connection with the `GracefulShutdown` service, when one is provided (`NodeSignals.runMain`), so a
+   * request to stop the program stops it under its policy before the main fiber is interrupted. Default true;
+   * `NodeChildProcess.makeConnection` registers the child's whole stop instead.
+   */
+  readonly gracefulShutdown?: boolean | undefined
 }
 
 /**
@@ -152,6 +168,45 @@ export interface Connection<Serves extends Method.Any, Calls extends Method.Any>
   readonly stopNow: (reason?: Lifecycle.CloseReason) => Effect.Effect<Lifecycle.StopResult>
   /** Waits for the end of the shutdown, however it started, and tells what it did. */
   readonly awaitShutdown: Effect.Effect<ShutdownReport>
+}
+
+/**
+ * The peer as an initiating handshake sees it: while the lifecycle is `Starting` or `Initializing`, a call with no
+ * timeout of its own (from its options or its method) waits longer than the handshake, so the handshake's timeout is
+ * what ends it, with `HandshakeTimeout`. Once the handshake is over, calls are the peer's own again.
+ */
+const handshakePeer = <Serves extends Method.Any, Calls extends Method.Any>(
+  peer: Peer.Peer<Serves, Calls>,
+  lifecycle: Lifecycle.Lifecycle,
+  timeout: Duration.Duration
+): Peer.Peer<Serves, Calls> => {
+  // Longer than the handshake, so that its timeout always fires first, even on a TestClock that wakes both at once.
+  const bound = Duration.sum(timeout, Duration.seconds(1))
+  const during = () => {
+    const state = lifecycle.unsafeState()._tag
+    return state === "Starting" || state === "Initializing"
+  }
+  return {
+    ...peer,
+    call: (method, params, callOptions) =>
+      Effect.suspend(() =>
+        peer.call(
+          method,
+          params,
+          callOptions?.timeout !== undefined || method.timeout !== undefined || !during()
+            ? callOptions
+            : { ...callOptions, timeout: bound }
+        )
+      ),
+    callUntyped: (method, params, callOptions) =>
+      Effect.suspend(() =>
+        peer.callUntyped(
+          method,
+          params,
+          callOptions?.timeout !== undefined || !during() ? callOptions : { ...callOptions, timeout: bound }
+        )
+      )
+  }
 }
 
 const asFailure = (error: unknown): Lifecycle.Failure =>
@@ -186,10 +241,15 @@ const asFailure = (error: unknown): Lifecycle.Failure =>
  */
 export const make = <Serves extends Method.Any, Calls extends Method.Any, R = never>(
   options: Options<Serves, Calls, R>
-): Effect.Effect<Connection<Serves, Calls>, Lifecycle.Failure | Lifecycle.IllegalTransition, Scope.Scope | R> =>
+): Effect.Effect<
+  Connection<Serves, Calls>,
+  Lifecycle.Failure | Lifecycle.IllegalTransition | Config.ConfigError,
+  Scope.Scope | R
+> =>
   Effect.gen(function*() {
-    const policy = options.policy ??
-      Option.getOrElse(yield* Effect.serviceOption(ShutdownPolicy.ShutdownPolicy), () => ShutdownPolicy.FailFast())
+    const policy = yield* ShutdownPolicy.resolve(options.policy)
+    const cancellation = Cancellation.spelling(options.cancellation ?? options.protocol.cancellation)
+    const flushTimeout = Duration.fromInputUnsafe(options.flushTimeout ?? Duration.seconds(1))
     const lifecycle = yield* Lifecycle.make
     const handshake = options.handshake
     const handshakeMessages = new Set(
@@ -234,9 +294,39 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
           if (Lifecycle.isShuttingDown(state)) return false
           return !accepting || state._tag === "Ready" || handshakeMessages.has(method)
         },
-        outbound: () => lifecycle.outboundGate()
+        // Open for the cancellations of what a teardown cut off, and only for them (see `cancelOnWire`).
+        outbound: () => cancelling ? undefined : lifecycle.outboundGate()
       }
     })
+    let cancelling = false
+
+    /**
+     * Tells the other side, in the protocol's cancellation (`$/cancelRequest`, `notifications/cancelled`), that the
+     * calls a teardown cut off are abandoned, so that it stops working on them too. Nothing is sent when the protocol
+     * has no cancellation (plain JSON-RPC, Hermes) or when the connection is already lost. In a fiber of its own, for
+     * the reason the drain is (a teardown in a finalizer of an interrupted fiber), bounded by the flush timeout: the
+     * notifications wait for room in the outbound queue like any frame.
+     */
+    const cancelOnWire = (cut: ReadonlyArray<Peer.CutOff>, why: string): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const spelling = cancellation
+        const ids = cut.flatMap((c) => c.direction === "outbound" && c.id !== null ? [c.id] : [])
+        if (spelling === undefined || ids.length === 0) return Effect.void
+        return Effect.gen(function*() {
+          if (yield* peer.isClosed) return
+          cancelling = true
+          for (const id of ids) yield* Effect.ignore(peer.notifyUntyped(spelling.method, spelling.encode(id, why)))
+        }).pipe(
+          Effect.ensuring(Effect.sync(() => {
+            cancelling = false
+          })),
+          Effect.timeoutOption(flushTimeout),
+          Effect.interruptible,
+          Effect.forkDetach,
+          Effect.flatMap(Fiber.join),
+          Effect.asVoid
+        )
+      })
 
     const done = yield* Deferred.make<ShutdownReport>()
     const force = yield* Deferred.make<void>()
@@ -277,6 +367,12 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
             phase
           })
           const cutOut = yield* peer.failPending(error)
+          yield* cancelOnWire(
+            cutOut,
+            error.reason === "DrainTimeout"
+              ? `the drain deadline (${Duration.format(how._tag === "Drain" ? how.timeout : Duration.zero)}) passed`
+              : "the connection is shutting down"
+          )
           const cutIn = yield* peer.interruptHandlers
           yield* peer.close(error)
           yield* Effect.ignore(lifecycle.transition(Lifecycle.Closed(), { from: "Closing" }))
@@ -326,8 +422,13 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
       Effect.flatMap((reason) =>
         reason._tag === "PeerClosed" && reason.reason === "TransportClosed"
           // Already Failed (a refused handshake, say) and nobody tore down yet: this is the moment.
-          ? Effect.flatMap(stopWith("TransportClosed", policy), () =>
-            Lifecycle.isTerminal(lifecycle.unsafeState()) ? teardown("Failed", ShutdownPolicy.FailFast()) : Effect.void)
+          ? Effect.flatMap(
+            stopWith("TransportClosed", policy),
+            () =>
+              Lifecycle.isTerminal(lifecycle.unsafeState())
+                ? teardown("Failed", ShutdownPolicy.FailFast())
+                : Effect.void
+          )
           : reason._tag === "ShutdownError"
           ? Effect.void
           : fail(reason)
@@ -335,10 +436,33 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
       Effect.forkScoped
     )
 
+    if (options.gracefulShutdown !== false) {
+      // Stops, then waits for the teardown, which a lifecycle already `Failed` without one (a refused handshake waiting
+      // for the other side to close) runs now: the program is stopping, nobody else will.
+      const stopAndWait = (how: ShutdownPolicy.Policy) =>
+        stopWith("Interrupted", how).pipe(
+          Effect.andThen(Effect.suspend(() =>
+            lifecycle.unsafeState()._tag === "Failed" && !started
+              ? teardown("Failed", ShutdownPolicy.FailFast())
+              : Effect.void
+          )),
+          Effect.andThen(Deferred.await(done))
+        )
+      yield* GracefulShutdown.register({
+        name: "connection",
+        stop: stopAndWait(policy),
+        stopNow: Effect.andThen(Deferred.succeed(force, void 0), stopAndWait(ShutdownPolicy.FailFast()))
+      })
+    }
+
     if (handshake === undefined) {
       yield* lifecycle.transition(Lifecycle.Ready())
     } else if (handshake._tag === "Initiate") {
-      yield* Lifecycle.runHandshake(lifecycle, handshake.run(peer), handshake.timeout).pipe(
+      yield* Lifecycle.runHandshake(
+        lifecycle,
+        handshake.run(handshakePeer(peer, lifecycle, handshake.timeout)),
+        handshake.timeout
+      ).pipe(
         Effect.tapError((error) => error._tag === "IllegalTransition" ? Effect.void : fail(error))
       )
     } else if (handshake.timeout !== undefined) {

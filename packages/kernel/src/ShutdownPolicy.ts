@@ -1,7 +1,7 @@
 /**
  * What a peer does with work in flight when it stops: fail it at once (`FailFast`, seed 003's default) or let it
  * finish until a deadline (`Drain`). The policy is plain data, provided as a service so an app picks it per
- * environment without code changes.
+ * environment without code changes; {@link resolve} is the one rule for where it comes from.
  *
  * @since 0.1.0
  */
@@ -162,7 +162,7 @@ const invalid = (variable: string, text: string, message: string): Config.Config
 // Config.Duration's parser, with a message that shows the expected format, and negative values rejected: Duration
 // keeps "-3 seconds" as a negative duration, which a timeout treats as zero and which reads like a typo that turned
 // drain into fail-fast. "Infinity", which Effect 4 also parses, is refused as it was before: a drain has a deadline.
-const drainTimeout: Config.Config<Duration.Duration> = Config.schema(
+const drainTimeoutConfig: Config.Config<Duration.Duration> = Config.schema(
   Schema.String.annotate({ description: "How long the drain policy lets in-flight work finish, e.g. \"3 seconds\"" }),
   DRAIN_TIMEOUT_VARIABLE
 ).pipe(
@@ -255,7 +255,7 @@ const together = (first: Config.ConfigError, second: Config.ConfigError): Config
  * @since 0.1.0
  * @category constructors
  */
-export const config: Config.Config<Policy> = Config.all([settled(policyName), settled(drainTimeout)]).pipe(
+export const config: Config.Config<Policy> = Config.all([settled(policyName), settled(drainTimeoutConfig)]).pipe(
   Config.mapEffect(([name, timeout]) =>
     Result.isFailure(name)
       ? Effect.fail(Result.isFailure(timeout) ? together(name.failure, timeout.failure) : name.failure)
@@ -313,3 +313,62 @@ export const layerDrain = (timeout: Duration.Input): Layer.Layer<ShutdownPolicy>
  * @category layers
  */
 export const layerConfig: Layer.Layer<ShutdownPolicy, Config.ConfigError> = Layer.effect(ShutdownPolicy, config)
+
+/**
+ * The one rule for where a connection's policy comes from, used by `Connection.make` (and so by `NodeStdio`,
+ * `NodeChildProcess` and the Hermes SDK, which all build on it):
+ *
+ * 1. the `policy` option, when the code gives one;
+ * 2. else the {@link ShutdownPolicy} service, when a layer provides one (`layerFailFast`, `layerDrain`, `layerConfig`);
+ * 3. else the environment: `LIFELINE_SHUTDOWN_POLICY` and `LIFELINE_DRAIN_TIMEOUT`, read with {@link config} from the
+ *    fiber's `ConfigProvider` (the process environment unless a test provides another);
+ * 4. else fail-fast, the default of `LIFELINE_SHUTDOWN_POLICY` (seed 003).
+ *
+ * An invalid value in the environment fails with the `ConfigError` that names the variable: a policy someone wrote
+ * down is never silently replaced by another one.
+ *
+ * Why a rule and not a required service: most programs, examples and tests make a connection without ever providing a
+ * layer, and an operator must still be able to pick the policy of a deployed program by its environment alone, with
+ * no change to its code. A required service would make every one of them provide a layer to get the default, and the
+ * environment would be read only by the programs that remembered `layerConfig`. With the rule, the environment is
+ * honoured everywhere, code that chooses still wins, and the default is visible in one place.
+ *
+ * @example
+ * ```ts
+ * import { ConfigProvider, Effect } from "effect"
+ * import { ShutdownPolicy } from "@lifeline/kernel"
+ *
+ * const fromEnvironment = ShutdownPolicy.resolve().pipe(
+ *   Effect.provideService(
+ *     ConfigProvider.ConfigProvider,
+ *     ConfigProvider.fromEnv({ env: { LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "10 seconds" } })
+ *   )
+ * ) // Drain({ timeout: 10 seconds })
+ * const fromCode = ShutdownPolicy.resolve(ShutdownPolicy.FailFast()) // FailFast, whatever the environment says
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const resolve = (policy?: Policy | undefined): Effect.Effect<Policy, Config.ConfigError> =>
+  policy !== undefined ? Effect.succeed(policy) : Effect.flatMap(
+    Effect.serviceOption(ShutdownPolicy),
+    Option.match({ onSome: Effect.succeed, onNone: () => config })
+  )
+
+/**
+ * How long `policy` lets work in flight finish: the drain timeout, zero under fail-fast.
+ *
+ * @example
+ * ```ts
+ * import { ShutdownPolicy } from "@lifeline/kernel"
+ *
+ * ShutdownPolicy.drainTimeout(ShutdownPolicy.drain("10 seconds")) // 10 seconds
+ * ShutdownPolicy.drainTimeout(ShutdownPolicy.FailFast()) // zero
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const drainTimeout = (policy: Policy): Duration.Duration =>
+  policy._tag === "Drain" ? policy.timeout : Duration.zero

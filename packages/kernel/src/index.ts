@@ -11,11 +11,32 @@ export * as Cancellation from "./Cancellation.js"
 /**
  * A peer with a lifecycle: the handshake that makes it `Ready`, the gates that refuse traffic in the wrong state, and
  * a synchronous, idempotent `stop` that shuts it down under a `ShutdownPolicy` (fail-fast or timeout-bounded drain).
- * Its lifetime is the Scope it is made in; closing that Scope stops it under the same policy.
+ * Its lifetime is the Scope it is made in; closing that Scope stops it under the same policy, and so does a request to
+ * stop the whole program (`GracefulShutdown`, which `NodeSignals.runMain` provides).
  *
  * @since 0.1.0
  */
 export * as Connection from "./Connection.js"
+
+/**
+ * Durations as people type them, on a command line or in an environment variable: the compact forms `250ms`, `4s`,
+ * `1.5s`, `2m`, `1h` (and runs of them, `1m30s`, `1s 500ms` as `Duration.format` prints), and Effect's own
+ * `1500 millis`, `4 seconds`, which are the only ones `Duration.fromInput` (and so `Config.Duration`) reads.
+ *
+ * @since 0.1.0
+ */
+export * as DurationInput from "./DurationInput.js"
+
+/**
+ * The graceful shutdown of a whole program: every live connection (and every child process with its connection) that
+ * a request to stop must stop under its own shutdown policy before the program's main fiber is interrupted. A
+ * `Connection` registers itself for the life of its Scope when the service is present; `NodeSignals.runMain` provides
+ * it and calls {@link GracefulShutdown.Service.stop} at the first SIGTERM, SIGINT or SIGHUP, and
+ * {@link GracefulShutdown.Service.force} at the second.
+ *
+ * @since 0.1.0
+ */
+export * as GracefulShutdown from "./GracefulShutdown.js"
 
 /**
  * A durable record of operations that must survive a crash: each one is written before it starts and again when it
@@ -60,6 +81,15 @@ export * as Peer from "./Peer.js"
 export * as PeerError from "./PeerError.js"
 
 /**
+ * An operating-system process as every host sees it, whatever spawns it (`@lifeline/node`'s `NodeChildProcess`, the
+ * Hermes host's `Spawner`): how it ended, the signals a host sends it, and why it could not be started. Plain data:
+ * no Node here.
+ *
+ * @since 0.1.0
+ */
+export * as Process from "./Process.js"
+
+/**
  * A protocol seen from one side: the methods this side serves and the methods it calls, and how the protocol cancels
  * a request on the wire, if it can. The other side's view is the same protocol flipped.
  *
@@ -79,11 +109,22 @@ export * as Recovery from "./Recovery.js"
 /**
  * What a peer does with work in flight when it stops: fail it at once (`FailFast`, seed 003's default) or let it
  * finish until a deadline (`Drain`). The policy is plain data, provided as a service so an app picks it per
- * environment without code changes.
+ * environment without code changes; {@link resolve} is the one rule for where it comes from.
  *
  * @since 0.1.0
  */
 export * as ShutdownPolicy from "./ShutdownPolicy.js"
+
+/**
+ * The one bounded stop sequence for a child process, written once for every host (`NodeChildProcess`, the Hermes
+ * host): the protocol's shutdown request → the conversation closed under its shutdown policy → end of input → exit
+ * grace → SIGTERM to the process group → kill grace → SIGKILL to the process group → verify that the group is gone.
+ * It runs over a small {@link Target} that each host implements; every wait is a Clock timeout, so `TestClock` drives
+ * it, and its bounds derive from the policy (a 10 s drain is never cut at 5 s).
+ *
+ * @since 0.1.0
+ */
+export * as StopSequence from "./StopSequence.js"
 
 /**
  * An in-memory pair of linked transports for tests: what one side sends, the other side's `incoming` receives. Each

@@ -1,7 +1,17 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ErrorCode, RpcError } from "@lifeline/jsonrpc"
 import type { Lifecycle } from "@lifeline/kernel"
-import { Connection, Method, Peer, PeerError, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+import {
+  Cancellation,
+  Connection,
+  GracefulShutdown,
+  Method,
+  Peer,
+  PeerError,
+  Protocol,
+  ShutdownPolicy,
+  TestTransport
+} from "@lifeline/kernel"
 import {
   ConfigProvider,
   Deferred,
@@ -17,7 +27,7 @@ import {
   Stream
 } from "effect"
 import { TestClock } from "effect/testing"
-import { eventually, makeRaw } from "./utils.js"
+import { eventually, makeRaw, wire } from "./utils.js"
 
 const Work = Method.request("work", { params: Schema.Struct({ ms: Schema.Number }), result: Schema.Number })
 const Initialize = Method.request("initialize", {
@@ -440,5 +450,273 @@ describe("Connection", () => {
           assert.isTrue(yield* server.peer.isClosed)
         }))
     }
+  })
+
+  describe("a handshake's timeout is its calls' timeout", () => {
+    it.effect("a silent peer gets the full 10 s of Connection.initiate and HandshakeTimeout, not the call's 5 s", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        const raw = yield* makeRaw(pair.right)
+        const made = yield* Effect.forkChild(
+          Connection.make({
+            protocol: Protocol.make({ calls: [Initialize] }),
+            transport: pair.left,
+            handlers: {},
+            // No timeout anywhere but the handshake's default: the peer's own default is 5 s.
+            handshake: Connection.initiate((peer) => peer.call(Initialize, {}))
+          })
+        )
+        assert.strictEqual((yield* raw.next).method, "initialize")
+        yield* TestClock.adjust("5 seconds")
+        yield* TestClock.adjust(Duration.millis(4999))
+        assert.isTrue(Option.isNone(yield* poll(made)), "still waiting after the call's default 5 s")
+        yield* TestClock.adjust(Duration.millis(1))
+        const error = yield* Effect.flip(Fiber.join(made))
+        assert.strictEqual(error._tag, "HandshakeTimeout")
+        assert.strictEqual((error as Lifecycle.HandshakeTimeout).timeoutMillis, 10_000)
+      }))
+
+    it.effect("a call that sets its own, shorter timeout keeps it (RequestTimeout)", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        yield* makeRaw(pair.right)
+        const made = yield* Effect.forkChild(
+          Connection.make({
+            protocol: Protocol.make({ calls: [Initialize] }),
+            transport: pair.left,
+            handlers: {},
+            handshake: Connection.initiate((peer) => peer.call(Initialize, {}, { timeout: "2 seconds" }))
+          })
+        )
+        yield* TestClock.adjust("2 seconds")
+        assert.strictEqual((yield* Effect.flip(Fiber.join(made)))._tag, "RequestTimeout")
+      }))
+
+    it.effect("once Ready, calls through the same peer have the peer's own timeout again", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        const raw = yield* makeRaw(pair.right)
+        let kept: Peer.Peer<any, any> | undefined
+        const made = yield* Effect.forkChild(
+          Connection.make({
+            protocol: Protocol.make({ calls: [Initialize, Work] }),
+            transport: pair.left,
+            handlers: {},
+            handshake: Connection.initiate((peer) => {
+              kept = peer
+              return peer.call(Initialize, {})
+            })
+          })
+        )
+        const initialize = yield* raw.next
+        yield* raw.send({ jsonrpc: "2.0", id: initialize.id, result: { ok: true } })
+        yield* Fiber.join(made)
+        const call = yield* Effect.forkChild(Effect.flip(kept!.call(Work, { ms: 1 })))
+        yield* raw.next
+        yield* TestClock.adjust("5 seconds")
+        assert.strictEqual((yield* Fiber.join(call))._tag, "RequestTimeout")
+      }))
+  })
+
+  describe("work cut off is cancelled on the wire when the protocol can", () => {
+    const LspServer = Protocol.make({ serves: [Work], cancellation: Cancellation.lsp })
+
+    it.effect("at the drain deadline: $/cancelRequest for each call cut off, before the transport ends", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        const raw = yield* makeRaw(pair.right)
+        const connection = yield* Connection.make({
+          protocol: Protocol.flip(LspServer),
+          transport: pair.left,
+          handlers: {},
+          policy: ShutdownPolicy.drain("3 seconds"),
+          requestTimeout: "1 hour"
+        })
+        const call = yield* Effect.forkChild(Effect.flip(connection.peer.call(Work, { ms: 60_000 })))
+        const request = yield* raw.next
+        const stopping = yield* Effect.forkChild(connection.stop())
+        yield* eventually(Effect.map(connection.lifecycle.state, (s) => s._tag === "Closing"))
+        yield* TestClock.adjust("3 seconds")
+        yield* Fiber.join(stopping)
+        assert.strictEqual(((yield* Fiber.join(call)) as PeerError.ShutdownError).reason, "DrainTimeout")
+        assert.deepStrictEqual(yield* raw.next, {
+          jsonrpc: "2.0",
+          method: "$/cancelRequest",
+          params: { id: request.id }
+        })
+        assert.deepStrictEqual((yield* connection.awaitShutdown).cutOff, [
+          { direction: "outbound", id: request.id, method: "work" }
+        ])
+      }))
+
+    it.effect("the other side's handler is interrupted, so both sides stop: LSP answers it -32800", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        const interrupted = yield* Deferred.make<void>()
+        const server = yield* Connection.make({
+          protocol: LspServer,
+          transport: pair.right,
+          handlers: {
+            work: ({ ms }) =>
+              Effect.as(Effect.sleep(Duration.millis(ms)), ms).pipe(
+                Effect.onInterrupt(() => Deferred.succeed(interrupted, void 0))
+              )
+          },
+          policy: ShutdownPolicy.FailFast()
+        })
+        const client = yield* Connection.make({
+          protocol: Protocol.flip(LspServer),
+          transport: pair.left,
+          handlers: {},
+          policy: ShutdownPolicy.drain("1 second"),
+          requestTimeout: "1 hour"
+        })
+        yield* Effect.forkChild(Effect.ignore(client.peer.call(Work, { ms: 60_000 })))
+        yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 1))
+        const stopping = yield* Effect.forkChild(client.stop())
+        yield* eventually(Effect.map(client.lifecycle.state, (s) => s._tag === "Closing"))
+        yield* TestClock.adjust("1 second")
+        yield* Fiber.join(stopping)
+        yield* Deferred.await(interrupted)
+        assert.strictEqual((yield* server.peer.stats).cancelledByPeer, 1)
+      }))
+
+    it.effect("a fail-fast stop cancels too", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        const raw = yield* makeRaw(pair.right)
+        const connection = yield* Connection.make({
+          protocol: Protocol.flip(LspServer),
+          transport: pair.left,
+          handlers: {},
+          policy: ShutdownPolicy.FailFast()
+        })
+        yield* Effect.forkChild(Effect.ignore(connection.peer.call(Work, { ms: 1 })))
+        const request = yield* raw.next
+        yield* connection.stop()
+        assert.deepStrictEqual(yield* raw.next, {
+          jsonrpc: "2.0",
+          method: "$/cancelRequest",
+          params: { id: request.id }
+        })
+      }))
+
+    it.effect("plain JSON-RPC (Cancellation.none): nothing but the request is ever sent", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        yield* makeRaw(pair.right)
+        const connection = yield* Connection.make({
+          protocol: Protocol.make({ calls: [Work] }),
+          transport: pair.left,
+          handlers: {},
+          policy: ShutdownPolicy.drain("1 second")
+        })
+        yield* Effect.forkChild(Effect.ignore(connection.peer.call(Work, { ms: 1 })))
+        yield* eventually(Effect.map(connection.peer.stats, (s) => s.pendingOutbound === 1))
+        const stopping = yield* Effect.forkChild(connection.stop())
+        yield* eventually(Effect.map(connection.lifecycle.state, (s) => s._tag === "Closing"))
+        yield* TestClock.adjust("1 second")
+        yield* Fiber.join(stopping)
+        assert.deepStrictEqual((yield* wire(pair.leftToRight)).map((m) => m.method), ["work"])
+      }))
+  })
+
+  describe("where the policy comes from: ShutdownPolicy.resolve", () => {
+    const env = (vars: Record<string, string>) =>
+      Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnv({ env: vars }))
+    const makeOn = (options: { readonly policy?: ShutdownPolicy.Policy } = {}) =>
+      Effect.flatMap(
+        TestTransport.makePair(),
+        (pair) => Connection.make({ protocol: Protocol.make({}), transport: pair.left, handlers: {}, ...options })
+      )
+    const drainEnv = { LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "10 seconds" }
+
+    it.effect("the environment, when neither the option nor the service gives one", () =>
+      Effect.gen(function*() {
+        const connection = yield* makeOn()
+        assert.deepStrictEqual(connection.policy, ShutdownPolicy.drain("10 seconds"))
+      }).pipe(env(drainEnv)))
+
+    it.effect("fail-fast when nothing says otherwise", () =>
+      Effect.gen(function*() {
+        assert.deepStrictEqual((yield* makeOn()).policy, ShutdownPolicy.FailFast())
+      }).pipe(env({})))
+
+    it.effect("the service beats the environment; the option beats both", () =>
+      Effect.gen(function*() {
+        assert.deepStrictEqual((yield* makeOn()).policy, ShutdownPolicy.drain("2 seconds"))
+        assert.deepStrictEqual((yield* makeOn({ policy: ShutdownPolicy.FailFast() })).policy, ShutdownPolicy.FailFast())
+      }).pipe(Effect.provide(ShutdownPolicy.layerDrain("2 seconds")), env(drainEnv)))
+
+    it.effect("an invalid environment fails make with the ConfigError naming the variable", () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(makeOn())
+        assert.strictEqual(error._tag, "ConfigError")
+        assert.include(String(error), "LIFELINE_DRAIN_TIMEOUT")
+      }).pipe(env({ LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "ten seconds" })))
+  })
+
+  describe("GracefulShutdown: a request to stop the program", () => {
+    it.effect("stops every registered connection under its policy: a call the program waits for finishes in the drain", () =>
+      Effect.gen(function*() {
+        const registry = yield* GracefulShutdown.GracefulShutdown
+        const { client, server } = yield* setup({ policy: ShutdownPolicy.drain("3 seconds") })
+        assert.strictEqual(yield* registry.size, 1)
+        // The call "the main fiber" waits for: served by the other side in 2 s.
+        const call = yield* Effect.forkChild(server.peer.call(Work, { ms: 2000 }, { timeout: "1 hour" }))
+        yield* eventually(Effect.map(server.peer.stats, (s) => s.pendingOutbound === 1))
+        const stopping = yield* Effect.forkChild(registry.stop)
+        yield* eventually(Effect.map(server.lifecycle.state, (s) => s._tag === "Closing"))
+        assert.strictEqual((yield* Effect.flip(server.peer.call(Work, { ms: 1 })))._tag, "ShutdownError")
+        yield* TestClock.adjust("2 seconds")
+        assert.strictEqual(yield* Fiber.join(call), 2000)
+        yield* Fiber.join(stopping)
+        const report = yield* server.awaitShutdown
+        assert.isTrue(report.drained)
+        assert.strictEqual(report.reason, "Interrupted")
+        assert.strictEqual(yield* registry.phase, "Stopping")
+        yield* client.close(new PeerError.PeerClosed({ reason: "TransportClosed" }))
+      }).pipe(Effect.provide(GracefulShutdown.layer)))
+
+    it.effect("force cuts a drain short; a connection made with gracefulShutdown: false is not registered", () =>
+      Effect.gen(function*() {
+        const registry = yield* GracefulShutdown.GracefulShutdown
+        const { client, server } = yield* setup({ policy: ShutdownPolicy.drain("1 minute") })
+        const pair = yield* TestTransport.makePair()
+        yield* Connection.make({
+          protocol: Protocol.make({}),
+          transport: pair.left,
+          handlers: {},
+          gracefulShutdown: false
+        })
+        assert.strictEqual(yield* registry.size, 1)
+        yield* Effect.forkChild(Effect.ignore(client.call(Work, { ms: 60_000 })))
+        yield* eventually(Effect.map(server.peer.stats, (s) => s.activeInbound === 1))
+        const stopping = yield* Effect.forkChild(registry.stop)
+        yield* eventually(Effect.map(server.lifecycle.state, (s) => s._tag === "Closing"))
+        yield* registry.force
+        yield* Fiber.join(stopping)
+        const report = yield* server.awaitShutdown
+        assert.isFalse(report.drained)
+        assert.strictEqual(report.cutOff.length, 1)
+        assert.strictEqual(report.finishedAt - report.startedAt, 0)
+      }).pipe(Effect.provide(GracefulShutdown.layer)))
+    it.effect("a connection Failed by a refused handshake is torn down by the program's stop, not left waiting", () =>
+      Effect.gen(function*() {
+        const registry = yield* GracefulShutdown.GracefulShutdown
+        const pair = yield* TestTransport.makePair()
+        const server = yield* Connection.make({
+          protocol: Protocol.make({ serves: [Initialize] }),
+          transport: pair.left,
+          handlers: { initialize: () => Effect.fail(RpcError.make(-32000, "unsupported version")) },
+          handshake: Connection.accept("initialize")
+        })
+        const raw = yield* makeRaw(pair.right)
+        yield* raw.send({ jsonrpc: "2.0", id: 1, method: "initialize", params: {} })
+        yield* raw.next
+        assert.strictEqual((yield* server.lifecycle.state)._tag, "Failed")
+        yield* registry.stop
+        assert.strictEqual((yield* server.awaitShutdown).reason, "Failed")
+      }).pipe(Effect.provide(GracefulShutdown.layer)))
   })
 })

@@ -190,4 +190,39 @@ describe("ShutdownPolicy", () => {
         ])
       }))
   })
+
+  describe("resolve: the one rule for where the policy comes from", () => {
+    const drainEnv: ReadonlyArray<readonly [string, string]> = [
+      ["LIFELINE_SHUTDOWN_POLICY", "drain"],
+      ["LIFELINE_DRAIN_TIMEOUT", "10 seconds"]
+    ]
+
+    it.effect("option, else service, else environment, else fail-fast", () =>
+      Effect.gen(function*() {
+        const option = ShutdownPolicy.drain("1 second")
+        assert.deepStrictEqual(yield* ShutdownPolicy.resolve(option), option)
+        assert.deepStrictEqual(
+          yield* ShutdownPolicy.resolve().pipe(Effect.provide(ShutdownPolicy.layerDrain("2 seconds"))),
+          ShutdownPolicy.drain("2 seconds")
+        )
+        assert.deepStrictEqual(
+          yield* ShutdownPolicy.resolve(option).pipe(Effect.provide(ShutdownPolicy.layerDrain("2 seconds"))),
+          option
+        )
+        assert.deepStrictEqual(yield* ShutdownPolicy.resolve(), ShutdownPolicy.drain("10 seconds"))
+        assert.deepStrictEqual(yield* ShutdownPolicy.resolve().pipe(withEnv([])), ShutdownPolicy.FailFast())
+      }).pipe(withEnv(drainEnv)))
+
+    it.effect("an invalid environment is a ConfigError, never a silent fail-fast; it is not read when not needed", () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(ShutdownPolicy.resolve())
+        assert.deepStrictEqual(invalidData(error).map((_) => _.path), ["LIFELINE_SHUTDOWN_POLICY"])
+        assert.deepStrictEqual(yield* ShutdownPolicy.resolve(ShutdownPolicy.FailFast()), ShutdownPolicy.FailFast())
+      }).pipe(withEnv([["LIFELINE_SHUTDOWN_POLICY", "graceful"]])))
+
+    it("drainTimeout: the drain's timeout, zero under fail-fast", () => {
+      assert.strictEqual(Duration.toMillis(ShutdownPolicy.drainTimeout(ShutdownPolicy.drain("10 seconds"))), 10_000)
+      assert.strictEqual(Duration.toMillis(ShutdownPolicy.drainTimeout(ShutdownPolicy.FailFast())), 0)
+    })
+  })
 })

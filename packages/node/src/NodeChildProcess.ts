@@ -1,10 +1,13 @@
 /**
  * A child process as a transport, for the host side: spawned from an Effect `ChildProcess` command (arguments,
  * environment, working directory) inside a Scope, stdin/stdout as the `Transport`, stderr read line by line into the
- * host's log with its last lines kept, the exit observed, and one bounded stop sequence when the Scope closes:
+ * host's log with its last lines kept, the exit observed, and the kernel's one stop sequence (`StopSequence`) when the
+ * Scope closes:
  *
- * (protocol shutdown, ≤ 5 s) → end of stdin → wait ≤ 1 s → SIGTERM to the process group → wait ≤ 1 s → SIGKILL to
- * the process group → wait ≤ 1 s, then the same for descendants left in the group.
+ * (protocol shutdown request, ≤ `shutdownTimeout`) → the connection closed under its policy (≤ `closeTimeout`: the
+ * drain timeout + flush + 1 s) → end of stdin → `exitGrace` → SIGTERM to the process group → `killGrace` → SIGKILL to
+ * the process group → `verifyTimeout`, then the same for descendants left in the group. docs/shutdown.md has the table
+ * of bounds and the whole story from a signal to the last SIGKILL.
  *
  * Why not Effect's `ChildProcessSpawner` (`NodeChildProcessSpawner`, 4.1): its release and `kill` escalate to SIGKILL
  * only with `forceKillAfter`, time their waits with `setTimeout` rather than the Clock, and then still wait for the
@@ -21,108 +24,101 @@ import type * as Lifecycle from "@lifeline/kernel/Lifecycle"
 import type * as Method from "@lifeline/kernel/Method"
 import type * as Peer from "@lifeline/kernel/Peer"
 import type * as PeerError from "@lifeline/kernel/PeerError"
+import * as Process from "@lifeline/kernel/Process"
+import type * as StopSequence from "@lifeline/kernel/StopSequence"
 import * as Transport from "@lifeline/kernel/Transport"
+import type * as Config from "effect/Config"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import type * as ChildProcess from "effect/process/ChildProcess"
-import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as internal from "./internal/childProcess.js"
 import * as NodeSignals from "./NodeSignals.js"
 
 /**
- * The child could not be started: the program was not found or may not be run, the working directory does not exist,
- * or the `Command` is `Unsupported`: a pipeline (spawn one program; use a shell command line for a pipeline), or a
- * `shell` command with arguments (pass the whole script as the command, as Effect's spawner requires). `Unrecorded`:
- * the child was to be recorded in a journal (`Options.journal`) and the journal failed, so it was killed at once,
- * before anything talked to it; `cause` is the `JournalError`.
+ * The child could not be started: the kernel's `Process.SpawnError` (one error for every host), with `reason`
+ * `NotFound`, `PermissionDenied`, `BadDirectory`, `Unsupported` (a pipeline: spawn one program, use a shell command
+ * line for a pipeline; or a `shell` command with arguments: pass the whole script as the command), `Unrecorded` (the
+ * journal of `Options.journal` failed, so the child was killed at once; `cause` is the `JournalError`) or `Unknown`.
  *
  * @since 0.1.0
  * @category errors
  */
-export class SpawnError extends Schema.TaggedError<SpawnError>("@lifeline/node/SpawnError")("SpawnError", {
-  reason: Schema.Literals(["NotFound", "PermissionDenied", "BadDirectory", "Unsupported", "Unrecorded", "Unknown"]),
-  command: Schema.String,
-  detail: Schema.String,
-  cause: Schema.optional(Schema.Defect())
-}) {
-  override get message(): string {
-    return `cannot spawn ${this.command}: ${this.detail}`
-  }
-}
+export const SpawnError: typeof Process.SpawnError = Process.SpawnError
 
 /**
- * How the child ended: an exit code, or the signal that killed it (then `exitCode` is null).
+ * @since 0.1.0
+ * @category errors
+ */
+export type SpawnError = Process.SpawnError
+
+/**
+ * How the child ended: the kernel's `Process.ExitStatus`, an exit code or the signal that killed it (then `exitCode`
+ * is null).
  *
  * @since 0.1.0
  * @category models
  */
-export interface ExitStatus {
-  readonly exitCode: number | null
-  readonly signal: NodeJS.Signals | null
-}
+export type ExitStatus = Process.ExitStatus
 
 /**
- * The step of the stop sequence after which the child was seen to exit: it had `Exited` before the stop began, or
- * exited during the protocol `Shutdown`, after the `EndOfInput`, after SIGTERM (`Terminate`) or SIGKILL (`Kill`);
- * `Unkillable` when even SIGKILL was not followed by an exit within `killTimeout` (a process stuck in the kernel).
+ * The step of the stop sequence after which the child was seen to exit: `StopSequence.Step`.
  *
  * @since 0.1.0
  * @category models
  */
-export type StopStep = "Exited" | "Shutdown" | "EndOfInput" | "Terminate" | "Kill" | "Unkillable"
+export type StopStep = StopSequence.Step
 
 /**
- * What became of the protocol shutdown step: not run (`Skipped`: none was given, or the child had already exited),
- * answered, failed (an error answer, or the child exited first), or no answer within `shutdownTimeout`.
+ * What became of the protocol shutdown request: `StopSequence.ShutdownOutcome`.
  *
  * @since 0.1.0
  * @category models
  */
-export type ShutdownOutcome = "Skipped" | "Completed" | "Failed" | "TimedOut"
+export type ShutdownOutcome = StopSequence.ShutdownOutcome
 
 /**
- * What a stop did.
+ * What a stop did: the kernel's `StopSequence.StopReport` (which step ended it, what became of the shutdown request,
+ * of the close step and of the descendants, the signals sent, and `elapsedMillis`).
  *
  * @since 0.1.0
  * @category models
  */
-export interface StopReport {
-  readonly endedBy: StopStep
-  readonly shutdown: ShutdownOutcome
-  /**
-   * Processes left in the child's process group once the child had exited (grandchildren): `None`, or stopped by
-   * SIGTERM (`Terminated`), by SIGKILL (`Killed`), or still there after SIGKILL (`Survived`).
-   */
-  readonly descendants: "None" | "Terminated" | "Killed" | "Survived"
-  /** Undefined only when the child was `Unkillable`. */
-  readonly exit: ExitStatus | undefined
-  readonly elapsedMillis: number
-}
+export type StopReport = StopSequence.StopReport
 
 /**
- * The bounds of the stop sequence. The defaults are Hermes': 5 seconds for the answer to `shutdown`, then SIGKILL.
+ * The bounds of the stop sequence: the kernel's options, with their defaults in one table (`StopSequence.Options`,
+ * docs/shutdown.md). The close step's bound is derived from the connection's policy (its drain timeout plus the
+ * flush), so a drain is never cut short by the stop.
  *
  * @since 0.1.0
  * @category models
  */
 export interface StopOptions {
-  /** How long the protocol shutdown step may take; also bounds closing the connection. Default 5 seconds. */
+  /** How long the protocol shutdown request may take. Default 5 seconds. */
   readonly shutdownTimeout?: Duration.Input | undefined
-  /** How long the child has to exit after its stdin ended. Default 1 second. */
-  readonly exitTimeout?: Duration.Input | undefined
-  /** How long the process group has after SIGTERM. Default 1 second. */
-  readonly terminateTimeout?: Duration.Input | undefined
+  /** How long closing the connection may take. Default: its drain timeout + its flush timeout + 1 second. */
+  readonly closeTimeout?: Duration.Input | undefined
+  /** How long the child has to exit after its stdin ended, before SIGTERM. Default 1 second. */
+  readonly exitGrace?: Duration.Input | undefined
+  /** How long the process group has after SIGTERM, before SIGKILL. Default 1 second. */
+  readonly killGrace?: Duration.Input | undefined
   /** How long to wait for the exit after SIGKILL before reporting `Unkillable`. Default 1 second. */
-  readonly killTimeout?: Duration.Input | undefined
+  readonly verifyTimeout?: Duration.Input | undefined
   /**
    * A child that does not answer the protocol shutdown in time is unresponsive: SIGKILL it at once instead of ending
    * its input and trying SIGTERM first (Hermes: "Timeout exceeded: process forcibly terminated"). Default true.
    */
   readonly killOnShutdownTimeout?: boolean | undefined
+  /** @deprecated Use `exitGrace`. */
+  readonly exitTimeout?: Duration.Input | undefined
+  /** @deprecated Use `killGrace`. */
+  readonly terminateTimeout?: Duration.Input | undefined
+  /** @deprecated Use `verifyTimeout`. */
+  readonly killTimeout?: Duration.Input | undefined
 }
 
 /**
@@ -152,14 +148,16 @@ export interface Options {
   /**
    * Records the child in this journal, so that a host that crashes leaves no orphan: right after the spawn, its pid,
    * start time and command become an `InFlight` entry of kind `process` (`Recovery.recordProcess`, under the fiber's
-   * `Journal.Owner`), and its exit is recorded when it exits, on its own or killed by the stop sequence
-   * (`Recovery.processExited`). After a crash, the next start's `Recovery.run({ reap: SqliteJournal.reapProcess() })`
+   * `Journal.Owner`), and its end is recorded once its whole process group is gone, on its own or swept by the stop
+   * sequence (`Recovery.processExited`): a leader that exits leaving descendants in the group stays `InFlight`, so a
+   * reaper still finds them if the host crashes. After a crash, the next start's `Recovery.run({ reap: SqliteJournal.reapProcess() })`
    * finds the entries still `InFlight` and kills those children.
    *
    * If the spawn cannot be recorded, the child is killed at once and the spawn fails with `SpawnError` `Unrecorded`.
    * If its exit cannot be recorded, a warning is logged and the entry stays `InFlight`: the next start finds the pid
    * gone (or reused) and leaves it alone. A child that even SIGKILL did not end (`Unkillable`) stays `InFlight` too,
-   * for the next start to try again. Default: nothing is recorded.
+   * for the next start to try again, and so does one whose descendants survived the sweep. Default: nothing is
+   * recorded.
    *
    * @example
    * ```ts
@@ -200,7 +198,11 @@ export interface Child {
   readonly stderrTail: Effect.Effect<ReadonlyArray<string>>
   /** Sends a signal to the child's process group now (to the child alone on Windows). Does not wait. */
   readonly kill: (signal: NodeJS.Signals) => Effect.Effect<void>
-  /** Runs the stop sequence now; closing the Scope runs it too. It runs once: every caller gets the same report. */
+  /**
+   * Runs the stop sequence now; closing the Scope runs it too, and so does, for a child made with {@link makePeer} or
+   * {@link makeConnection}, a request to stop the host program (`GracefulShutdown`, provided by
+   * `NodeSignals.runMain`). It runs once: every caller gets the same report.
+   */
   readonly stop: Effect.Effect<StopReport>
 }
 
@@ -214,17 +216,16 @@ const commandLine = (command: ChildProcess.Command): string => argv(command).joi
 
 const makeInternal = (options: Options): Effect.Effect<internal.Internal, SpawnError, Scope.Scope> =>
   Effect.gen(function*() {
-    const stop = internal.decodeStopSettings(options.stop)
     const signals = yield* Effect.serviceOption(NodeSignals.NodeSignals)
     const handle = yield* Effect.mapError(
       internal.spawnHandle(options.command),
-      (failure) => new SpawnError({ ...failure, command: commandLine(options.command) })
+      (failure) => new Process.SpawnError({ ...failure, command: commandLine(options.command) })
     )
     if (options.journal !== undefined) {
       // Before the stop finalizer that `internal.make` registers, so the exit is recorded after the stop has run.
       yield* internal.record(handle, options.journal, argv(options.command)).pipe(
         Effect.mapError((error) =>
-          new SpawnError({
+          new Process.SpawnError({
             reason: "Unrecorded",
             command: commandLine(options.command),
             detail: `the child could not be recorded in the journal, so it was killed: ${error.message}`,
@@ -238,7 +239,7 @@ const makeInternal = (options: Options): Effect.Effect<internal.Internal, SpawnE
       stderrTailLines: options.stderrTailLines ?? 50,
       maxStderrLineLength: options.maxStderrLineLength ?? 8192,
       stderrLogLevel: internal.logLevelOf(options.stderrLogLevel),
-      stop,
+      stop: options.stop ?? {},
       shutdown: options.shutdown,
       forced: Option.getOrUndefined(Option.map(signals, (service) => service.forced))
     })
@@ -247,7 +248,9 @@ const makeInternal = (options: Options): Effect.Effect<internal.Internal, SpawnE
 /**
  * Spawns a child in the current Scope. Closing the Scope runs the stop sequence; the child and its process group are
  * gone afterwards (or the report says `Unkillable`/`Survived`). A second SIGTERM/SIGINT received by a host run with
- * `NodeSignals.runMain` cuts the sequence short and goes straight to SIGKILL.
+ * `NodeSignals.runMain` cuts the sequence short and goes straight to SIGKILL. A bare child is not registered with
+ * `GracefulShutdown`: it belongs to whoever talks to it, whose own stop (a protocol shutdown request) comes first, and
+ * its stop sequence runs when that owner's Scope closes.
  *
  * @example
  * ```ts
@@ -350,6 +353,7 @@ export const makePeer = <Serves extends Method.Any, Calls extends Method.Any, R 
     const { shutdown, ...rest } = options
     const self = yield* makeInternal(rest)
     const peer = yield* internal.attachPeer(self, { ...rest, transport: self.child.transport }, shutdown)
+    yield* internal.register(self)
     return { child: self.child, peer }
   })
 
@@ -370,7 +374,7 @@ export interface ConnectionOptions<Serves extends Method.Any, Calls extends Meth
 }
 
 /**
- * A child and the connection (peer, lifecycle, shutdown policy) that talks to it.
+ * A child and the connection (peer, lifecycle, shutdown policy) that talks to it, and the one way to stop both.
  *
  * @since 0.1.0
  * @category models
@@ -378,16 +382,27 @@ export interface ConnectionOptions<Serves extends Method.Any, Calls extends Meth
 export interface ChildConnection<Serves extends Method.Any, Calls extends Method.Any> {
   readonly child: Child
   readonly connection: Connection.Connection<Serves, Calls>
+  /**
+   * The one stop, in this order: the protocol `shutdown` request (if given), the connection under its policy (a drain
+   * lets work in flight finish; what is left is cut off, cancelled on the wire where the protocol can, and reported in
+   * `connection.awaitShutdown`), the end of stdin, then the kernel's stop sequence (`exitGrace` → SIGTERM →
+   * `killGrace` → SIGKILL → verify). Closing the Scope runs it, and so does a signal to a host run by
+   * `NodeSignals.runMain`; it runs once, and every caller gets the same report. The same as `child.stop`.
+   * (`connection.stop` alone closes only the conversation: the child usually exits at the end of its input, and the
+   * stop sequence still runs when the Scope closes.)
+   */
+  readonly stop: Effect.Effect<StopReport>
 }
 
 /**
  * Spawns a child and runs a `Connection` on its stdio: the handshake (e.g. `Connection.initiate` with Hermes'
  * `initialize`), the gates, and a stop under the shutdown policy. When the child exits on its own, pending calls fail
  * at once with `PeerExited` and the lifecycle moves to `Failed`; an exit during the stop ends in `Closed`. Closing
- * the Scope runs the stop sequence of {@link make}, whose "end of input" step is the connection's stop under its
- * policy (a drain waits, bounded by `shutdownTimeout`; a second signal to a host run by `NodeSignals.runMain` cuts it
- * short with `stopNow`). If the handshake fails, `makeConnection` fails with its error
- * and the child is stopped with the Scope.
+ * the Scope runs {@link ChildConnection.stop}: the connection stops under its policy first (bounded by `closeTimeout`,
+ * derived from the policy: a 10 s drain drains 10 s), then the stop sequence of {@link make}. A first signal to a
+ * host run by `NodeSignals.runMain` runs that stop before the host's main fiber is interrupted, so calls the main
+ * fiber waits for may finish within the drain; a second signal cuts it short (`stopNow`, then SIGKILL). If the
+ * handshake fails, `makeConnection` fails with its error and the child is stopped with the Scope.
  *
  * @example
  * ```ts
@@ -401,7 +416,7 @@ export interface ChildConnection<Serves extends Method.Any, Calls extends Method
  * const host = Protocol.make({ calls: [Initialize, Shutdown] })
  *
  * const program = Effect.gen(function*() {
- *   const { connection } = yield* NodeChildProcess.makeConnection({
+ *   const { connection, stop } = yield* NodeChildProcess.makeConnection({
  *     command: ChildProcess.make("node", ["extension.js"]),
  *     protocol: host,
  *     handlers: {},
@@ -409,7 +424,8 @@ export interface ChildConnection<Serves extends Method.Any, Calls extends Method
  *     policy: ShutdownPolicy.drain("2 seconds"),
  *     shutdown: (connection) => connection.peer.call(Shutdown, {})
  *   })
- *   return yield* connection.lifecycle.state // Ready
+ *   yield* connection.lifecycle.state // Ready
+ *   return yield* stop // { endedBy: "EndOfInput", ... }
  * }).pipe(Effect.scoped)
  * ```
  *
@@ -420,19 +436,35 @@ export const makeConnection = <Serves extends Method.Any, Calls extends Method.A
   options: ConnectionOptions<Serves, Calls, R>
 ): Effect.Effect<
   ChildConnection<Serves, Calls>,
-  SpawnError | Lifecycle.Failure | Lifecycle.IllegalTransition,
+  SpawnError | Lifecycle.Failure | Lifecycle.IllegalTransition | Config.ConfigError,
   Scope.Scope | R
 > =>
   Effect.gen(function*() {
     const { shutdown, ...rest } = options
     const self = yield* makeInternal(rest)
+    // Why the connection closes, as its lifecycle and its `ShutdownError`s tell it: a signal to the host is `Interrupted`.
+    let reason: Lifecycle.CloseReason = "Stop"
     const connection = yield* internal.attach(
       self,
-      Connection.make<Serves, Calls, R>({ ...rest, transport: self.child.transport }),
+      // The child's stop (registered by `makeInternal`) stops the connection first: registering the connection on
+      // its own too would let a signal close it before the protocol shutdown request could be sent.
+      Connection.make<Serves, Calls, R>({ ...rest, transport: self.child.transport, gracefulShutdown: false }),
       (connection) => connection.peer,
-      shutdown
+      shutdown,
+      (connection) => ({
+        close: Effect.andThen(Effect.suspend(() => connection.stop(reason)), connection.awaitShutdown),
+        closeNow: Effect.andThen(Effect.suspend(() => connection.stopNow(reason)), connection.awaitShutdown),
+        policy: connection.policy
+      }),
+      rest.flushTimeout
+    )
+    yield* internal.register(
+      self,
+      Effect.sync(() => {
+        reason = "Interrupted"
+      })
     )
     // A second signal also cuts the connection's drain short, not only the waits for the child's exit.
     yield* NodeSignals.forceOnSecondSignal(connection.stopNow("Interrupted"), connection.awaitShutdown)
-    return { child: self.child, connection }
+    return { child: self.child, connection, stop: self.child.stop }
   })

@@ -1,7 +1,8 @@
 /**
- * How a Lifeline process ends: SIGTERM and SIGINT start a graceful stop (the main fiber is interrupted, so every
- * finalizer runs, and a connection stops under its shutdown policy); a second signal forces the fail-fast path; the
- * exit code says how it ended.
+ * How a Lifeline process ends: SIGTERM, SIGINT and SIGHUP start a graceful stop, in which every live connection (and
+ * every child with its connection) stops under its own shutdown policy before the main fiber is interrupted, so a call
+ * the main fiber waits for may finish within a drain; then every finalizer runs. A second signal forces the fail-fast
+ * path; the exit code says how it ended.
  *
  * | code | name        | meaning                                                                                   |
  * | ---- | ----------- | ----------------------------------------------------------------------------------------- |
@@ -9,29 +10,32 @@
  * | 1    | `Failure`   | the program failed or died (also: interrupted without a signal)                           |
  * | 2    | `Forced`    | a second signal forced the fail-fast path, and the finalizers finished                    |
  * | 3    | `Abandoned` | the finalizers did not finish within `forceTimeout` after the second signal, or a third came |
+ * | 129  | `Hangup`    | SIGHUP (128 + 1): the graceful stop finished                                              |
  * | 130  | `Interrupt` | SIGINT (128 + 2): the graceful stop finished                                              |
  * | 143  | `Terminate` | SIGTERM (128 + 15): the graceful stop finished                                            |
  *
  * @since 0.1.0
  */
-import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
 import * as internalLogger from "./internal/logger.js"
 import { flushWritable, unsafeGuard } from "./internal/streams.js"
 
 /**
- * The signals that stop a Lifeline process.
+ * The signals that stop a Lifeline process. SIGHUP (the terminal went away) is handled like SIGTERM.
  *
  * @since 0.1.0
  * @category models
  */
-export type Signal = "SIGINT" | "SIGTERM"
+export type Signal = "SIGINT" | "SIGTERM" | "SIGHUP"
 
 /**
  * The signals a process run with {@link runMain} has received, for the code that must react to them: a host that
@@ -65,7 +69,7 @@ export declare namespace NodeSignals {
   export interface Service {
     /** The signals received so far, oldest first. */
     readonly received: Effect.Effect<ReadonlyArray<Signal>>
-    /** Completes at the first SIGTERM or SIGINT: the graceful stop has begun. */
+    /** Completes at the first SIGTERM, SIGINT or SIGHUP: the graceful stop has begun. */
     readonly stopRequested: Effect.Effect<Signal>
     /** Completes at the second: whatever still waits for a graceful stop must give up and fail fast. */
     readonly forced: Effect.Effect<Signal>
@@ -90,6 +94,7 @@ export const ExitCode = {
   Failure: 1,
   Forced: 2,
   Abandoned: 3,
+  Hangup: 129,
   Interrupt: 130,
   Terminate: 143
 } as const
@@ -113,7 +118,9 @@ export const ExitCode = {
 export const exitCodeOf = (exit: Exit.Exit<unknown, unknown>, signals: ReadonlyArray<Signal>): number => {
   if (Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)) return ExitCode.Failure
   if (signals.length >= 2) return ExitCode.Forced
-  if (signals.length === 1) return signals[0] === "SIGINT" ? ExitCode.Interrupt : ExitCode.Terminate
+  if (signals.length === 1) {
+    return signals[0] === "SIGINT" ? ExitCode.Interrupt : signals[0] === "SIGHUP" ? ExitCode.Hangup : ExitCode.Terminate
+  }
   return Exit.isSuccess(exit) ? ExitCode.Success : ExitCode.Failure
 }
 
@@ -209,12 +216,19 @@ export interface RunMainOptions {
 }
 
 /**
- * Runs the main program of a Lifeline process, on top of `@effect/platform-node`'s `NodeRuntime.runMain` (which
- * interrupts the main fiber at SIGINT/SIGTERM, so that every finalizer runs; on its own it exits with 130 for either
- * signal, does not tell a second signal from the first, and does not flush stdout). In addition:
+ * Runs the main program of a Lifeline process, on Effect's `Runtime.makeRunMain` (the runner under
+ * `NodeRuntime.runMain`, which on its own interrupts the main fiber at the first SIGINT/SIGTERM, exits with 130 for
+ * either, does not tell a second signal from the first, and does not flush stdout). Here:
+ * - the first SIGTERM, SIGINT or SIGHUP is a graceful stop: every connection and child registered with the
+ *   `GracefulShutdown` service (which the program gets: `Connection.make`, `NodeStdio.makeConnection` and
+ *   `NodeChildProcess` register by themselves) stops under its own shutdown policy, all at once; only when they have
+ *   stopped (each is bounded by its own deadline: the drain timeout, the stop sequence's bounds) is the main fiber
+ *   interrupted, so that every finalizer runs. Meanwhile the main fiber keeps running: a call it waits for may finish
+ *   within a drain, and a new call is refused with `ShutdownError`;
+ * - the second signal forces the fail-fast path: `GracefulShutdown.force` (drains are cut short, children get
+ *   SIGKILL), the {@link NodeSignals} service's `forced` completes, and the main fiber is interrupted at once; the
+ *   third signal (or `forceTimeout` after the second) exits at once with `Abandoned`;
  * - logs go to stderr (stdout may carry the protocol), and the failure of the program is logged there;
- * - the program gets the {@link NodeSignals} service; the second signal completes its `forced`, the third (or
- *   `forceTimeout` after the second) exits at once with `Abandoned`;
  * - when the program has ended, stdout and stderr are flushed and the process exits with the code of
  *   {@link exitCodeOf}, even if a timer or socket would keep it alive: an extension must not outlive its host;
  * - an error on stdout or stderr (EPIPE once the host is gone) is never an uncaught exception that would skip the
@@ -238,11 +252,16 @@ export interface RunMainOptions {
  * @since 0.1.0
  * @category constructors
  */
-export const runMain = <A, E>(effect: Effect.Effect<A, E, NodeSignals>, options: RunMainOptions = {}): void => {
+export const runMain = <A, E>(
+  effect: Effect.Effect<A, E, NodeSignals | GracefulShutdown.GracefulShutdown>,
+  options: RunMainOptions = {}
+): void => {
   const forceTimeout = Duration.fromInputUnsafe(options.forceTimeout ?? Duration.seconds(3))
   const flushTimeout = Duration.fromInputUnsafe(options.flushTimeout ?? Duration.seconds(1))
   const controller = unsafeMakeController()
+  const registry = Effect.runSync(GracefulShutdown.make)
   const withLogger = internalLogger.withStderrLogger(internalLogger.stderrLogger)
+  let main: Fiber.Fiber<unknown, unknown> | undefined
 
   let exiting = false
   const exit = (code: number): void => {
@@ -250,6 +269,7 @@ export const runMain = <A, E>(effect: Effect.Effect<A, E, NodeSignals>, options:
     exiting = true
     process.off("SIGINT", onSigint)
     process.off("SIGTERM", onSigterm)
+    process.off("SIGHUP", onSighup)
     Effect.runFork(
       Effect.timeoutOption(
         Effect.all([flushWritable(process.stdout), flushWritable(process.stderr)], { discard: true }),
@@ -258,13 +278,27 @@ export const runMain = <A, E>(effect: Effect.Effect<A, E, NodeSignals>, options:
     ).addObserver(() => process.exit(code))
   }
 
+  const interruptMain = (): void => {
+    if (main !== undefined) main.interruptUnsafe(main.id)
+  }
+
   const onSignal = (signal: Signal): void => {
     const count = controller.unsafeReceive(signal)
     if (count === 1) {
-      Effect.runFork(withLogger(Effect.logInfo(`${signal}: stopping (a second signal forces it)`)))
+      Effect.runFork(withLogger(Effect.gen(function*() {
+        const live = yield* registry.size
+        yield* Effect.logInfo(
+          `${signal}: stopping ${live} connection(s) under their shutdown policies (a second signal forces it)`
+        )
+        yield* registry.stop
+        yield* Effect.logDebug(`${signal}: every connection has stopped: interrupting the program`)
+        interruptMain()
+      })))
     } else if (count === 2) {
       Effect.runFork(withLogger(Effect.gen(function*() {
         yield* Effect.logWarning(`${signal} again: forcing the stop`)
+        interruptMain()
+        yield* Effect.forkChild(registry.force)
         yield* Effect.sleep(forceTimeout)
         yield* Effect.logError(`still not stopped ${Duration.format(forceTimeout)} after the second signal: exiting`)
         exit(ExitCode.Abandoned)
@@ -275,8 +309,10 @@ export const runMain = <A, E>(effect: Effect.Effect<A, E, NodeSignals>, options:
   }
   const onSigint = () => onSignal("SIGINT")
   const onSigterm = () => onSignal("SIGTERM")
+  const onSighup = () => onSignal("SIGHUP")
   process.on("SIGINT", onSigint)
   process.on("SIGTERM", onSigterm)
+  process.on("SIGHUP", onSighup)
 
   // An 'error' on stdout or stderr that nobody listens to (EPIPE once the host is gone) would be an uncaught exception:
   // the process would die at once, without finalizers. Here such errors only drop what is written; a NodeStdio
@@ -286,13 +322,18 @@ export const runMain = <A, E>(effect: Effect.Effect<A, E, NodeSignals>, options:
 
   const program = effect.pipe(
     Effect.provideService(NodeSignals, controller.service),
+    Effect.provideService(GracefulShutdown.GracefulShutdown, registry),
     Effect.tapCause((cause) =>
       Cause.hasInterruptsOnly(cause) ? Effect.void : Effect.logError("the program failed", cause)
     ),
     withLogger
   )
-  NodeRuntime.runMain(program, {
+  const run = Runtime.makeRunMain(({ fiber, teardown }) => {
+    main = fiber as Fiber.Fiber<unknown, unknown>
+    fiber.addObserver((result) => teardown(result, exit))
+  })
+  run(program, {
     disableErrorReporting: true,
-    teardown: (result) => exit(exitCodeOf(result, controller.unsafeReceived()))
+    teardown: (result, onExit) => onExit(exitCodeOf(result, controller.unsafeReceived()))
   })
 }

@@ -3,10 +3,13 @@
 /**
  * A child process as a transport, for the host side: spawned from an Effect `ChildProcess` command (arguments,
  * environment, working directory) inside a Scope, stdin/stdout as the `Transport`, stderr read line by line into the
- * host's log with its last lines kept, the exit observed, and one bounded stop sequence when the Scope closes:
+ * host's log with its last lines kept, the exit observed, and the kernel's one stop sequence (`StopSequence`) when the
+ * Scope closes:
  *
- * (protocol shutdown, ≤ 5 s) → end of stdin → wait ≤ 1 s → SIGTERM to the process group → wait ≤ 1 s → SIGKILL to
- * the process group → wait ≤ 1 s, then the same for descendants left in the group.
+ * (protocol shutdown request, ≤ `shutdownTimeout`) → the connection closed under its policy (≤ `closeTimeout`: the
+ * drain timeout + flush + 1 s) → end of stdin → `exitGrace` → SIGTERM to the process group → `killGrace` → SIGKILL to
+ * the process group → `verifyTimeout`, then the same for descendants left in the group. docs/shutdown.md has the table
+ * of bounds and the whole story from a signal to the last SIGKILL.
  *
  * Why not Effect's `ChildProcessSpawner` (`NodeChildProcessSpawner`, 4.1): its release and `kill` escalate to SIGKILL
  * only with `forceKillAfter`, time their waits with `setTimeout` rather than the Clock, and then still wait for the
@@ -20,9 +23,10 @@
 export * as NodeChildProcess from "./NodeChildProcess.js"
 
 /**
- * How a Lifeline process ends: SIGTERM and SIGINT start a graceful stop (the main fiber is interrupted, so every
- * finalizer runs, and a connection stops under its shutdown policy); a second signal forces the fail-fast path; the
- * exit code says how it ended.
+ * How a Lifeline process ends: SIGTERM, SIGINT and SIGHUP start a graceful stop, in which every live connection (and
+ * every child with its connection) stops under its own shutdown policy before the main fiber is interrupted, so a call
+ * the main fiber waits for may finish within a drain; then every finalizer runs. A second signal forces the fail-fast
+ * path; the exit code says how it ended.
  *
  * | code | name        | meaning                                                                                   |
  * | ---- | ----------- | ----------------------------------------------------------------------------------------- |
@@ -30,6 +34,7 @@ export * as NodeChildProcess from "./NodeChildProcess.js"
  * | 1    | `Failure`   | the program failed or died (also: interrupted without a signal)                           |
  * | 2    | `Forced`    | a second signal forced the fail-fast path, and the finalizers finished                    |
  * | 3    | `Abandoned` | the finalizers did not finish within `forceTimeout` after the second signal, or a third came |
+ * | 129  | `Hangup`    | SIGHUP (128 + 1): the graceful stop finished                                              |
  * | 130  | `Interrupt` | SIGINT (128 + 2): the graceful stop finished                                              |
  * | 143  | `Terminate` | SIGTERM (128 + 15): the graceful stop finished                                            |
  *

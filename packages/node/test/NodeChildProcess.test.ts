@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Framing } from "@lifeline/jsonrpc"
-import { Journal, Method, Protocol, Recovery } from "@lifeline/kernel"
+import { Connection, GracefulShutdown, Journal, Method, Protocol, Recovery, ShutdownPolicy } from "@lifeline/kernel"
 import type { NodeChildProcess } from "@lifeline/node"
 import {
   Clock,
@@ -105,7 +105,7 @@ const settings = (
   stderrTailLines: 3,
   maxStderrLineLength: 100,
   stderrLogLevel: "None",
-  stop: internal.decodeStopSettings(overrides.stopOptions),
+  stop: overrides.stopOptions ?? {},
   shutdown: undefined,
   forced: undefined,
   ...overrides
@@ -558,6 +558,43 @@ describe("NodeChildProcess recorded in a journal", () => {
       assert.deepStrictEqual(yield* journal.running, [], "not run by this process any more: a reaper may take it")
     }))
 
+  it.effect("a leader that exits leaving descendants in its group stays InFlight until the group is gone", () =>
+    Effect.gen(function*() {
+      const journal = yield* Journal.makeMemory
+      const scope = yield* Scope.make()
+      const fake = yield* makeFake({ descendantDiesOf: ["SIGTERM"] })
+      yield* internal.record(fake.handle, journal, command).pipe(Scope.provide(scope))
+      yield* internal.make(fake.handle, settings()).pipe(Scope.provide(scope))
+      const [entry] = yield* processEntries(journal)
+      fake.exit({ exitCode: 0, signal: null })
+      yield* settle
+      yield* TestClock.adjust("1 second")
+      // If the host crashed now, the reaper must still find the group: its members are ours.
+      assert.strictEqual(Option.getOrThrow(yield* journal.get(entry.key)).status, "InFlight")
+      fake.handle.unsafeSignal("SIGTERM")
+      yield* TestClock.adjust("100 millis")
+      yield* settle
+      const ended = Option.getOrThrow(yield* journal.get(entry.key))
+      assert.deepStrictEqual([ended.status, ended.result], ["Completed", { exitCode: 0, signal: null }])
+      yield* Scope.close(scope, Exit.void)
+    }))
+
+  it.effect("descendants that survive the stop's sweep leave the record InFlight for the reaper", () =>
+    Effect.gen(function*() {
+      const journal = yield* Journal.makeMemory
+      const scope = yield* Scope.make()
+      const fake = yield* makeFake({ descendantDiesOf: [] })
+      yield* internal.record(fake.handle, journal, command).pipe(Scope.provide(scope))
+      yield* internal.make(fake.handle, settings()).pipe(Scope.provide(scope))
+      const [entry] = yield* processEntries(journal)
+      const closing = yield* Effect.forkChild(Scope.close(scope, Exit.void))
+      yield* settle
+      yield* TestClock.adjust("3 seconds")
+      yield* Fiber.join(closing)
+      assert.strictEqual(Option.getOrThrow(yield* journal.get(entry.key)).status, "InFlight")
+      assert.deepStrictEqual(yield* journal.running, [])
+    }))
+
   it.effect("a spawn the journal cannot record kills the child at once and fails", () =>
     Effect.gen(function*() {
       const memory = yield* Journal.makeMemory
@@ -570,4 +607,152 @@ describe("NodeChildProcess recorded in a journal", () => {
       assert.strictEqual(error.reason, "Storage")
       assert.deepStrictEqual(signalsOf(fake.signals), ["SIGKILL@0"])
     }))
+})
+
+const Work = Method.request("work", { params: Schema.Struct({ ms: Schema.Number }), result: Schema.Number })
+const WorkClient = Protocol.make({ calls: [Work] })
+
+/** A connection on a fake child, stopped the way `makeConnection` stops it: the connection first, then the ladder. */
+const attachConnection = (
+  self: internal.Internal,
+  policy: ShutdownPolicy.Policy
+) =>
+  internal.attach(
+    self,
+    Connection.make({
+      protocol: WorkClient,
+      transport: self.child.transport,
+      handlers: {},
+      policy,
+      requestTimeout: "1 hour",
+      gracefulShutdown: false
+    }),
+    (connection) => connection.peer,
+    undefined,
+    (connection) => ({
+      close: Effect.andThen(connection.stop("Stop"), connection.awaitShutdown),
+      closeNow: Effect.andThen(connection.stopNow("Stop"), connection.awaitShutdown),
+      policy: connection.policy
+    }),
+    undefined
+  )
+
+const answer = (id: number, result: unknown) =>
+  new TextDecoder().decode(
+    Framing.contentLength.encodeString(JSON.stringify({ jsonrpc: "2.0", id, result }))
+  )
+
+describe("NodeChildProcess: one stop, the connection under its policy first", () => {
+  it.effect("a 10 s drain drains 10 s: the answer at 8 s arrives, and stdin ends only after it", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake()
+      // The old shutdownTimeout no longer caps the drain: the close step's bound derives from the policy.
+      const self = yield* internal.make(fake.handle, settings({ stopOptions: { shutdownTimeout: "5 seconds" } }))
+      const connection = yield* attachConnection(self, ShutdownPolicy.drain("10 seconds"))
+      const call = yield* Effect.forkChild(connection.peer.call(Work, { ms: 8000 }))
+      yield* settle
+      const stopping = yield* startStop(self.child)
+      yield* TestClock.adjust("5 seconds")
+      yield* settle
+      assert.isFalse(fake.inputEnded(), "not cut at 5 s")
+      yield* TestClock.adjust("3 seconds")
+      fake.writeStdout(answer(1, 8000))
+      assert.strictEqual(yield* Fiber.join(call), 8000)
+      const report = yield* Fiber.join(stopping)
+      assert.strictEqual(report.close, "Completed")
+      assert.strictEqual(report.endedBy, "EndOfInput")
+      assert.strictEqual(report.elapsedMillis, 8000)
+      assert.isTrue((yield* connection.awaitShutdown).drained)
+    }))
+
+  it.effect("what the drain did not finish is cut off at exactly 10 s, then stdin ends", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake()
+      const self = yield* internal.make(fake.handle, settings())
+      const connection = yield* attachConnection(self, ShutdownPolicy.drain("10 seconds"))
+      const call = yield* Effect.forkChild(Effect.flip(connection.peer.call(Work, { ms: 60_000 })))
+      yield* settle
+      const stopping = yield* startStop(self.child)
+      yield* TestClock.adjust(Duration.millis(9999))
+      yield* settle
+      assert.isFalse(fake.inputEnded())
+      yield* TestClock.adjust(Duration.millis(1))
+      const report = yield* Fiber.join(stopping)
+      assert.strictEqual(((yield* Fiber.join(call)) as { reason?: string }).reason, "DrainTimeout")
+      assert.strictEqual(report.elapsedMillis, 10_000)
+      assert.strictEqual(report.endedBy, "EndOfInput")
+      assert.deepStrictEqual((yield* connection.awaitShutdown).cutOff.map((c) => c.method), ["work"])
+    }))
+
+  it.effect("a child that exits on its own while a handler runs: Failed, and the handler is reported cut off", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake()
+      const self = yield* internal.make(fake.handle, settings())
+      const interrupted = yield* Deferred.make<void>()
+      const connection = yield* internal.attach(
+        self,
+        Connection.make({
+          protocol: Protocol.make({ serves: [Work] }),
+          transport: self.child.transport,
+          handlers: {
+            work: ({ ms }) =>
+              Effect.as(Effect.sleep(Duration.millis(ms)), ms).pipe(
+                Effect.onInterrupt(() => Deferred.succeed(interrupted, void 0))
+              )
+          },
+          policy: ShutdownPolicy.drain("10 seconds"),
+          gracefulShutdown: false
+        }),
+        (connection) => connection.peer,
+        undefined,
+        (connection) => ({ close: connection.stop(), closeNow: connection.stopNow(), policy: connection.policy }),
+        undefined
+      )
+      fake.writeStdout(
+        new TextDecoder().decode(Framing.contentLength.encodeString(
+          JSON.stringify({ jsonrpc: "2.0", id: 7, method: "work", params: { ms: 60_000 } })
+        ))
+      )
+      yield* settle
+      assert.strictEqual((yield* connection.peer.stats).activeInbound, 1)
+      fake.exit({ exitCode: 1, signal: null })
+      yield* TestClock.adjust("100 millis")
+      const report = yield* connection.awaitShutdown
+      assert.strictEqual(report.reason, "Failed")
+      assert.deepStrictEqual(report.cutOff, [{ direction: "inbound", id: 7, method: "work" }])
+      yield* Deferred.await(interrupted)
+      const state = yield* connection.lifecycle.state
+      assert.strictEqual(state._tag === "Failed" && state.error._tag, "PeerExited")
+    }))
+
+  it.effect("a program's graceful shutdown stops a child with a peer: registered for the life of its Scope", () =>
+    Effect.gen(function*() {
+      const registry = yield* GracefulShutdown.GracefulShutdown
+      const fake = yield* makeFake()
+      const scope = yield* Scope.make()
+      const self = yield* internal.make(fake.handle, settings()).pipe(Scope.provide(scope))
+      assert.strictEqual(yield* registry.size, 0, "a bare child belongs to whoever talks to it")
+      yield* internal.register(self).pipe(Scope.provide(scope))
+      assert.strictEqual(yield* registry.size, 1)
+      yield* registry.stop
+      assert.strictEqual((yield* self.child.stop).endedBy, "EndOfInput")
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(yield* registry.size, 0)
+    }).pipe(Effect.provide(GracefulShutdown.layer)))
+
+  it.effect("forced by the program (a second signal): SIGKILL at once", () =>
+    Effect.gen(function*() {
+      const registry = yield* GracefulShutdown.GracefulShutdown
+      const fake = yield* makeFake({ onEndOfInput: "ignore" })
+      const self = yield* internal.make(fake.handle, settings())
+      yield* internal.register(self)
+      const stopping = yield* Effect.forkChild(registry.stop)
+      yield* settle
+      yield* TestClock.adjust("500 millis")
+      yield* registry.force
+      yield* Fiber.join(stopping)
+      const report = yield* self.child.stop
+      assert.deepStrictEqual(signalsOf(fake.signals), ["SIGKILL@500"])
+      assert.isTrue(report.forced)
+    }).pipe(Effect.provide(GracefulShutdown.layer)))
 })

@@ -14,11 +14,13 @@ describe("NodeSignals", () => {
     assert.strictEqual(NodeSignals.exitCodeOf(interrupted, ["SIGTERM"]), 143)
     assert.strictEqual(NodeSignals.exitCodeOf(Exit.void, ["SIGTERM"]), 143)
     assert.strictEqual(NodeSignals.exitCodeOf(interrupted, ["SIGTERM", "SIGINT"]), 2)
+    assert.strictEqual(NodeSignals.exitCodeOf(interrupted, ["SIGHUP"]), 129)
     assert.deepStrictEqual(NodeSignals.ExitCode, {
       Success: 0,
       Failure: 1,
       Forced: 2,
       Abandoned: 3,
+      Hangup: 129,
       Interrupt: 130,
       Terminate: 143
     })

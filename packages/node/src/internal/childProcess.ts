@@ -1,16 +1,19 @@
 /**
  * The host side of a child process: spawning it (`spawnHandle`), the running child as the `Handle` the rest depends
- * on (a fake one in unit tests), reading its stderr, observing its exit, and the one bounded stop sequence.
+ * on (a fake one in unit tests), reading its stderr, observing its exit, and the kernel's stop sequence over it.
  *
  * @internal
  */
+import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import * as Journal from "@lifeline/kernel/Journal"
 import type * as Method from "@lifeline/kernel/Method"
 import * as Peer from "@lifeline/kernel/Peer"
 import * as PeerError from "@lifeline/kernel/PeerError"
+import * as Process from "@lifeline/kernel/Process"
 import * as Recovery from "@lifeline/kernel/Recovery"
+import type * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
+import * as StopSequence from "@lifeline/kernel/StopSequence"
 import * as Transport from "@lifeline/kernel/Transport"
-import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -42,8 +45,8 @@ export interface Handle {
   readonly stderr: Stream.Stream<Uint8Array>
   readonly stdin: Writer
   /** Waits for the exit. */
-  readonly exit: Effect.Effect<NodeChildProcess.ExitStatus>
-  readonly unsafeExitStatus: () => NodeChildProcess.ExitStatus | undefined
+  readonly exit: Effect.Effect<Process.ExitStatus>
+  readonly unsafeExitStatus: () => Process.ExitStatus | undefined
   /** Sends `signal` to the child's process group (POSIX), or to the child alone; never throws, never waits. */
   readonly unsafeSignal: (signal: NodeJS.Signals) => void
   /** Whether a live process (the child or one of its descendants) is left in the child's process group. */
@@ -161,8 +164,8 @@ export const spawnHandle = (
     const detached = options.detached ?? posix
     // Only a detached child leads a process group of its own: otherwise it shares the host's, which must not be hit.
     const ownsGroup = posix && detached
-    const exited = yield* Deferred.make<NodeChildProcess.ExitStatus>()
-    let status: NodeChildProcess.ExitStatus | undefined
+    const exited = yield* Deferred.make<Process.ExitStatus>()
+    let status: Process.ExitStatus | undefined
 
     const { child, stderr, stdout } = yield* Effect.acquireRelease(
       Effect.callback<Spawned, SpawnFailure>((resume) => {
@@ -199,12 +202,13 @@ export const spawnHandle = (
           status = { exitCode, signal }
           Deferred.doneUnsafe(exited, Exit.succeed(status))
         })
-        return Effect.sync(() => {
-          child.kill("SIGKILL")
-        })
+        // Interrupted while it starts: nothing has talked to it, there is nothing to ask it politely.
+        return Effect.sync(() => signal(child, ownsGroup, "SIGKILL"))
       }),
       ({ child, stderr, stdout }) =>
         Effect.sync(() => {
+          // A last resort that never waits: the stop sequence, a finalizer that ran before this one, has already
+          // signalled the group; only a child it reported `Unkillable` (or a stop that never ran) is still here.
           if (status === undefined) signal(child, ownsGroup, "SIGKILL")
           stdout.unsafeRelease()
           stderr.unsafeRelease()
@@ -231,6 +235,11 @@ export const spawnHandle = (
     return handle
   })
 
+/**
+ * The one function that signals a child: its whole process group when it leads one (POSIX, `detached`), else the child
+ * alone. The stop sequence's `Target.signal` is this; so are the two emergencies that have no sequence to run (a spawn
+ * interrupted while it starts, a spawn the journal could not record) and the release's last resort.
+ */
 const signal = (child: ChildProcess.ChildProcess, ownsGroup: boolean, sig: NodeJS.Signals): void => {
   if (ownsGroup) {
     try {
@@ -248,10 +257,12 @@ const signal = (child: ChildProcess.ChildProcess, ownsGroup: boolean, sig: NodeJ
 }
 
 /**
- * Records the child in `journal` now, and its exit once: when it exits while the Scope is open (a watcher), or when
- * the Scope closes. Called before `make`, so its finalizer runs after the stop sequence and sees how the child ended;
- * a child still running then (`Unkillable`) stays `InFlight` for the next start's reaper. A failed spawn record kills
- * the child at once: nothing talks to it yet, and an unrecorded child is what a crash must not leave.
+ * Records the child in `journal` now, and its end once: when its whole process group is gone while the Scope is open
+ * (a watcher: the leader's exit is not enough, since descendants it left in the group are what a reaper must still
+ * find after a crash of the host), or when the Scope closes. Called before `make`, so its finalizer runs after the
+ * stop sequence and sees how it ended: a child still running then (`Unkillable`), or descendants that survived the
+ * sweep of the group, stay `InFlight` for the next start's reaper. A failed spawn record kills the child at once:
+ * nothing talks to it yet, and an unrecorded child is what a crash must not leave.
  *
  * @internal
  */
@@ -268,8 +279,9 @@ export const record = (
     const recordExit = yield* Effect.cached(
       Effect.suspend(() => {
         const status = handle.unsafeExitStatus()
-        // Not ended: leave it InFlight for a reaper, only forget that this process runs it.
-        if (status === undefined) return journal.release(key)
+        // Not ended, or members of its group are left: leave it InFlight for a reaper, only forget that this process
+        // runs it.
+        if (status === undefined || handle.unsafeGroupAlive()) return journal.release(key)
         return Recovery.processExited(key, status).pipe(
           Effect.provideService(Journal.Journal, journal),
           Effect.catch((error) =>
@@ -282,210 +294,65 @@ export const record = (
     )
     yield* Effect.addFinalizer(() => recordExit)
     // Registered after the finalizer, so interrupted before it runs: whichever comes first records, once.
-    yield* Effect.forkScoped(Effect.andThen(handle.exit, recordExit))
+    yield* Effect.forkScoped(Effect.andThen(handle.exit, Effect.andThen(groupGone(handle), recordExit)))
   })
+
+/** How often a recorded child's process group is looked at once its leader has exited. */
+const groupPollInterval = Duration.millis(100)
+
+/** Completes once no live process is left in the child's process group. */
+const groupGone = (handle: Handle): Effect.Effect<void> =>
+  Effect.asVoid(Effect.repeat(Effect.sync(() => !handle.unsafeGroupAlive()), {
+    schedule: Schedule.spaced(groupPollInterval),
+    until: (gone) => gone
+  }))
 
 const messageOf = (u: unknown): string => u instanceof Error ? u.message : String(u)
 
 /**
- * The settings of the stop sequence, decoded.
+ * The stop options with the names of the kernel's stop sequence: the deprecated aliases of `NodeChildProcess`
+ * (`exitTimeout`, `terminateTimeout`, `killTimeout`) are read when the new name is not given.
  *
  * @internal
  */
-export interface StopSettings {
-  readonly shutdownTimeout: Duration.Duration
-  readonly exitTimeout: Duration.Duration
-  readonly terminateTimeout: Duration.Duration
-  readonly killTimeout: Duration.Duration
-  readonly killOnShutdownTimeout: boolean
-}
-
-/**
- * @internal
- */
-export const decodeStopSettings = (options: NodeChildProcess.StopOptions | undefined): StopSettings => ({
-  shutdownTimeout: Duration.fromInputUnsafe(options?.shutdownTimeout ?? Duration.seconds(5)),
-  exitTimeout: Duration.fromInputUnsafe(options?.exitTimeout ?? Duration.seconds(1)),
-  terminateTimeout: Duration.fromInputUnsafe(options?.terminateTimeout ?? Duration.seconds(1)),
-  killTimeout: Duration.fromInputUnsafe(options?.killTimeout ?? Duration.seconds(1)),
-  killOnShutdownTimeout: options?.killOnShutdownTimeout ?? true
+export const stopOptionsOf = (
+  options: NodeChildProcess.StopOptions | undefined
+): Omit<StopSequence.Options, "policy" | "flushTimeout"> => ({
+  shutdownTimeout: options?.shutdownTimeout,
+  closeTimeout: options?.closeTimeout,
+  exitGrace: options?.exitGrace ?? options?.exitTimeout,
+  killGrace: options?.killGrace ?? options?.terminateTimeout,
+  verifyTimeout: options?.verifyTimeout ?? options?.killTimeout,
+  killOnShutdownTimeout: options?.killOnShutdownTimeout
 })
 
 /**
- * The steps the owner of the child plugs in: the protocol's shutdown request, and how input ends (closing the peer,
- * which fails what is pending, flushes what is queued and ends stdin).
+ * The steps the owner of the child plugs in: the protocol's shutdown request, and how the conversation closes (under
+ * its policy, or fail-fast) before the input ends; and what the close step's bound derives from.
  *
  * @internal
  */
 export interface StopSteps {
   shutdown: Effect.Effect<unknown, unknown> | undefined
-  endInput: Effect.Effect<void>
+  close: Effect.Effect<unknown> | undefined
+  closeNow: Effect.Effect<unknown> | undefined
+  policy: ShutdownPolicy.Policy | undefined
+  flushTimeout: Duration.Input | undefined
 }
 
 /**
- * Runs a bounded wait of the stop sequence in a fiber of its own, interruptible (Effect 4 starts a forked fiber
- * interruptible whatever its parent's region). The sequence runs uninterruptibly, often as a finalizer of a fiber that
- * has been interrupted (SIGTERM, a closing Scope), and a timeout waits for the interruption of what it cuts short.
- * Made interruptible in the sequence's own fiber, the wait would instead be interrupted at once by the pending
- * interruption. In a fiber of its own, the timeouts work and nothing else reaches it.
- */
-const isolated = <A>(effect: Effect.Effect<A>): Effect.Effect<A> =>
-  Effect.flatMap(Effect.forkDetach(effect), Fiber.join)
-
-/**
- * Runs `effect` in a fiber of its own and waits for it; interrupted, stops waiting at once and leaves it to finish in
- * the background (a race or a timeout waits for its loser, and an uninterruptible loser would hold it).
- */
-const disconnect = <A>(effect: Effect.Effect<A>): Effect.Effect<A> =>
-  Effect.flatMap(
-    Effect.forkDetach(effect),
-    (fiber) => Effect.onInterrupt(Fiber.join(fiber), () => Effect.asVoid(Effect.forkDetach(Fiber.interrupt(fiber))))
-  )
-
-/** How often the stop sequence looks for descendants left in the process group. */
-const groupPollInterval = Duration.millis(20)
-
-/**
- * The one bounded stop sequence: (protocol shutdown) → end of input → wait → SIGTERM → wait → SIGKILL → wait, then
- * the same for descendants left in the process group. Every wait is a Clock timeout. `forced` (a second SIGTERM or
- * SIGINT in the host) cuts every wait short and goes straight to SIGKILL.
+ * The child as the kernel's stop sequence sees it: signals go to its process group (POSIX), and the group counts as
+ * alive while a live member is left in it.
  *
  * @internal
  */
-export const runStop = (
-  handle: Handle,
-  settings: StopSettings,
-  steps: StopSteps,
-  forced: Effect.Effect<unknown> | undefined
-): Effect.Effect<NodeChildProcess.StopReport> =>
-  Effect.gen(function*() {
-    const startedAt = yield* Clock.currentTimeMillis
-    let isForced = false
-    const forcedWatch = forced === undefined ? undefined : Effect.tap(forced, () =>
-      Effect.sync(() => {
-        isForced = true
-      }))
-    const hasExited = () => handle.unsafeExitStatus() !== undefined
-    const groupGone = Effect.repeat(Effect.sync(() => !handle.unsafeGroupAlive()), {
-      schedule: Schedule.spaced(groupPollInterval),
-      until: (gone) => gone
-    })
-    /** `wait`, at most `duration`, and not after a forced stop: `onTimeout` in those cases. */
-    const within = <A, B>(wait: Effect.Effect<A>, duration: Duration.Duration, onTimeout: B): Effect.Effect<A | B> => {
-      const bounded = Effect.timeoutOrElse(Effect.map(wait, identity<A | B>), {
-        duration,
-        orElse: () => Effect.succeed(onTimeout)
-      })
-      return isolated(
-        forcedWatch === undefined ? bounded : Effect.raceFirst(bounded, Effect.as(forcedWatch, onTimeout))
-      )
-    }
-    const exitWithin = (duration: Duration.Duration): Effect.Effect<boolean> =>
-      hasExited()
-        ? Effect.succeed(true)
-        : isForced
-        ? Effect.succeed(false)
-        : within(Effect.as(handle.exit, true), duration, false)
-    const groupGoneWithin = (duration: Duration.Duration): Effect.Effect<boolean> =>
-      within(Effect.as(groupGone, true), duration, false)
-
-    let inputEnded = false
-    const endInput = Effect.suspend(() => {
-      if (inputEnded) return Effect.void
-      inputEnded = true
-      // Closing the connection is uninterruptible (it flushes, maybe drains): disconnected, so that its bound holds.
-      return isolated(Effect.timeoutOption(disconnect(steps.endInput), settings.shutdownTimeout)).pipe(
-        Effect.andThen(handle.stdin.end)
-      )
-    })
-
-    let endedBy: NodeChildProcess.StopStep | undefined = hasExited() ? "Exited" : undefined
-    let shutdown: NodeChildProcess.ShutdownOutcome = "Skipped"
-    let killSent = false
-
-    if (endedBy === undefined && steps.shutdown !== undefined) {
-      yield* Effect.logDebug("stop: protocol shutdown")
-      shutdown = yield* within(
-        Effect.raceFirst(
-          Effect.match(steps.shutdown, { onFailure: () => "Failed" as const, onSuccess: () => "Completed" as const }),
-          Effect.as(handle.exit, "Failed" as const)
-        ),
-        settings.shutdownTimeout,
-        "TimedOut" as const
-      )
-      if (hasExited()) endedBy = "Shutdown"
-    }
-
-    if (endedBy === undefined) {
-      const unresponsive = isForced || (shutdown === "TimedOut" && settings.killOnShutdownTimeout)
-      if (!unresponsive) {
-        yield* Effect.logDebug("stop: end of input")
-        yield* endInput
-        if (yield* exitWithin(settings.exitTimeout)) {
-          endedBy = "EndOfInput"
-        } else if (!isForced) {
-          yield* Effect.logWarning(
-            `stop: still running ${Duration.toMillis(settings.exitTimeout)} ms after end of input: SIGTERM`
-          )
-          handle.unsafeSignal("SIGTERM")
-          if (yield* exitWithin(settings.terminateTimeout)) endedBy = "Terminate"
-        }
-      }
-      if (endedBy === undefined) {
-        yield* Effect.logWarning(
-          isForced
-            ? "stop: forced: SIGKILL"
-            : unresponsive
-            ? `stop: no answer to shutdown within ${Duration.toMillis(settings.shutdownTimeout)} ms: SIGKILL`
-            : `stop: still running ${Duration.toMillis(settings.terminateTimeout)} ms after SIGTERM: SIGKILL`
-        )
-        handle.unsafeSignal("SIGKILL")
-        killSent = true
-        yield* endInput
-        const exited = yield* isolated(Effect.timeoutOrElse(Effect.as(handle.exit, true), {
-          duration: settings.killTimeout,
-          orElse: () => Effect.succeed(false)
-        }))
-        endedBy = exited ? "Kill" : "Unkillable"
-        if (!exited) {
-          yield* Effect.logError(`stop: still running ${Duration.toMillis(settings.killTimeout)} ms after SIGKILL`)
-        }
-      }
-    }
-    // Exited before or during the shutdown step: the connection still has to be closed.
-    yield* endInput
-
-    let descendants: NodeChildProcess.StopReport["descendants"] = "None"
-    if (endedBy === "Unkillable") {
-      // SIGKILL went to the whole group already, and waiting again for what did not die of it would not help.
-      if (handle.unsafeGroupAlive()) descendants = "Survived"
-    } else if (handle.unsafeGroupAlive()) {
-      if (!killSent && !isForced) {
-        yield* Effect.logDebug("stop: processes left in the child's process group: SIGTERM")
-        handle.unsafeSignal("SIGTERM")
-        if (yield* groupGoneWithin(settings.terminateTimeout)) descendants = "Terminated"
-      }
-      if (descendants === "None") {
-        yield* Effect.logWarning("stop: processes left in the child's process group: SIGKILL")
-        handle.unsafeSignal("SIGKILL")
-        const gone = yield* isolated(Effect.timeoutOrElse(Effect.as(groupGone, true), {
-          duration: settings.killTimeout,
-          orElse: () => Effect.succeed(false)
-        }))
-        descendants = gone ? "Killed" : "Survived"
-      }
-    }
-
-    const report: NodeChildProcess.StopReport = {
-      endedBy,
-      shutdown,
-      descendants,
-      exit: handle.unsafeExitStatus(),
-      elapsedMillis: (yield* Clock.currentTimeMillis) - startedAt
-    }
-    yield* Effect.logDebug(`stop: done (${endedBy}) in ${report.elapsedMillis} ms`)
-    return report
-  }).pipe(Effect.uninterruptible)
+export const targetOf = (handle: Handle): StopSequence.Target => ({
+  exit: handle.exit,
+  exitStatus: Effect.sync(() => Option.fromUndefinedOr(handle.unsafeExitStatus())),
+  signal: (signal) => Effect.sync(() => handle.unsafeSignal(signal)),
+  groupAlive: Effect.sync(() => handle.unsafeGroupAlive()),
+  endInput: handle.stdin.end
+})
 
 /** How long the exit waits for the rest of stderr, which may arrive after the exit event or be held open forever by a
  * grandchild. */
@@ -503,6 +370,9 @@ export interface Internal {
   readonly onExit: (hook: (error: PeerError.PeerExited) => Effect.Effect<void>) => Effect.Effect<void>
   /** True once the stop sequence has started: an exit from then on is expected. */
   readonly isStopping: () => boolean
+  /** Forces the stop (as a second signal does): every wait of the stop sequence is cut short, SIGKILL follows. */
+  readonly force: Effect.Effect<void>
+  readonly settings: Settings
 }
 
 /**
@@ -513,7 +383,7 @@ export interface Settings {
   readonly stderrTailLines: number
   readonly maxStderrLineLength: number
   readonly stderrLogLevel: LogLevel.LogLevel
-  readonly stop: StopSettings
+  readonly stop: NodeChildProcess.StopOptions
   readonly shutdown: Effect.Effect<unknown, unknown> | undefined
   readonly forced: Effect.Effect<unknown> | undefined
 }
@@ -521,7 +391,8 @@ export interface Settings {
 /**
  * Builds the child around a handle in the current Scope. The stderr reader and the exit observer are forked before
  * the stop finalizer is registered, so they outlive it: stderr is read until the very end (a child blocked on a full
- * stderr pipe could never exit), and the exit is observed during the stop.
+ * stderr pipe could never exit), and the exit is observed during the stop. The stop is the kernel's stop sequence
+ * over the handle.
  *
  * @internal
  */
@@ -540,6 +411,7 @@ export const make = (handle: Handle, settings: Settings): Effect.Effect<Internal
       return level === undefined ? Effect.void : Effect.logWithLevel(level)(line)
     }
     const annotate = Effect.annotateLogs({ child: settings.name, pid: handle.pid })
+    const options = stopOptionsOf(settings.stop)
 
     const stderrReader = yield* handle.stderr.pipe(
       Stream.runForEach((chunk) => Effect.forEach(splitter.push(chunk), logLine, { discard: true })),
@@ -563,8 +435,8 @@ export const make = (handle: Handle, settings: Settings): Effect.Effect<Internal
         stderrTail: tail.toArray()
       })
       exitError = error
-      const how = status.signal === null ? `code ${status.exitCode}` : `signal ${status.signal}`
-      if (stopping || (status.exitCode === 0 && status.signal === null)) yield* Effect.logDebug(`exited (${how})`)
+      const how = Process.describe(status)
+      if (stopping || Process.isSuccess(status)) yield* Effect.logDebug(`exited (${how})`)
       else {yield* Effect.logWarning(
           `exited unexpectedly (${how})`,
           ...(error.stderrTail.length > 0 ? [error.stderrTail] : [])
@@ -573,25 +445,40 @@ export const make = (handle: Handle, settings: Settings): Effect.Effect<Internal
       yield* Deferred.succeed(afterExit, void 0)
     }).pipe(annotate, Effect.forkScoped)
 
-    const steps: StopSteps = { shutdown: settings.shutdown, endInput: handle.stdin.end }
+    const steps: StopSteps = {
+      shutdown: settings.shutdown,
+      close: undefined,
+      closeNow: undefined,
+      policy: undefined,
+      flushTimeout: undefined
+    }
+    const forcedHere = yield* Deferred.make<void>()
+    const forced = settings.forced === undefined
+      ? Deferred.await(forcedHere)
+      : Effect.raceFirst(Deferred.await(forcedHere), Effect.asVoid(settings.forced))
     const stopped = yield* Deferred.make<NodeChildProcess.StopReport>()
     const stop: Effect.Effect<NodeChildProcess.StopReport> = Effect.suspend(() => {
       if (stopping) return Deferred.await(stopped)
       stopping = true
-      return runStop(handle, settings.stop, steps, settings.forced).pipe(
+      return StopSequence.run(
+        targetOf(handle),
+        { shutdown: steps.shutdown, close: steps.close, closeNow: steps.closeNow, forced },
+        { ...options, policy: steps.policy, flushTimeout: steps.flushTimeout }
+      ).pipe(
         Effect.tap((report) => Deferred.succeed(stopped, report)),
         annotate,
         Effect.uninterruptible
       )
     })
     yield* Effect.addFinalizer(() => stop)
+    const force = Effect.asVoid(Deferred.succeed(forcedHere, void 0))
 
     const transport: Transport.Transport.Service = {
       // At the end of stdout, wait (bounded) for the exit to be handled, so that pending calls fail with `PeerExited`
       // rather than with the plainer "transport closed" of a stream that just ended.
       incoming: Stream.concat(
         handle.stdout,
-        Stream.fromEffectDrain(Effect.timeoutOption(Deferred.await(afterExit), settings.stop.exitTimeout))
+        Stream.fromEffectDrain(Effect.timeoutOption(Deferred.await(afterExit), StopSequence.bounds(options).exitGrace))
       ),
       send: (chunks) =>
         Effect.mapError(handle.stdin.write(chunks), (failure) =>
@@ -619,6 +506,8 @@ export const make = (handle: Handle, settings: Settings): Effect.Effect<Internal
     return {
       child,
       steps,
+      force,
+      settings,
       isStopping: () => stopping,
       onExit: (hook) =>
         Effect.suspend(() => {
@@ -630,35 +519,94 @@ export const make = (handle: Handle, settings: Settings): Effect.Effect<Internal
   })
 
 /**
+ * Registers the child's one stop with `GracefulShutdown` (when a program run by `NodeSignals.runMain` provides it), so
+ * that a signal to the host stops the child, the conversation with it first, before the host's main fiber is
+ * interrupted. Only for a child this module talks to (a peer, a connection): a bare child (`NodeChildProcess.make`)
+ * belongs to whoever talks to it, whose own stop (the Hermes host's `shutdown` request, say) must come first.
+ *
+ * @internal
+ */
+export const register = (
+  self: Internal,
+  /** Runs first: a connection notes that its stop comes from a signal (`Interrupted`). */
+  interrupted: Effect.Effect<void> = Effect.void
+): Effect.Effect<void, never, Scope.Scope> =>
+  GracefulShutdown.register({
+    name: `child ${self.settings.name} (pid ${self.child.pid})`,
+    stop: Effect.andThen(interrupted, self.child.stop),
+    stopNow: Effect.andThen(interrupted, Effect.andThen(self.force, self.child.stop))
+  })
+
+/**
  * @internal
  */
 export const logLevelOf = (level: LogLevel.LogLevel | undefined): LogLevel.LogLevel => level ?? "Debug"
 
 /**
+ * How the stop sequence closes what talks to the child: under its policy, and fail-fast. A plain peer closes the same
+ * way both times (it has no policy): its pending calls fail, queued frames are flushed, stdin ends.
+ *
+ * @internal
+ */
+export interface Closing {
+  readonly close: Effect.Effect<unknown>
+  readonly closeNow: Effect.Effect<unknown>
+  readonly policy: ShutdownPolicy.Policy | undefined
+}
+
+/**
  * Starts what talks to the child (a peer, a connection) on its transport, in a Scope of its own that the stop
- * sequence closes as its "end of input" step: after the protocol shutdown (which needs it), before the signals.
- * When the child exits on its own, the connection is over: pending calls fail with `PeerExited`, and the peer closes
- * with it (a connection on top moves to `Failed`). An exit during the stop is expected: pending calls still fail with
- * `PeerExited`, and the stop closes the rest.
+ * sequence closes in its close step: after the protocol shutdown request (which needs it), before the end of input and
+ * the signals. When the child exits on its own, the connection is over: pending calls fail with `PeerExited`, and the
+ * peer closes with it (a connection on top moves to `Failed`). An exit during the stop is expected: pending calls
+ * still fail with `PeerExited`, and the stop closes the rest.
  *
  * @internal
  */
 export const attach = <A, E, R>(
   self: Internal,
   start: Effect.Effect<A, E, R | Scope.Scope>,
-  peerOf: (started: A) => Pick<Peer.Peer<any, any>, "failPending" | "close">,
-  shutdown: ((started: A) => Effect.Effect<unknown, unknown>) | undefined
+  peerOf: (started: A) => Pick<Peer.Peer<any, any>, "failPending" | "close" | "refuseNew" | "closed">,
+  shutdown: ((started: A) => Effect.Effect<unknown, unknown>) | undefined,
+  closing?: ((started: A) => Closing) | undefined,
+  flushTimeout?: Duration.Input | undefined
 ): Effect.Effect<A, E, Exclude<R, Scope.Scope>> =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
-    self.steps.endInput = Scope.close(scope, Exit.void)
+    const closeScope = Scope.close(scope, Exit.void)
+    self.steps.close = closeScope
+    self.steps.closeNow = closeScope
+    self.steps.flushTimeout = flushTimeout
     const started = yield* start.pipe(
       Scope.provide(scope),
-      Effect.onError(() => Scope.close(scope, Exit.void))
+      Effect.onError(() => closeScope)
     )
     if (shutdown !== undefined) self.steps.shutdown = shutdown(started)
+    if (closing !== undefined) {
+      const how = closing(started)
+      // The Scope is closed after the close under the policy: its finalizers find the connection closed already.
+      self.steps.close = Effect.andThen(how.close, closeScope)
+      self.steps.closeNow = Effect.andThen(how.closeNow, closeScope)
+      self.steps.policy = how.policy
+    }
     const peer = peerOf(started)
-    yield* self.onExit((error) => self.isStopping() ? Effect.asVoid(peer.failPending(error)) : peer.close(error))
+    yield* self.onExit((error) => {
+      if (self.isStopping()) return Effect.asVoid(peer.failPending(error))
+      if (closing === undefined) return peer.close(error)
+      // A connection closes itself once the transport ends (stdout ends at the exit), with `error`, and its teardown
+      // interrupts the handlers still running and reports them as cut off; closing the peer here would interrupt them
+      // first, unreported. A descendant that holds stdout open must not keep it open: closed after the grace at the
+      // latest. Forked: the transport's end waits for these hooks.
+      return Effect.andThen(
+        Effect.andThen(peer.refuseNew(error), peer.failPending(error)),
+        Effect.forkDetach(
+          Effect.flatMap(
+            Effect.timeoutOption(peer.closed, StopSequence.bounds(stopOptionsOf(self.settings.stop)).exitGrace),
+            (closed) => Option.isNone(closed) ? peer.close(error) : Effect.void
+          )
+        )
+      )
+    })
     return started
   })
 
@@ -670,4 +618,4 @@ export const attachPeer = <Serves extends Method.Any, Calls extends Method.Any, 
   options: Peer.Options<Serves, Calls, R>,
   shutdown: ((peer: Peer.Peer<Serves, Calls>) => Effect.Effect<unknown, unknown>) | undefined
 ): Effect.Effect<Peer.Peer<Serves, Calls>, never, R> =>
-  attach(self, Peer.make<Serves, Calls, R>(options), (peer) => peer, shutdown)
+  attach(self, Peer.make<Serves, Calls, R>(options), (peer) => peer, shutdown, undefined, options.flushTimeout)

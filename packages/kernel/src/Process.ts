@@ -1,0 +1,90 @@
+/**
+ * An operating-system process as every host sees it, whatever spawns it (`@lifeline/node`'s `NodeChildProcess`, the
+ * Hermes host's `Spawner`): how it ended, the signals a host sends it, and why it could not be started. Plain data:
+ * no Node here.
+ *
+ * @since 0.1.0
+ */
+import * as Schema from "effect/Schema"
+
+/**
+ * How a process ended: an exit code, or the signal that killed it (then `exitCode` is null). `PeerExited` carries the
+ * same two fields.
+ *
+ * @example
+ * ```ts
+ * import type { Process } from "@lifeline/kernel"
+ *
+ * const clean: Process.ExitStatus = { exitCode: 0, signal: null }
+ * const killed: Process.ExitStatus = { exitCode: null, signal: "SIGKILL" }
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ExitStatus {
+  readonly exitCode: number | null
+  /** The name of the signal (`"SIGTERM"`, `"SIGKILL"`, `"SIGSEGV"`, ...), or null. */
+  readonly signal: string | null
+}
+
+/**
+ * The signals a host sends in the stop sequence: SIGTERM asks, SIGKILL forces. On POSIX both go to the process group.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Signal = "SIGTERM" | "SIGKILL"
+
+/**
+ * Whether an exit was clean: code 0 and no signal.
+ *
+ * @example
+ * ```ts
+ * import { Process } from "@lifeline/kernel"
+ *
+ * Process.isSuccess({ exitCode: 0, signal: null }) // true
+ * Process.isSuccess({ exitCode: null, signal: "SIGTERM" }) // false
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const isSuccess = (status: ExitStatus): boolean => status.exitCode === 0 && status.signal === null
+
+/**
+ * How an exit reads in a log line: `code 3` or `signal SIGKILL`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const describe = (status: ExitStatus): string =>
+  status.signal === null ? `code ${status.exitCode}` : `signal ${status.signal}`
+
+/**
+ * A process could not be started: the program was not found (`NotFound`) or may not be run (`PermissionDenied`), the
+ * working directory does not exist (`BadDirectory`), the command cannot be run as given (`Unsupported`: a pipeline, a
+ * shell command with arguments), or it was to be recorded in a journal and the journal failed, so it was killed at
+ * once, before anything talked to it (`Unrecorded`; `cause` is the `JournalError`). `Unknown` for anything else.
+ *
+ * @example
+ * ```ts
+ * import { Process } from "@lifeline/kernel"
+ *
+ * const error = new Process.SpawnError({ reason: "NotFound", command: "hl7-extension", detail: "spawn ENOENT" })
+ * error.message // "cannot spawn hl7-extension: spawn ENOENT"
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SpawnError extends Schema.TaggedError<SpawnError>("@lifeline/kernel/SpawnError")("SpawnError", {
+  reason: Schema.Literals(["NotFound", "PermissionDenied", "BadDirectory", "Unsupported", "Unrecorded", "Unknown"]),
+  command: Schema.String,
+  detail: Schema.String,
+  cause: Schema.optional(Schema.Defect())
+}) {
+  override get message(): string {
+    return `cannot spawn ${this.command}: ${this.detail}`
+  }
+}

@@ -1,0 +1,249 @@
+/**
+ * The one bounded stop sequence for a child process, written once for every host (`NodeChildProcess`, the Hermes
+ * host): the protocol's shutdown request → the conversation closed under its shutdown policy → end of input → exit
+ * grace → SIGTERM to the process group → kill grace → SIGKILL to the process group → verify that the group is gone.
+ * It runs over a small {@link Target} that each host implements; every wait is a Clock timeout, so `TestClock` drives
+ * it, and its bounds derive from the policy (a 10 s drain is never cut at 5 s).
+ *
+ * @since 0.1.0
+ */
+import * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import * as internal from "./internal/stopSequence.js"
+import type * as Process from "./Process.js"
+import * as ShutdownPolicy from "./ShutdownPolicy.js"
+
+/**
+ * A process as the stop sequence sees it. `@lifeline/node` implements it over a child process (signals go to the
+ * process group on POSIX); a host with no process groups (the Hermes `Spawner`, Windows) leaves `groupAlive` out.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Target {
+  /** Waits for the exit. */
+  readonly exit: Effect.Effect<Process.ExitStatus>
+  /** How it exited, if it has; never waits. */
+  readonly exitStatus: Effect.Effect<Option.Option<Process.ExitStatus>>
+  /** Sends `signal` to the process group (to the process alone where there are no groups); never waits. */
+  readonly signal: (signal: Process.Signal) => Effect.Effect<void>
+  /**
+   * Whether a live process (the leader or one of its descendants) is left in the process group. Default: the process
+   * itself has not exited.
+   */
+  readonly groupAlive?: Effect.Effect<boolean> | undefined
+  /** Ends the process's input (closes its stdin). Idempotent. */
+  readonly endInput: Effect.Effect<void>
+}
+
+/**
+ * What the owner of the process plugs in. Each step is optional.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Steps {
+  /**
+   * The protocol's shutdown request (Hermes' `shutdown` with its reason, LSP's `shutdown`), sent while the connection
+   * is still open. Fails when the answer is an error; bounded by `shutdownTimeout`.
+   */
+  readonly shutdown?: Effect.Effect<unknown, unknown> | undefined
+  /**
+   * Closes the conversation under its shutdown policy: a drain lets work in flight finish, the rest is cut off (and
+   * cancelled on the wire where the protocol can), queued frames are flushed, the input ends. Bounded by
+   * `closeTimeout`, which is derived from the policy.
+   */
+  readonly close?: Effect.Effect<unknown> | undefined
+  /** Closes the conversation fail-fast: after a forced stop or a SIGKILL. Default: `close`. */
+  readonly closeNow?: Effect.Effect<unknown> | undefined
+  /**
+   * Completes when the stop must be forced (a second SIGTERM or SIGINT to the host): every wait is cut short and
+   * SIGKILL follows at once.
+   */
+  readonly forced?: Effect.Effect<unknown> | undefined
+}
+
+/**
+ * The bounds of the stop sequence, each one named option; the defaults are in the table below (and in
+ * docs/shutdown.md).
+ *
+ * | option | default | bounds |
+ * | --- | --- | --- |
+ * | `shutdownTimeout` | 5 s (Hermes, seed 000) | the answer to the protocol's shutdown request |
+ * | `closeTimeout` | the policy's drain timeout + `flushTimeout` + 1 s | closing the conversation under its policy; never less than drain + flush |
+ * | `flushTimeout` | 1 s (the peer's) | writing queued frames before the input ends: only an input of `closeTimeout` |
+ * | `exitGrace` | 1 s | after the end of input, the time to exit by itself before SIGTERM (`killGrace` when the shutdown request failed) |
+ * | `killGrace` | 1 s | after SIGTERM, before SIGKILL; also for descendants left in the group |
+ * | `verifyTimeout` | 1 s | after SIGKILL, before the process is reported `Unkillable` (or its group `Survived`) |
+ *
+ * `killOnShutdownTimeout` (default true) is not a bound: a process that does not answer the shutdown request within
+ * `shutdownTimeout` is unresponsive, and gets SIGKILL at once (Hermes: "Timeout exceeded: process forcibly
+ * terminated").
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  readonly shutdownTimeout?: Duration.Input | undefined
+  /** Default: derived from `policy` and `flushTimeout`; a smaller value is raised to drain + flush. */
+  readonly closeTimeout?: Duration.Input | undefined
+  readonly flushTimeout?: Duration.Input | undefined
+  readonly exitGrace?: Duration.Input | undefined
+  readonly killGrace?: Duration.Input | undefined
+  readonly verifyTimeout?: Duration.Input | undefined
+  readonly killOnShutdownTimeout?: boolean | undefined
+  /** The policy the close step runs under. Default: fail-fast (no drain). */
+  readonly policy?: ShutdownPolicy.Policy | undefined
+}
+
+/**
+ * The bounds, decoded and derived: what the sequence waits at most at each step.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Bounds {
+  readonly shutdownTimeout: Duration.Duration
+  readonly closeTimeout: Duration.Duration
+  readonly exitGrace: Duration.Duration
+  readonly killGrace: Duration.Duration
+  readonly verifyTimeout: Duration.Duration
+  readonly killOnShutdownTimeout: boolean
+}
+
+/**
+ * The default of each option.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const defaults = {
+  shutdownTimeout: Duration.seconds(5),
+  flushTimeout: Duration.seconds(1),
+  /** What `closeTimeout` adds to drain + flush by default: the cut-off itself, the cancellations, the end of input. */
+  closeSlack: Duration.seconds(1),
+  exitGrace: Duration.seconds(1),
+  killGrace: Duration.seconds(1),
+  verifyTimeout: Duration.seconds(1),
+  killOnShutdownTimeout: true
+} as const
+
+// Effect 4 durations may be negative; a negative bound is a zero one.
+const nonNegative = (input: Duration.Input): Duration.Duration =>
+  Duration.max(Duration.fromInputUnsafe(input), Duration.zero)
+
+/**
+ * Decodes the options once and derives what depends on the policy: `closeTimeout` is at least the drain timeout plus
+ * the flush, so the close step never cuts a drain short.
+ *
+ * @example
+ * ```ts
+ * import { Duration } from "effect"
+ * import { ShutdownPolicy, StopSequence } from "@lifeline/kernel"
+ *
+ * const bounds = StopSequence.bounds({ policy: ShutdownPolicy.drain("10 seconds") })
+ * Duration.toMillis(bounds.closeTimeout) // 12000: 10 s drain + 1 s flush + 1 s
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const bounds = (options: Options = {}): Bounds => {
+  const flush = nonNegative(options.flushTimeout ?? defaults.flushTimeout)
+  const floor = Duration.sum(ShutdownPolicy.drainTimeout(options.policy ?? ShutdownPolicy.FailFast()), flush)
+  return {
+    shutdownTimeout: nonNegative(options.shutdownTimeout ?? defaults.shutdownTimeout),
+    closeTimeout: options.closeTimeout === undefined
+      ? Duration.sum(floor, defaults.closeSlack)
+      : Duration.max(nonNegative(options.closeTimeout), floor),
+    exitGrace: nonNegative(options.exitGrace ?? defaults.exitGrace),
+    killGrace: nonNegative(options.killGrace ?? defaults.killGrace),
+    verifyTimeout: nonNegative(options.verifyTimeout ?? defaults.verifyTimeout),
+    killOnShutdownTimeout: options.killOnShutdownTimeout ?? defaults.killOnShutdownTimeout
+  }
+}
+
+/**
+ * The step after which the process was seen to exit: it had `Exited` before the stop began, or exited during the
+ * protocol `Shutdown` request, after the `EndOfInput` (the close step included), after SIGTERM (`Terminate`) or
+ * SIGKILL (`Kill`); `Unkillable` when even SIGKILL was not followed by an exit within `verifyTimeout` (a process stuck
+ * in the kernel).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Step = "Exited" | "Shutdown" | "EndOfInput" | "Terminate" | "Kill" | "Unkillable"
+
+/**
+ * What became of the protocol shutdown request: not sent (`Skipped`: none was given, or the process had already
+ * exited), answered, failed (an error answer, or the process exited first), or no answer within `shutdownTimeout`
+ * (`TimedOut`; also when a forced stop cut the wait short).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ShutdownOutcome = "Skipped" | "Completed" | "Failed" | "TimedOut"
+
+/**
+ * What became of the close step: none was given (`Skipped`), it finished, it was still running at `closeTimeout`
+ * (`TimedOut`), or a forced stop cut it short (`Forced`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type CloseOutcome = "Skipped" | "Completed" | "TimedOut" | "Forced"
+
+/**
+ * Processes left in the process group once the leader had exited (grandchildren): `None`, or stopped by SIGTERM
+ * (`Terminated`), by SIGKILL (`Killed`), or still there after SIGKILL and `verifyTimeout` (`Survived`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Descendants = "None" | "Terminated" | "Killed" | "Survived"
+
+/**
+ * What a stop did.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StopReport {
+  readonly endedBy: Step
+  readonly shutdown: ShutdownOutcome
+  readonly close: CloseOutcome
+  readonly descendants: Descendants
+  /** Undefined only when the process was `Unkillable`. */
+  readonly exit: Process.ExitStatus | undefined
+  /** The signals sent to the process group, in order. */
+  readonly signals: ReadonlyArray<Process.Signal>
+  /** A forced stop (a second signal) cut it short. */
+  readonly forced: boolean
+  readonly elapsedMillis: number
+}
+
+/**
+ * Runs the stop sequence once, uninterruptibly (it is usually a finalizer), and reports what it did. Every wait is
+ * bounded by {@link bounds}; `steps.forced` cuts them short.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { ShutdownPolicy, StopSequence } from "@lifeline/kernel"
+ *
+ * declare const target: StopSequence.Target
+ * declare const connection: { readonly stop: Effect.Effect<unknown>; readonly stopNow: Effect.Effect<unknown> }
+ *
+ * const stop = StopSequence.run(
+ *   target,
+ *   { close: connection.stop, closeNow: connection.stopNow },
+ *   { policy: ShutdownPolicy.drain("10 seconds"), exitGrace: "2 seconds" }
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const run = (target: Target, steps: Steps, options: Options = {}): Effect.Effect<StopReport> =>
+  internal.run(target, steps, bounds(options))

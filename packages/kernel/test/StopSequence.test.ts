@@ -1,0 +1,459 @@
+import { assert, describe, it } from "@effect/vitest"
+import type { Process } from "@lifeline/kernel"
+import { ShutdownPolicy, StopSequence } from "@lifeline/kernel"
+import { Clock, Deferred, Duration, Effect, Exit, Fiber, Option } from "effect"
+import { TestClock } from "effect/testing"
+import { poll } from "./utils.js"
+
+interface Behaviour {
+  /** What the fake process does when its input ends. Default: it exits with code 0. */
+  readonly onEndOfInput?: "exit" | "ignore"
+  /** The signals it dies of; the others it ignores. Default: SIGTERM and SIGKILL. */
+  readonly diesOf?: ReadonlyArray<Process.Signal>
+  /** A descendant in its process group that dies only of these signals. */
+  readonly descendantDiesOf?: ReadonlyArray<Process.Signal>
+  /** Leave `groupAlive` out of the target, as a host without process groups does. */
+  readonly noGroups?: boolean
+}
+
+/** A process that exists only in memory, on the TestClock, and the log of what the sequence did to it. */
+const makeFake = (behaviour: Behaviour = {}) =>
+  Effect.gen(function*() {
+    const clock = yield* Clock.Clock
+    const now = () => clock.currentTimeMillisUnsafe()
+    const exited = yield* Deferred.make<Process.ExitStatus>()
+    const events: Array<string> = []
+    let status: Process.ExitStatus | undefined
+    let descendantAlive = behaviour.descendantDiesOf !== undefined
+    let inputEnded = false
+    const exit = (exitStatus: Process.ExitStatus) => {
+      if (status !== undefined) return
+      status = exitStatus
+      Deferred.doneUnsafe(exited, Exit.succeed(exitStatus))
+    }
+    const diesOf = behaviour.diesOf ?? ["SIGTERM", "SIGKILL"]
+    const target: StopSequence.Target = {
+      exit: Deferred.await(exited),
+      exitStatus: Effect.sync(() => Option.fromUndefinedOr(status)),
+      signal: (signal) =>
+        Effect.sync(() => {
+          events.push(`${signal}@${now()}`)
+          if (status === undefined && diesOf.includes(signal)) exit({ exitCode: null, signal })
+          if (descendantAlive && behaviour.descendantDiesOf!.includes(signal)) descendantAlive = false
+        }),
+      ...(behaviour.noGroups === true ? {} : {
+        groupAlive: Effect.sync(() => status === undefined || descendantAlive)
+      }),
+      endInput: Effect.sync(() => {
+        if (inputEnded) return
+        inputEnded = true
+        events.push(`end@${now()}`)
+        if ((behaviour.onEndOfInput ?? "exit") === "exit") exit({ exitCode: 0, signal: null })
+      })
+    }
+    return { target, events, exit, inputEnded: () => inputEnded }
+  })
+
+/** A step that records when it starts and ends, and takes `ms` on the Clock (forever when undefined). */
+const step = (events: Array<string>, name: string, ms: number | undefined): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    events.push(`${name}@${yield* Clock.currentTimeMillis}`)
+    yield* ms === undefined ? Effect.never : Effect.sleep(Duration.millis(ms))
+    events.push(`${name} done@${yield* Clock.currentTimeMillis}`)
+  })
+
+/** A shutdown request answered at once with an error. */
+const failing = (events: Array<string>, name: string) => Effect.andThen(step(events, name, 0), Effect.fail("error"))
+
+const settle = Effect.repeat(Effect.yieldNow, { times: 50 })
+
+/** Starts the sequence in a fiber and lets it run up to its first wait. */
+const start = (
+  target: StopSequence.Target,
+  steps: StopSequence.Steps = {},
+  options: StopSequence.Options = {}
+) =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.forkChild(StopSequence.run(target, steps, options))
+    yield* settle
+    return fiber
+  })
+
+/** Moves the TestClock by `ms`, letting the fibers run after each step. */
+const adjust = (ms: number) => Effect.andThen(TestClock.adjust(Duration.millis(ms)), settle)
+
+describe("StopSequence", () => {
+  describe("bounds", () => {
+    it("defaults: one table, each bound one option", () => {
+      const bounds = StopSequence.bounds()
+      assert.deepStrictEqual(
+        {
+          shutdownTimeout: Duration.toMillis(bounds.shutdownTimeout),
+          closeTimeout: Duration.toMillis(bounds.closeTimeout),
+          exitGrace: Duration.toMillis(bounds.exitGrace),
+          killGrace: Duration.toMillis(bounds.killGrace),
+          verifyTimeout: Duration.toMillis(bounds.verifyTimeout),
+          killOnShutdownTimeout: bounds.killOnShutdownTimeout
+        },
+        {
+          shutdownTimeout: 5000,
+          closeTimeout: 2000, // fail-fast: no drain, 1 s flush, 1 s slack
+          exitGrace: 1000,
+          killGrace: 1000,
+          verifyTimeout: 1000,
+          killOnShutdownTimeout: true
+        }
+      )
+    })
+
+    it("the close step's bound derives from the policy: a 10 s drain gets 10 s + flush + 1 s, never 5 s", () => {
+      const drain = ShutdownPolicy.drain("10 seconds")
+      assert.strictEqual(Duration.toMillis(StopSequence.bounds({ policy: drain }).closeTimeout), 12_000)
+      assert.strictEqual(
+        Duration.toMillis(StopSequence.bounds({ policy: drain, flushTimeout: "3 seconds" }).closeTimeout),
+        14_000
+      )
+      // A smaller closeTimeout is raised to drain + flush; a larger one is kept.
+      assert.strictEqual(
+        Duration.toMillis(StopSequence.bounds({ policy: drain, closeTimeout: "5 seconds" }).closeTimeout),
+        11_000
+      )
+      assert.strictEqual(
+        Duration.toMillis(StopSequence.bounds({ policy: drain, closeTimeout: "30 seconds" }).closeTimeout),
+        30_000
+      )
+      // The shutdown request's own bound is not what a drain is measured against.
+      assert.strictEqual(Duration.toMillis(StopSequence.bounds({ policy: drain }).shutdownTimeout), 5000)
+    })
+
+    it("a negative bound is a zero one", () => {
+      const bounds = StopSequence.bounds({ exitGrace: Duration.millis(-5), killGrace: "-1 second" })
+      assert.strictEqual(Duration.toMillis(bounds.exitGrace), 0)
+      assert.strictEqual(Duration.toMillis(bounds.killGrace), 0)
+    })
+  })
+
+  describe("transitions", () => {
+    it.effect("exits at the end of its input: no signal", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake()
+        const report = yield* StopSequence.run(fake.target, {})
+        assert.deepStrictEqual(fake.events, ["end@0"])
+        assert.deepStrictEqual(report, {
+          endedBy: "EndOfInput",
+          shutdown: "Skipped",
+          close: "Skipped",
+          descendants: "None",
+          exit: { exitCode: 0, signal: null },
+          signals: [],
+          forced: false,
+          elapsedMillis: 0
+        })
+      }))
+
+    it.effect("ignores the end of its input: SIGTERM exactly exitGrace later", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ onEndOfInput: "ignore" })
+        const stopping = yield* start(fake.target, {}, { exitGrace: "2 seconds" })
+        yield* adjust(1999)
+        assert.deepStrictEqual(fake.events, ["end@0"])
+        yield* adjust(1)
+        const report = yield* Fiber.join(stopping)
+        assert.deepStrictEqual(fake.events, ["end@0", "SIGTERM@2000"])
+        assert.strictEqual(report.endedBy, "Terminate")
+        assert.deepStrictEqual(report.exit, { exitCode: null, signal: "SIGTERM" })
+        assert.deepStrictEqual(report.signals, ["SIGTERM"])
+        assert.strictEqual(report.elapsedMillis, 2000)
+      }))
+
+    it.effect("ignores SIGTERM: SIGKILL exactly killGrace after it", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: ["SIGKILL"] })
+        const stopping = yield* start(fake.target, {}, { killGrace: "3 seconds" })
+        yield* adjust(1000)
+        yield* adjust(2999)
+        assert.deepStrictEqual(fake.events, ["end@0", "SIGTERM@1000"])
+        yield* adjust(1)
+        const report = yield* Fiber.join(stopping)
+        assert.deepStrictEqual(fake.events, ["end@0", "SIGTERM@1000", "SIGKILL@4000"])
+        assert.strictEqual(report.endedBy, "Kill")
+        assert.strictEqual(report.elapsedMillis, 4000)
+      }))
+
+    it.effect("survives SIGKILL: Unkillable verifyTimeout later, and the group Survived; the stop still ends", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: [] })
+        const stopping = yield* start(fake.target, {}, { verifyTimeout: "500 millis" })
+        yield* adjust(1000)
+        yield* adjust(1000)
+        yield* adjust(499)
+        assert.isTrue(Option.isNone(yield* poll(stopping)))
+        yield* adjust(1)
+        const report = yield* Fiber.join(stopping)
+        assert.strictEqual(report.endedBy, "Unkillable")
+        assert.strictEqual(report.descendants, "Survived")
+        assert.isUndefined(report.exit)
+        assert.strictEqual(report.elapsedMillis, 2500)
+      }))
+
+    it.effect("the protocol shutdown request comes first, then the close step, then the end of input", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake()
+        const stopping = yield* start(fake.target, {
+          shutdown: step(fake.events, "shutdown", 300),
+          close: step(fake.events, "close", 200)
+        })
+        yield* adjust(300)
+        yield* adjust(200)
+        const report = yield* Fiber.join(stopping)
+        assert.deepStrictEqual(fake.events, [
+          "shutdown@0",
+          "shutdown done@300",
+          "close@300",
+          "close done@500",
+          "end@500"
+        ])
+        assert.strictEqual(report.shutdown, "Completed")
+        assert.strictEqual(report.close, "Completed")
+        assert.strictEqual(report.endedBy, "EndOfInput")
+        assert.strictEqual(report.elapsedMillis, 500)
+      }))
+
+    it.effect("no answer to the shutdown request within shutdownTimeout: SIGKILL at once, then a fail-fast close", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ onEndOfInput: "ignore" })
+        const stopping = yield* start(fake.target, {
+          shutdown: step(fake.events, "shutdown", undefined),
+          close: step(fake.events, "close", 100),
+          closeNow: step(fake.events, "closeNow", 0)
+        })
+        yield* adjust(4999)
+        assert.deepStrictEqual(fake.events, ["shutdown@0"])
+        yield* adjust(1)
+        const report = yield* Fiber.join(stopping)
+        assert.deepStrictEqual(fake.events, [
+          "shutdown@0",
+          "SIGKILL@5000",
+          "closeNow@5000",
+          "closeNow done@5000",
+          "end@5000"
+        ])
+        assert.strictEqual(report.shutdown, "TimedOut")
+        assert.strictEqual(report.endedBy, "Kill")
+        assert.strictEqual(report.elapsedMillis, 5000)
+      }))
+
+    it.effect("with killOnShutdownTimeout false, a shutdown timeout goes on to the close, the end of input, SIGTERM", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ onEndOfInput: "ignore" })
+        const stopping = yield* start(fake.target, { shutdown: Effect.never }, {
+          shutdownTimeout: "2 seconds",
+          killOnShutdownTimeout: false
+        })
+        yield* adjust(2000)
+        assert.deepStrictEqual(fake.events, ["end@2000"])
+        yield* adjust(1000)
+        const report = yield* Fiber.join(stopping)
+        assert.deepStrictEqual(fake.events, ["end@2000", "SIGTERM@3000"])
+        assert.strictEqual(report.endedBy, "Terminate")
+      }))
+
+    it.effect("a failed shutdown request is not trusted: killGrace, not exitGrace, before SIGTERM (Hermes)", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ onEndOfInput: "ignore" })
+        const stopping = yield* start(fake.target, { shutdown: failing(fake.events, "shutdown") }, {
+          exitGrace: "5 seconds",
+          killGrace: "1 second"
+        })
+        yield* adjust(1000)
+        const report = yield* Fiber.join(stopping)
+        assert.strictEqual(report.shutdown, "Failed")
+        assert.deepStrictEqual(fake.events, ["shutdown@0", "shutdown done@0", "end@0", "SIGTERM@1000"])
+        assert.strictEqual(report.endedBy, "Terminate")
+      }))
+
+    it.effect("exits during the shutdown request: ended there, and the conversation is still closed, fail-fast", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake()
+        const stopping = yield* start(fake.target, {
+          shutdown: Effect.andThen(
+            Effect.sleep("100 millis"),
+            Effect.sync(() => fake.exit({ exitCode: 0, signal: null }))
+          )
+            .pipe(Effect.andThen(Effect.never)),
+          close: step(fake.events, "close", 5000),
+          closeNow: step(fake.events, "closeNow", 0)
+        })
+        yield* adjust(100)
+        const report = yield* Fiber.join(stopping)
+        assert.strictEqual(report.endedBy, "Shutdown")
+        assert.strictEqual(report.shutdown, "Failed")
+        assert.deepStrictEqual(fake.events, ["closeNow@100", "closeNow done@100", "end@100"])
+        assert.strictEqual(report.elapsedMillis, 100)
+      }))
+
+    it.effect("had exited before the stop: not signalled, no request; the conversation is closed", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake()
+        fake.exit({ exitCode: 3, signal: null })
+        const report = yield* StopSequence.run(fake.target, {
+          shutdown: step(fake.events, "shutdown", undefined),
+          close: step(fake.events, "close", 0)
+        })
+        assert.strictEqual(report.endedBy, "Exited")
+        assert.strictEqual(report.shutdown, "Skipped")
+        assert.deepStrictEqual(report.signals, [])
+        assert.deepStrictEqual(report.exit, { exitCode: 3, signal: null })
+        assert.deepStrictEqual(fake.events, ["close@0", "close done@0", "end@0"])
+      }))
+  })
+
+  describe("the close step under the policy", () => {
+    it.effect("a 10 s drain drains 10 s: the input ends after it, not at 5 s", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake()
+        const stopping = yield* start(fake.target, { close: step(fake.events, "close", 10_000) }, {
+          policy: ShutdownPolicy.drain("10 seconds")
+        })
+        yield* adjust(5000)
+        yield* adjust(4999)
+        assert.isFalse(fake.inputEnded())
+        yield* adjust(1)
+        const report = yield* Fiber.join(stopping)
+        assert.deepStrictEqual(fake.events, ["close@0", "close done@10000", "end@10000"])
+        assert.strictEqual(report.close, "Completed")
+        assert.strictEqual(report.endedBy, "EndOfInput")
+        assert.deepStrictEqual(report.signals, [])
+        assert.strictEqual(report.elapsedMillis, 10_000)
+      }))
+
+    it.effect("a close that outlives closeTimeout is left behind: the input ends at the bound", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake()
+        const stopping = yield* start(fake.target, { close: step(fake.events, "close", undefined) }, {
+          policy: ShutdownPolicy.drain("3 seconds")
+        })
+        yield* adjust(4999) // 3 s + 1 s flush + 1 s
+        assert.isFalse(fake.inputEnded())
+        yield* adjust(1)
+        const report = yield* Fiber.join(stopping)
+        assert.strictEqual(report.close, "TimedOut")
+        assert.deepStrictEqual(fake.events, ["close@0", "end@5000"])
+        assert.strictEqual(report.endedBy, "EndOfInput")
+      }))
+
+    it.effect("forced during the close: the fail-fast close runs, SIGKILL at once", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ onEndOfInput: "ignore" })
+        const forced = yield* Deferred.make<void>()
+        const stopping = yield* start(fake.target, {
+          close: step(fake.events, "close", 10_000),
+          closeNow: step(fake.events, "closeNow", 0),
+          forced: Deferred.await(forced)
+        }, { policy: ShutdownPolicy.drain("10 seconds") })
+        yield* adjust(2000)
+        yield* Deferred.succeed(forced, void 0)
+        yield* settle
+        const report = yield* Fiber.join(stopping)
+        assert.deepStrictEqual(fake.events, [
+          "close@0",
+          "closeNow@2000",
+          "closeNow done@2000",
+          "end@2000",
+          "SIGKILL@2000"
+        ])
+        assert.strictEqual(report.close, "Forced")
+        assert.isTrue(report.forced)
+        assert.strictEqual(report.endedBy, "Kill")
+        assert.strictEqual(report.elapsedMillis, 2000)
+      }))
+
+    it.effect("forced during the exit grace: SIGKILL at once, no SIGTERM", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ onEndOfInput: "ignore" })
+        const forced = yield* Deferred.make<void>()
+        const stopping = yield* start(fake.target, { forced: Deferred.await(forced) })
+        yield* adjust(300)
+        yield* Deferred.succeed(forced, void 0)
+        yield* settle
+        const report = yield* Fiber.join(stopping)
+        assert.deepStrictEqual(fake.events, ["end@0", "SIGKILL@300"])
+        assert.deepStrictEqual(report.signals, ["SIGKILL"])
+        assert.isTrue(report.forced)
+      }))
+
+    it.effect("forced before the stop began: no request, SIGKILL at once", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ onEndOfInput: "ignore" })
+        const report = yield* StopSequence.run(fake.target, {
+          shutdown: step(fake.events, "shutdown", undefined),
+          forced: Effect.void
+        })
+        assert.strictEqual(report.endedBy, "Kill")
+        assert.deepStrictEqual(report.signals, ["SIGKILL"])
+        assert.strictEqual(report.elapsedMillis, 0)
+      }))
+  })
+
+  describe("descendants", () => {
+    it.effect("left in the group after the leader exited: SIGTERM, then SIGKILL killGrace later", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ descendantDiesOf: ["SIGKILL"] })
+        const stopping = yield* start(fake.target)
+        yield* adjust(999)
+        assert.deepStrictEqual(fake.events, ["end@0", "SIGTERM@0"])
+        yield* adjust(1)
+        yield* adjust(20)
+        const report = yield* Fiber.join(stopping)
+        assert.deepStrictEqual(fake.events, ["end@0", "SIGTERM@0", "SIGKILL@1000"])
+        assert.strictEqual(report.endedBy, "EndOfInput")
+        assert.strictEqual(report.descendants, "Killed")
+      }))
+
+    it.effect("one that dies of SIGTERM is Terminated", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ descendantDiesOf: ["SIGTERM", "SIGKILL"] })
+        const stopping = yield* start(fake.target)
+        yield* adjust(20)
+        const report = yield* Fiber.join(stopping)
+        assert.strictEqual(report.descendants, "Terminated")
+        assert.deepStrictEqual(report.signals, ["SIGTERM"])
+      }))
+
+    it.effect("a target without process groups: the process itself is the group", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ noGroups: true })
+        const report = yield* StopSequence.run(fake.target, {})
+        assert.strictEqual(report.descendants, "None")
+        assert.strictEqual(report.endedBy, "EndOfInput")
+      }))
+  })
+
+  it.effect("in a fiber whose interruption is pending (a finalizer at SIGTERM), every wait still waits its bound", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: ["SIGKILL"] })
+      const started = yield* Deferred.make<void>()
+      const main = yield* Effect.forkChild(
+        Effect.gen(function*() {
+          yield* Effect.addFinalizer(() =>
+            Effect.asVoid(StopSequence.run(fake.target, { close: step(fake.events, "close", 3000) }, {
+              policy: ShutdownPolicy.drain("3 seconds")
+            }))
+          )
+          yield* Deferred.succeed(started, void 0)
+          return yield* Effect.never
+        }).pipe(Effect.scoped)
+      )
+      yield* Deferred.await(started)
+      const interrupting = yield* Effect.forkChild(Fiber.interrupt(main))
+      yield* settle
+      yield* adjust(2999)
+      assert.deepStrictEqual(fake.events, ["close@0"], "the drain waits its full time")
+      yield* adjust(1)
+      assert.deepStrictEqual(fake.events, ["close@0", "close done@3000", "end@3000"])
+      yield* adjust(1000)
+      yield* adjust(1000)
+      yield* Fiber.join(interrupting)
+      assert.deepStrictEqual(fake.events, ["close@0", "close done@3000", "end@3000", "SIGTERM@4000", "SIGKILL@5000"])
+    }))
+})
