@@ -1,7 +1,8 @@
 /**
- * The LSP client example (`examples/lsp-client`) against a real language server, vscode-json-language-server from
- * vscode-langservers-extracted, and against a scripted server that asks the client everything a server may ask and
- * then never exits after `exit`. The client runs as its own process, as a user runs it, and prints a JSON report.
+ * The LSP client example (`examples/lsp-client`) against real language servers, vscode-json-language-server from
+ * vscode-langservers-extracted and bash-language-server (which analyses a document asynchronously), against a scripted
+ * server that asks the client everything a server may ask and then never exits after `exit`, and against one that
+ * publishes no diagnostics. The client runs as its own process, as a user runs it, and prints a JSON report.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -22,11 +23,23 @@ const jsonServerMain = Path.join(
   "vscode-json-language-server"
 )
 const jsonServer = `${process.execPath} ${jsonServerMain}`
+// bash-language-server's bin (`out/cli.js`), started as its README says: `bash-language-server start`.
+const bashServer = `${process.execPath} ${
+  Path.join(here, "node_modules", "bash-language-server", "out", "cli.js")
+} start`
 
 interface Report {
   readonly ok: boolean
   readonly initializeMs: number
+  readonly requestMs: number
   readonly shutdownMs: number
+  readonly firstDiagnostics: {
+    readonly outcome: "received" | "none came" | "not awaited"
+    readonly afterMs?: number
+    readonly boundMs?: number
+    readonly count?: number
+    readonly note?: string
+  }
   readonly serverRequests: ReadonlyArray<string>
   readonly result: unknown
   readonly exitedAfterExit: boolean
@@ -125,6 +138,60 @@ process.on("SIGTERM", () => {})
 setInterval(() => {}, 1000)
 `
 
+/** A shell script with two functions, in both of bash's spellings. */
+const script = `#!/bin/bash
+greet() {
+  echo "hello $1"
+}
+
+function farewell {
+  echo "bye $1"
+}
+
+greet world
+farewell world
+`
+
+/**
+ * A language server that publishes no diagnostics: it answers `initialize`, answers `documentSymbol` with one symbol
+ * whose `detail` says how long after `didOpen` the request came, answers `shutdown` and exits after `exit`.
+ */
+const quietServer = `
+let buffer = Buffer.alloc(0)
+let openedAt
+const send = (message) => {
+  const body = Buffer.from(JSON.stringify(message), "utf8")
+  process.stdout.write("Content-Length: " + body.length + "\\r\\n\\r\\n")
+  process.stdout.write(body)
+}
+const onMessage = (message) => {
+  if (message.method === "initialize") {
+    send({ jsonrpc: "2.0", id: message.id, result: { capabilities: { documentSymbolProvider: true, textDocumentSync: 1 } } })
+  } else if (message.method === "textDocument/didOpen") {
+    openedAt = performance.now()
+  } else if (message.method === "textDocument/documentSymbol") {
+    const range = { start: { line: 0, character: 0 }, end: { line: 0, character: 1 } }
+    const waited = String(Math.round(performance.now() - openedAt))
+    send({ jsonrpc: "2.0", id: message.id, result: [{ name: "quiet", detail: waited, kind: 12, range, selectionRange: range }] })
+  } else if (message.method === "shutdown") {
+    send({ jsonrpc: "2.0", id: message.id, result: null })
+  } else if (message.method === "exit") {
+    process.exit(0)
+  }
+}
+process.stdin.on("data", (chunk) => {
+  buffer = Buffer.concat([buffer, chunk])
+  for (;;) {
+    const end = buffer.indexOf("\\r\\n\\r\\n")
+    if (end < 0) return
+    const length = Number(/Content-Length: *(\\d+)/i.exec(buffer.subarray(0, end).toString())[1])
+    if (buffer.length < end + 4 + length) return
+    onMessage(JSON.parse(buffer.subarray(end + 4, end + 4 + length).toString("utf8")))
+    buffer = buffer.subarray(end + 4 + length)
+  }
+})
+`
+
 describe("lsp-client", () => {
   it.live(
     "drives vscode-json-language-server through its lifecycle: documentSymbol lists the keys",
@@ -182,7 +249,10 @@ describe("lsp-client", () => {
           "--file",
           file,
           "--settings",
-          JSON.stringify({ demo: { answer: 42 } })
+          JSON.stringify({ demo: { answer: 42 } }),
+          // It publishes no diagnostics: no need to wait the default 3 s for them.
+          "--wait",
+          "250ms"
         ])
         assert.deepStrictEqual(report.serverRequests, [
           "workspace/configuration",
@@ -205,5 +275,86 @@ describe("lsp-client", () => {
         assert.strictEqual(code, 1)
       }).pipe(Effect.scoped),
     20_000
+  )
+  // Issue 13, item 8: bash-language-server analyses a document only once its `initialized` handler has the client's
+  // configuration (a round trip), so a documentSymbol sent right after didOpen gets []. The client waits, as editors
+  // do, for the document's first publishDiagnostics.
+  it.live(
+    "bash-language-server: documentSymbol after the first publishDiagnostics lists both functions; without the wait, []",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir
+        const file = Path.join(dir, "two-functions.sh")
+        Fs.writeFileSync(file, script)
+        const { code, report } = yield* runClient(["--server", bashServer, "--file", file])
+        assert.strictEqual(code, 0)
+        assert.isTrue(report.ok)
+        assert.strictEqual(report.firstDiagnostics.outcome, "received")
+        assert.isBelow(report.firstDiagnostics.afterMs!, 3_000)
+        const symbols = report.result as ReadonlyArray<{ name: string; kind: number }>
+        assert.deepStrictEqual(symbols.map((symbol) => symbol.name).sort(), ["farewell", "greet"])
+        assert.isTrue(symbols.every((symbol) => symbol.kind === 12), "both are functions (SymbolKind.Function)")
+        assert.isTrue(report.exitedAfterExit)
+        assert.deepStrictEqual(report.exit, { code: 0, signal: null })
+
+        const unwaited = yield* runClient(["--server", bashServer, "--file", file, "--wait", "0"])
+        assert.strictEqual(unwaited.report.firstDiagnostics.outcome, "not awaited")
+        assert.deepStrictEqual(unwaited.report.result, [])
+      }).pipe(Effect.scoped),
+    15_000
+  )
+
+  it.live(
+    "a server that publishes no diagnostics: the report says none came, and the request is sent after the bound",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir
+        const server = Path.join(dir, "quiet-server.mjs")
+        Fs.writeFileSync(server, quietServer)
+        const file = Path.join(dir, "package.json")
+        Fs.writeFileSync(file, document)
+        const { code, report } = yield* runClient([
+          "--server",
+          `${process.execPath} ${server}`,
+          "--file",
+          file,
+          "--wait",
+          "600ms"
+        ])
+        assert.strictEqual(code, 0)
+        assert.isTrue(report.ok)
+        assert.strictEqual(report.firstDiagnostics.outcome, "none came")
+        assert.strictEqual(report.firstDiagnostics.boundMs, 600)
+        assert.isAtLeast(report.firstDiagnostics.afterMs!, 590)
+        assert.include(report.firstDiagnostics.note!, "within 600 ms")
+        const symbols = report.result as ReadonlyArray<{ name: string; detail: string }>
+        assert.deepStrictEqual(symbols.map((symbol) => symbol.name), ["quiet"])
+        // The server measured the time from didOpen to the request: the bound, not less.
+        assert.isAtLeast(Number(symbols[0]!.detail), 550)
+        assert.deepStrictEqual(report.exit, { code: 0, signal: null })
+      }).pipe(Effect.scoped),
+    15_000
+  )
+
+  it.live(
+    "--wait takes the compact durations a user types; anything else is one line and exit 2",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir
+        const file = Path.join(dir, "package.json")
+        Fs.writeFileSync(file, document)
+        const refused = yield* Effect.callback<{ readonly code: number | null; readonly stderr: string }>((resume) => {
+          const child = ChildProcess.execFile(
+            client,
+            ["--server", jsonServer, "--file", file, "--wait", "soon"],
+            { timeout: 10_000 },
+            (_error, _stdout, stderr) => resume(Effect.sync(() => ({ code: child.exitCode, stderr })))
+          )
+          return Effect.sync(() => child.kill("SIGKILL"))
+        })
+        assert.strictEqual(refused.code, 2)
+        assert.include(refused.stderr.split("\n")[0]!, "--wait is not a duration: soon")
+      }).pipe(Effect.scoped),
+    15_000
   )
 })

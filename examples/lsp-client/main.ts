@@ -1,8 +1,9 @@
 /**
  * A generic LSP client for the command line: it spawns a language server with the kernel's child-process transport
- * (Content-Length framing), runs its whole lifecycle (`initialize`, `initialized`, `textDocument/didOpen`, one request,
- * `shutdown`, `exit`), answers every request the server sends back, and reports timings, the server's requests, the
- * result and how the process ended.
+ * (Content-Length framing), runs its whole lifecycle (`initialize`, `initialized`, `textDocument/didOpen`, a wait for
+ * the document's first `textDocument/publishDiagnostics` as editors do, one request, `shutdown`, `exit`), answers every
+ * request the server sends back, and reports timings, the server's requests, the diagnostics, the result and how the
+ * process ended.
  *
  *   examples/lsp-client/bin/lsp-client --server "vscode-json-language-server --stdio" --file package.json --json
  */
@@ -13,6 +14,8 @@ import * as Cancellation from "@lifeline/kernel/Cancellation"
 import * as Protocol from "@lifeline/kernel/Protocol"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as ChildProcess from "effect/process/ChildProcess"
@@ -26,7 +29,7 @@ import { splitCommandLine } from "../hermes-node.js"
 const usage = `lsp-client: drive a language server over stdio through its whole lifecycle
 
   lsp-client --server "<command line>" --file PATH [--request documentSymbol|hover|completion] [--root DIR]
-             [--line N --character N] [--init-options JSON] [--settings JSON] [--json] [--verbose]
+             [--line N --character N] [--wait DURATION] [--init-options JSON] [--settings JSON] [--json] [--verbose]
 
   --server        the server's command line, e.g. "vscode-json-language-server --stdio"
   --file          the document to open
@@ -34,6 +37,9 @@ const usage = `lsp-client: drive a language server over stdio through its whole 
   --line          0-based position of hover/completion (default: just inside the first string of the file)
   --character
   --root          the workspace folder (default: the file's directory)
+  --wait          how long to wait after didOpen for the document's first textDocument/publishDiagnostics before
+                  the request, as editors do: many servers analyse a document asynchronously and answer requests
+                  about it with nothing until then (default 3s; 250ms, 3s, 2m, 1h or "1500 millis"; 0 skips the wait)
   --init-options  initializationOptions of initialize, as JSON
   --settings      settings, as JSON: workspace/configuration is answered by section from them, and they are pushed
                   once with workspace/didChangeConfiguration
@@ -47,6 +53,7 @@ const { values: args } = Util.parseArgs({
     line: { type: "string" },
     character: { type: "string" },
     root: { type: "string" },
+    wait: { type: "string", default: "3s" },
     "init-options": { type: "string" },
     settings: { type: "string" },
     json: { type: "boolean", default: false },
@@ -83,6 +90,32 @@ const parseJson = (name: string, text: string | undefined): unknown => {
     return fail(`--${name} is not JSON: ${String(error)}`)
   }
 }
+/**
+ * A duration from the command line: the compact forms a user types (`500ms`, `3s`, `2m`, `1h`) or Effect's
+ * (`1500 millis`, `3 seconds`). Local to this client until the examples share one parser.
+ */
+const parseDuration = (name: string, text: string): Duration.Duration => {
+  const compact = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)$/.exec(text.trim())
+  if (compact !== null) {
+    const value = Number(compact[1])
+    return compact[2] === "ms"
+      ? Duration.millis(value)
+      : compact[2] === "s"
+      ? Duration.seconds(value)
+      : compact[2] === "m"
+      ? Duration.minutes(value)
+      : Duration.hours(value)
+  }
+  if (text.trim() === "0") return Duration.zero
+  return Option.getOrElse(
+    Option.filter(
+      Duration.fromInput(text.trim() as Duration.Input),
+      (duration) => Duration.isGreaterThanOrEqualTo(duration, Duration.zero)
+    ),
+    () => fail(`--${name} is not a duration: ${text} (e.g. 500ms, 3s, "1500 millis")`)
+  )
+}
+const wait = parseDuration("wait", args.wait)
 const initOptions = parseJson("init-options", args["init-options"])
 const settings = parseJson("settings", args.settings)
 let text = ""
@@ -100,6 +133,8 @@ const languageIds: Record<string, string> = {
   ".less": "less",
   ".html": "html",
   ".md": "markdown",
+  ".sh": "shellscript",
+  ".bash": "shellscript",
   ".js": "javascript",
   ".ts": "typescript"
 }
@@ -139,6 +174,31 @@ const rootUri = Url.pathToFileURL(root).href
 const uri = Url.pathToFileURL(file).href
 const workspaceFolders = [{ uri: rootUri, name: Path.basename(root) }]
 
+/** Whether `candidate` names the opened document: a server may re-encode the URI it was given (`%3A` for `:`). */
+const isDocument = (candidate: unknown): boolean => {
+  if (typeof candidate !== "string") return false
+  if (candidate === uri) return true
+  try {
+    return decodeURIComponent(candidate) === decodeURIComponent(uri)
+  } catch {
+    return false
+  }
+}
+
+/**
+ * What became of the wait for the document's first diagnostics: they came (after `afterMs` from didOpen, with the
+ * server's `count` diagnostics), none came within the bound (the requests were sent anyway), or no wait (`--wait 0`).
+ */
+type FirstDiagnostics =
+  | {
+    readonly outcome: "received"
+    readonly afterMs: number
+    readonly count: number
+    readonly diagnostics: ReadonlyArray<unknown>
+  }
+  | { readonly outcome: "none came"; readonly afterMs: number; readonly boundMs: number; readonly note: string }
+  | { readonly outcome: "not awaited" }
+
 /** What the server asks the client, and the answer: an empty or default result where LSP defines one, else -32601. */
 const answer = (method: string, params: unknown): Effect.Effect<unknown, RpcError.RpcError> => {
   switch (method) {
@@ -177,6 +237,8 @@ const program = Effect.gen(function*() {
   }
   const serverRequests: Array<string> = []
   const notifications: Array<string> = []
+  // Completed by the first publishDiagnostics for the document, whenever it comes: before the wait starts, too.
+  const diagnosed = yield* Deferred.make<ReadonlyArray<unknown>>()
   const [program, ...programArgs] = serverLine
   // The server runs in the root; a relative program path is meant from where the client was started.
   const executable = program!.includes("/") ? Path.resolve(program!) : program!
@@ -186,7 +248,7 @@ const program = Effect.gen(function*() {
     handlers: {},
     requestTimeout: "15 seconds",
     stderrLogLevel: args.verbose ? "Info" : "None",
-    stop: { exitTimeout: "1 second", terminateTimeout: "1 second", killTimeout: "1 second" },
+    stop: { exitGrace: "1 second", killGrace: "1 second", verifyTimeout: "1 second" },
     onUnknownRequest: (method, params) => {
       serverRequests.push(method)
       return answer(method, params).pipe(
@@ -194,10 +256,15 @@ const program = Effect.gen(function*() {
         Effect.tapError(() => Effect.sync(() => log(`← ${method} (answered -32601)`)))
       )
     },
-    onUnknownNotification: (method) =>
-      Effect.sync(() => {
+    onUnknownNotification: (method, params) =>
+      Effect.suspend(() => {
         notifications.push(method)
         if (args.verbose) log(`← ${method}`)
+        if (method !== "textDocument/publishDiagnostics") return Effect.void
+        const published = params as { readonly uri?: unknown; readonly diagnostics?: unknown } | undefined
+        if (!isDocument(published?.uri)) return Effect.void
+        const diagnostics = Array.isArray(published?.diagnostics) ? published.diagnostics : []
+        return Effect.asVoid(Deferred.succeed(diagnosed, diagnostics))
       })
   })
   log(`spawned ${serverLine.join(" ")} (pid ${child.pid})`)
@@ -241,8 +308,33 @@ const program = Effect.gen(function*() {
   if (settings !== undefined) {
     yield* peer.notifyUntyped("workspace/didChangeConfiguration", { settings } as Message.Params)
   }
+  const openedAt = performance.now()
   yield* peer.notifyUntyped("textDocument/didOpen", { textDocument: { uri, languageId, version: 1, text } })
   log(`→ initialized, didOpen ${Path.relative(process.cwd(), file) || file} (${languageId})`)
+
+  // Editors ask about a document once the server has analysed it, and the first publishDiagnostics says it has: a
+  // server that analyses asynchronously (bash-language-server) answers a request sent right after didOpen with
+  // nothing. A server that publishes no diagnostics costs the bound, and the report says so.
+  const boundMs = Duration.toMillis(wait)
+  let firstDiagnostics: FirstDiagnostics = { outcome: "not awaited" }
+  if (boundMs > 0) {
+    const came = yield* Effect.timeoutOption(Deferred.await(diagnosed), wait)
+    const afterMs = elapsed(openedAt)
+    firstDiagnostics = Option.match(came, {
+      onSome: (diagnostics) => ({ outcome: "received", afterMs, count: diagnostics.length, diagnostics }),
+      onNone: () => ({
+        outcome: "none came",
+        afterMs,
+        boundMs,
+        note: `no textDocument/publishDiagnostics for the document within ${boundMs} ms; the request was sent anyway`
+      })
+    })
+    log(
+      firstDiagnostics.outcome === "received"
+        ? `← first publishDiagnostics after ${afterMs} ms (${firstDiagnostics.count} diagnostics)`
+        : `   none came: no publishDiagnostics within ${boundMs} ms, the request is sent anyway`
+    )
+  }
 
   const method = requests[requestKind]
   const requestStart = performance.now()
@@ -275,6 +367,7 @@ const program = Effect.gen(function*() {
     ...(requestKind === "documentSymbol" ? {} : { position }),
     initializeMs,
     requestMs,
+    firstDiagnostics,
     shutdownMs,
     shutdownAnsweredMs,
     serverInfo,
@@ -307,6 +400,15 @@ NodeSignals.runMain(
           process.stdout.write(`\n${done.ok ? "✔" : "✘"} ${done.request} result:\n`)
           report(done.result)
           process.stdout.write(`server requests: ${done.serverRequests.join(", ") || "none"}\n`)
+          process.stdout.write(
+            `first diagnostics: ${
+              done.firstDiagnostics.outcome === "received"
+                ? `after ${done.firstDiagnostics.afterMs} ms (${done.firstDiagnostics.count})`
+                : done.firstDiagnostics.outcome === "none came"
+                ? `none came within ${done.firstDiagnostics.boundMs} ms`
+                : "not awaited"
+            }\n`
+          )
           process.stdout.write(`exit: ${JSON.stringify(done.exit)} (${done.stop.endedBy})\n`)
         }
         return done.ok

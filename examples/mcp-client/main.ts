@@ -2,7 +2,8 @@
  * A generic MCP client for the command line, over stdio with newline-delimited JSON: it spawns a server with the
  * kernel's child-process transport, runs `initialize` and `notifications/initialized`, lists the tools, calls one,
  * starts a slow call and cancels it with `notifications/cancelled`, then closes the server as the MCP stdio transport
- * says (end of stdin, then SIGTERM, then SIGKILL, each bounded), and reports timings and how the process ended.
+ * says (end of stdin, then SIGTERM, then SIGKILL, each bounded), and reports timings, whether the client's own steps
+ * succeeded (`ok`), and, apart from that, what the server needed to exit (`serverExit`).
  *
  *   examples/mcp-client/bin/mcp-client --server "node server.js" --tool echo --arguments '{"text":"hi"}' --json
  */
@@ -10,7 +11,7 @@
 import * as Framing from "@lifeline/jsonrpc/Framing"
 import type * as Message from "@lifeline/jsonrpc/Message"
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
-import type * as Cancellation from "@lifeline/kernel/Cancellation"
+import * as Cancellation from "@lifeline/kernel/Cancellation"
 import * as Protocol from "@lifeline/kernel/Protocol"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
@@ -23,21 +24,30 @@ import * as Option from "effect/Option"
 import * as ChildProcess from "effect/process/ChildProcess"
 import * as References from "effect/References"
 import * as Path from "node:path"
+import * as Url from "node:url"
 import * as Util from "node:util"
 import { splitCommandLine } from "../hermes-node.js"
 
 const usage = `mcp-client: drive an MCP server over stdio through its whole lifecycle
 
   mcp-client --server "<command line>" [--tool NAME] [--arguments JSON] [--slow-tool NAME] [--slow-arguments JSON]
-             [--cancel-after DURATION] [--close-timeout DURATION] [--json] [--verbose]
+             [--cancel-after DURATION] [--root DIR]... [--roots-wait DURATION] [--close-timeout DURATION]
+             [--json] [--verbose]
 
   --server          the server's command line
   --tool            the tool to call (default: the first one listed); --arguments its arguments (default {})
   --slow-tool       a tool to call and cancel with notifications/cancelled (default: none)
   --slow-arguments  its arguments (default {})
-  --cancel-after    how long the slow call runs before it is cancelled (default 200 millis)
-  --close-timeout   how long each step of the close may take: end of stdin, SIGTERM, SIGKILL (default 1 second)
-  --json            print one JSON report instead of the transcript`
+  --cancel-after    how long the slow call runs before it is cancelled (default 200ms)
+  --root            a root to offer the server (repeatable): the client then declares the roots capability and
+                    answers roots/list with them; without --root it declares no roots
+  --roots-wait      with --root: how long to wait, before closing, for the server's first roots/list if it has not
+                    asked yet, so that the close does not strand the server's request (default 1s; 0: no wait)
+  --close-timeout   how long each step of the close may take: end of stdin, SIGTERM, SIGKILL (default 1s)
+  --json            print one JSON report instead of the transcript
+
+  Durations: 250ms, 3s, 2m, 1h, or Effect's "1500 millis".
+  Exit code 0 when the client's own steps succeeded (ok), whatever the server needed to exit (see serverExit).`
 
 const { values: args } = Util.parseArgs({
   options: {
@@ -46,8 +56,10 @@ const { values: args } = Util.parseArgs({
     arguments: { type: "string", default: "{}" },
     "slow-tool": { type: "string" },
     "slow-arguments": { type: "string", default: "{}" },
-    "cancel-after": { type: "string", default: "200 millis" },
-    "close-timeout": { type: "string", default: "1 second" },
+    "cancel-after": { type: "string", default: "200ms" },
+    root: { type: "string", multiple: true },
+    "roots-wait": { type: "string", default: "1s" },
+    "close-timeout": { type: "string", default: "1s" },
     json: { type: "boolean", default: false },
     verbose: { type: "boolean", default: false },
     help: { type: "boolean", default: false }
@@ -76,31 +88,75 @@ const parseJson = (name: string, text: string): Record<string, unknown> => {
 }
 const toolArguments = parseJson("arguments", args.arguments)
 const slowArguments = parseJson("slow-arguments", args["slow-arguments"])
-const duration = (name: string, text: string): Duration.Duration =>
-  Option.getOrElse(Duration.fromInput(text as Duration.Input), () => fail(`--${name} is not a duration: ${text}`))
+/**
+ * A duration from the command line: the compact forms a user types (`500ms`, `3s`, `2m`, `1h`) or Effect's
+ * (`1500 millis`, `3 seconds`). Local to this client until the examples share one parser.
+ */
+const duration = (name: string, text: string): Duration.Duration => {
+  const compact = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)$/.exec(text.trim())
+  if (compact !== null) {
+    const value = Number(compact[1])
+    return compact[2] === "ms"
+      ? Duration.millis(value)
+      : compact[2] === "s"
+      ? Duration.seconds(value)
+      : compact[2] === "m"
+      ? Duration.minutes(value)
+      : Duration.hours(value)
+  }
+  if (text.trim() === "0") return Duration.zero
+  return Option.getOrElse(
+    Option.filter(
+      Duration.fromInput(text.trim() as Duration.Input),
+      (value) => Duration.isGreaterThanOrEqualTo(value, Duration.zero)
+    ),
+    () => fail(`--${name} is not a duration: ${text} (e.g. 500ms, 3s, "1500 millis")`)
+  )
+}
 const cancelAfter = duration("cancel-after", args["cancel-after"])
 const closeTimeout = duration("close-timeout", args["close-timeout"])
+const rootsWait = duration("roots-wait", args["roots-wait"])
+const roots = (args.root ?? []).map((dir) => {
+  const path = Path.resolve(dir)
+  return { uri: Url.pathToFileURL(path).href, name: Path.basename(path) }
+})
 
-/** MCP spells cancellation `notifications/cancelled` with `{ requestId, reason? }`; a cancelled request gets no answer. */
-const cancellation: Cancellation.Spelling = {
-  method: "notifications/cancelled",
-  encode: (id) => ({ requestId: id, reason: "cancelled by mcp-client" }),
-  answerCancelled: false,
-  decode: (params) => {
-    const id = (params as { readonly requestId?: unknown } | undefined)?.requestId
-    return typeof id === "string" || typeof id === "number" ? id : undefined
-  }
-}
-
-/** What a server may ask a client: `ping` and `roots/list` have answers; sampling and elicitation are not offered. */
+/**
+ * What a server may ask a client: `ping` and `roots/list` have answers; sampling and elicitation are not offered.
+ * `roots/list` is answered with the `--root`s even when none were given (then no roots capability was declared, and
+ * a server should not have asked).
+ */
 const answer = (method: string): Effect.Effect<unknown, RpcError.RpcError> => {
   switch (method) {
     case "ping":
       return Effect.succeed({})
     case "roots/list":
-      return Effect.succeed({ roots: [] })
+      return Effect.succeed({ roots })
     default:
       return Effect.fail(RpcError.RpcError.methodNotFound(method))
+  }
+}
+
+/**
+ * What the server needed to exit once the client had closed it: the end of its input (`eof`, as the MCP stdio transport
+ * asks), SIGTERM or SIGKILL; `none` when it had already exited before the close, `unkillable` when even SIGKILL was
+ * not followed by an exit.
+ */
+type Needed = "eof" | "SIGTERM" | "SIGKILL" | "none" | "unkillable"
+
+const neededOf = (endedBy: NodeChildProcess.StopStep): Needed => {
+  switch (endedBy) {
+    case "Exited":
+      return "none"
+    case "Shutdown":
+    case "EndOfInput":
+      return "eof"
+    case "Terminate":
+      return "SIGTERM"
+    case "Kill":
+      return "SIGKILL"
+    case "Unkillable":
+      return "unkillable"
   }
 }
 
@@ -114,26 +170,30 @@ const program = Effect.gen(function*() {
   const serverRequests: Array<string> = []
   const notifications: Array<{ readonly method: string; readonly params: unknown }> = []
   const notified = yield* Deferred.make<void>()
+  const rootsAsked = yield* Deferred.make<void>()
+  let rootsAskedMs: number | null = null
   const [program, ...programArgs] = serverLine
   const executable = program!.includes("/") ? Path.resolve(program!) : program!
   const { child, peer } = yield* NodeChildProcess.makePeer({
     command: ChildProcess.make(executable, programArgs),
-    protocol: Protocol.make({}),
+    // MCP's `notifications/cancelled`; a request the server cancels gets no answer.
+    protocol: Protocol.make({ cancellation: Cancellation.mcp }),
     handlers: {},
     framing: Framing.ndjson,
-    cancellation,
     requestTimeout: "15 seconds",
     stderrLogLevel: args.verbose ? "Info" : "None",
-    stop: { exitTimeout: closeTimeout, terminateTimeout: closeTimeout, killTimeout: closeTimeout },
+    stop: { exitGrace: closeTimeout, killGrace: closeTimeout, verifyTimeout: closeTimeout },
     onUnknownRequest: (method) => {
       serverRequests.push(method)
       log(`← ${method}`)
-      return answer(method)
+      const answered = answer(method)
+      if (method === "roots/list" && rootsAskedMs === null) rootsAskedMs = elapsed(started)
+      return Effect.tap(answered, () => method === "roots/list" ? Deferred.succeed(rootsAsked, void 0) : Effect.void)
     },
     onUnknownNotification: (method, params) =>
       Effect.sync(() => {
         notifications.push({ method, params })
-        log(`← ${method} ${JSON.stringify(params)}`)
+        log(`← ${method}${params === undefined ? "" : ` ${JSON.stringify(params)}`}`)
       }).pipe(Effect.andThen(Deferred.succeed(notified, void 0)), Effect.asVoid)
   })
   log(`spawned ${serverLine.join(" ")} (pid ${child.pid})`)
@@ -141,7 +201,10 @@ const program = Effect.gen(function*() {
   const initializeStart = performance.now()
   const initialized = (yield* peer.callUntyped("initialize", {
     protocolVersion: "2025-06-18",
-    capabilities: { roots: { listChanged: false } },
+    // Only what the client offers: a server told that the client has roots asks for them, maybe later (the reference
+    // server, 350 ms after `notifications/initialized`), and a session closed before it asks leaves the request
+    // pending in the server, which then does not exit at the end of its input.
+    capabilities: roots.length > 0 ? { roots: { listChanged: false } } : {},
     clientInfo: { name: "lifeline-mcp-client", version: "0.1.0" }
   })) as { readonly protocolVersion?: string; readonly serverInfo?: unknown } | null
   const initializeMs = elapsed(initializeStart)
@@ -193,14 +256,37 @@ const program = Effect.gen(function*() {
     log(`→ tools/call ${slowTool}: ${outcome} after ${afterMs} ms`)
   }
 
+  // A server told that the client has roots may ask for them at any time after `notifications/initialized` (the
+  // reference server: 350 ms later). A close that comes first strands the request, which can no longer be answered,
+  // and a server on the MCP SDK keeps it pending, with its 60 s timer alive, so it does not exit at the end of its
+  // input. A session as short as this one's waits, bounded, for the request an editor's longer session would answer.
+  if (roots.length > 0 && rootsAskedMs === null && Duration.toMillis(rootsWait) > 0) {
+    const asked = yield* Effect.timeoutOption(Deferred.await(rootsAsked), rootsWait)
+    log(Option.isNone(asked) ? `   no roots/list within ${Duration.format(rootsWait)}` : `   roots/list answered`)
+  }
+
   const closeStart = performance.now()
+  // When the exit is seen, measured from the start of the close (the peer is closed and stdin ends within ms).
+  const exitSeen = yield* Effect.forkChild(Effect.map(child.exit, () => elapsed(closeStart)))
   const stop = yield* child.stop
   const closeMs = elapsed(closeStart)
   const exit = stop.exit === undefined ? null : { code: stop.exit.exitCode, signal: stop.exit.signal }
-  log(`→ closed: ${stop.endedBy} after ${closeMs} ms, exit ${JSON.stringify(exit)}`)
+  // The exit has happened unless even SIGKILL failed (`Unkillable`): then there is nothing to wait for.
+  const exitAfter = stop.exit === undefined ? null : yield* Fiber.join(exitSeen)
+  const serverExit = {
+    code: exit?.code ?? null,
+    signal: exit?.signal ?? null,
+    after: stop.endedBy === "Exited" ? null : exitAfter,
+    needed: neededOf(stop.endedBy)
+  }
+  log(`→ closed: the server needed ${serverExit.needed}, exit ${JSON.stringify(exit)} ${serverExit.after} ms after`)
   const stats = yield* peer.stats
   return {
-    ok: call !== null && (cancelled === null || cancelled.outcome === "Cancelled") && stop.endedBy === "EndOfInput",
+    // The client's own steps: initialize and tools/list answered (else the program failed before this), the call
+    // succeeded, the slow call (if any) was cancelled, and the server was closed by the end of its input. What the
+    // server then needed to exit is `serverExit`, apart.
+    ok: call !== null && (cancelled === null || cancelled.outcome === "Cancelled"),
+    serverExit,
     server: serverLine,
     protocolVersion: initialized?.protocolVersion ?? null,
     serverInfo: initialized?.serverInfo ?? null,
@@ -208,6 +294,7 @@ const program = Effect.gen(function*() {
     tools,
     call,
     cancelled,
+    roots: { declared: roots.length > 0, askedAtMs: rootsAskedMs },
     serverRequests,
     notifications,
     lateResponses: stats.lateResponses,
@@ -223,7 +310,13 @@ NodeSignals.runMain(
     Effect.flatMap((done) =>
       Effect.sync(() => {
         if (args.json) process.stdout.write(JSON.stringify(done, null, 2) + "\n")
-        else process.stdout.write(`\n${done.ok ? "✔" : "✘"} ${done.ok ? "ok" : "not ok"}\n`)
+        else {
+          process.stdout.write(
+            `\n${done.ok ? "✔ ok" : "✘ not ok"}; the server exited on ${
+              done.serverExit.needed === "eof" ? "the end of its input" : done.serverExit.needed
+            } (${JSON.stringify(done.exit)}, ${done.serverExit.after} ms after the close)\n`
+          )
+        }
         return done.ok
       })
     ),
