@@ -178,12 +178,18 @@ export const spawnHandle = (
           windowsHide: options.windowsHide ?? !detached
         })
         // Read from the start: what a child writes just before it exits is lost to a reader that comes later.
-        const stdout = unsafeMakeReader(child.stdout, (cause) =>
-          new Transport.TransportError({
-            reason: "Read",
-            message: `reading the child's stdout failed: ${messageOf(cause)}`,
-            cause
-          }))
+        // Once the connection is done with stdout, what the child still writes is dropped, never left in a full pipe
+        // that would keep the child from exiting at the end of its input.
+        const stdout = unsafeMakeReader(
+          child.stdout,
+          (cause) =>
+            new Transport.TransportError({
+              reason: "Read",
+              message: `reading the child's stdout failed: ${messageOf(cause)}`,
+              cause
+            }),
+          { onRelease: "discard" }
+        )
         const stderr = unsafeMakeReader(child.stderr, identity)
         const onError = (error: NodeJS.ErrnoException) => {
           stdout.unsafeRelease()

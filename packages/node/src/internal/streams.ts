@@ -26,7 +26,10 @@ const readHighWaterMark = 64 * 1024
 export interface Reader<E> {
   /** The data read so far and from now on; meant to be run once. Its end (or interruption) releases the reader. */
   readonly stream: Stream.Stream<Uint8Array, E>
-  /** Removes the listeners and pauses the Node stream; the Effect stream then ends after what is buffered. */
+  /**
+   * Removes the listeners and pauses the Node stream (or lets it flow into nothing: `onRelease`); the Effect stream
+   * then ends after what is buffered.
+   */
   readonly unsafeRelease: () => void
 }
 
@@ -42,6 +45,8 @@ export interface Reader<E> {
  *
  * @internal
  */
+const ignoreError = () => {}
+
 export const unsafeMakeReader = <E>(
   readable: Readable | NodeJS.ReadableStream,
   onError: (error: unknown) => E,
@@ -52,6 +57,13 @@ export const unsafeMakeReader = <E>(
      * round trip's CPU.)
      */
     readonly failWhen?: ((fail: (error: E) => void) => () => void) | undefined
+    /**
+     * What happens to the Node stream once the reader is released. `"pause"` (the default) stops reading, so an idle
+     * `process.stdin` no longer keeps the process alive. `"discard"` keeps it flowing into nothing: a child that
+     * still writes after its connection closed (more than a pipe holds, 64 KiB) would otherwise block on a full pipe
+     * and need SIGTERM instead of exiting at the end of its input.
+     */
+    readonly onRelease?: "pause" | "discard" | undefined
   } = {}
 ): Reader<E> => {
   let buffered: Array<Uint8Array> = []
@@ -100,7 +112,13 @@ export const unsafeMakeReader = <E>(
     readable.off("end", onEnd)
     readable.off("close", onEnd)
     readable.off("error", onFailure)
-    readable.pause()
+    if (options.onRelease === "discard") {
+      // Reading on with no listener drops the data; a listener for 'error' keeps a late pipe error from crashing.
+      readable.on("error", ignoreError)
+      readable.resume()
+    } else {
+      readable.pause()
+    }
     onEnd()
   }
   const pull: Pull.Pull<Arr.NonEmptyReadonlyArray<Uint8Array>, E> = Effect.suspend(() => {
@@ -141,6 +159,13 @@ export const fromReadable = <E>(
   onError: (error: unknown) => E,
   options: {
     readonly failWhen?: ((fail: (error: E) => void) => () => void) | undefined
+    /**
+     * What happens to the Node stream once the reader is released. `"pause"` (the default) stops reading, so an idle
+     * `process.stdin` no longer keeps the process alive. `"discard"` keeps it flowing into nothing: a child that
+     * still writes after its connection closed (more than a pipe holds, 64 KiB) would otherwise block on a full pipe
+     * and need SIGTERM instead of exiting at the end of its input.
+     */
+    readonly onRelease?: "pause" | "discard" | undefined
   } = {}
 ): Stream.Stream<Uint8Array, E> => Stream.unwrap(Effect.sync(() => unsafeMakeReader(readable, onError, options).stream))
 
