@@ -30,6 +30,30 @@ export class Hl7Error extends Schema.TaggedError<Hl7Error>("@lifeline/hermes/Hl7
 }
 
 /**
+ * `patch` refused a batch because it would make the message larger than `maxBytes`: `actual` is the size it would have
+ * had after the patch that crossed the bound, as `patch` counts it (see `PatchOptions.maxBytes`), `limit` the bound.
+ * Nothing is applied. It reaches the wire, with the patch's index, as the `data` of a -32602 answer.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class PatchTooLarge
+  extends Schema.TaggedError<PatchTooLarge>("@lifeline/hermes/PatchTooLarge")("PatchTooLarge", {
+    reason: Schema.Literal("MessageTooLarge"),
+    limit: Schema.Int,
+    actual: Schema.Int
+  })
+{
+  /** The refusal in words, so that it reads like an `Hl7Error` where only `reason` and `detail` are shown. */
+  get detail(): string {
+    return `the patches would make the message ${this.actual} bytes of UTF-8, more than the limit of ${this.limit}`
+  }
+  override get message(): string {
+    return `${this.reason}: ${this.detail}`
+  }
+}
+
+/**
  * The five delimiters a message declares in MSH-1 and MSH-2.
  *
  * @since 0.1.0
@@ -513,14 +537,15 @@ export interface Patch {
 
 /**
  * Why `patch` refused a batch: the error, and `index`, the patch it is about. For `BreaksMessage`, `index` is the
- * first patch after which the message would no longer have read back as one message.
+ * first patch after which the message would no longer have read back as one message; for `PatchTooLarge`, the first
+ * after which it would have been larger than `maxBytes`.
  *
  * @since 0.1.0
  * @category models
  */
 export interface PatchFailure {
   readonly index: number
-  readonly error: Hl7Error
+  readonly error: Hl7Error | PatchTooLarge
 }
 
 /**
@@ -535,6 +560,18 @@ export interface PatchOptions {
    * costs its whole field again, as every patch does with `set`.
    */
   readonly encode?: ((value: string, delimiters: Delimiters) => string) | undefined
+  /**
+   * The bound on the size of the message, in bytes of UTF-8: the batch is refused with `PatchTooLarge` at the first
+   * patch after which the message would be larger, before the next one is applied, so a batch of patches that each pad
+   * thousands of empty values stops as soon as it crosses the bound. Default: no bound (`Infinity`).
+   *
+   * The size is counted as the patches are applied, by UTF-16 unit: 1 byte below U+0080, 2 below U+0800, else 3. It is
+   * the exact UTF-8 size for every character of the Basic Multilingual Plane and never less than it; a character
+   * outside it (an emoji: a surrogate pair, 4 bytes of UTF-8) counts 6, so a message holding `n` of them may be
+   * refused `2n` bytes early. A message that is larger than the bound already (`MessageStore` does not bound the
+   * message it starts with) may still be patched, as long as no patch makes it larger than it was.
+   */
+  readonly maxBytes?: number | undefined
 }
 
 /**
@@ -553,9 +590,49 @@ const formatDraft = (draft: Draft, splitters: ReadonlyArray<string>, depth: numb
     : draft.map((part) => formatDraft(part, splitters, depth + 1)).join(splitters[depth])
 
 /**
+ * The size `patch` counts for `maxBytes`: UTF-8 bytes by UTF-16 unit, 1 below U+0080, 2 below U+0800, else 3 (a
+ * surrogate half too). It is exact UTF-8 but for surrogate pairs (6 rather than 4), and unlike UTF-8 it is additive:
+ * the size of joined text is the sum of the sizes of its pieces, so `patch` can keep it up to date from what each
+ * patch adds and takes away, without looking at the message again.
+ */
+const unitBytes = (text: string): number => {
+  let bytes = text.length
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i)
+    if (code >= 0x80) bytes += code < 0x800 ? 1 : 2
+  }
+  return bytes
+}
+
+/** `unitBytes` of a draft whose parts are joined by the delimiter that `joins[level]` counts. */
+const draftBytes = (draft: Draft, joins: ReadonlyArray<number>, level: number): number => {
+  if (typeof draft === "string") return unitBytes(draft)
+  let bytes = (draft.length - 1) * joins[level]
+  for (const part of draft) bytes += draftBytes(part, joins, level + 1)
+  return bytes
+}
+
+/** `unitBytes` of the message as `format` writes it. */
+const messageBytes = (message: Message, joins: ReadonlyArray<number>): number => {
+  let bytes = Math.max(0, message.segments.length - 1) // the CR between segments
+  for (const segment of message.segments) {
+    const fields = segment.fields
+    // MSH is written as its name, the field delimiter, then fields 2 on joined (`format`).
+    const from = segment.name === "MSH" ? 2 : 0
+    bytes += segment.name === "MSH" ? unitBytes(segment.name) + joins[0] : 0
+    bytes += Math.max(0, fields.length - from - 1) * joins[0]
+    for (let n = from; n < fields.length; n++) bytes += unitBytes(fields[n])
+  }
+  return bytes
+}
+
+/**
  * Writes `text` at `at` (field, then 0-based repetition, component and subcomponent, as far as the path goes) in the
  * parts of one value, padding with empty values like `set`; when clearing, trims trailing empty values on the way
- * back, also like `set`, and pads nothing that it would trim again.
+ * back, also like `set`, and pads nothing that it would trim again. Answers how much `unitBytes` of the message
+ * changed when `joins` is given (`unitBytes` of the delimiter that joins parts at each depth, the field delimiter
+ * first), else 0: each empty value padded or trimmed adds or takes away one delimiter, and the text written replaces
+ * what was there.
  */
 const writeDraft = (
   parts: Array<Draft>,
@@ -564,22 +641,30 @@ const writeDraft = (
   text: string,
   clear: boolean,
   keep: number,
-  splitters: ReadonlyArray<string>
-): void => {
+  splitters: ReadonlyArray<string>,
+  joins: ReadonlyArray<number> | undefined
+): number => {
   const i = at[depth]
+  let grown = 0
   if (!clear || i < parts.length) {
+    if (joins !== undefined && parts.length <= i) grown += (i + 1 - parts.length) * joins[depth]
     while (parts.length <= i) parts.push("")
     if (depth === at.length - 1) {
+      if (joins !== undefined) grown += unitBytes(text) - draftBytes(parts[i], joins, depth + 1)
       parts[i] = text
     } else {
       const part = parts[i]
       const inner = typeof part === "string" ? (parts[i] = part.split(splitters[depth])) : part
-      writeDraft(inner, at, depth + 1, text, clear, 1, splitters)
+      grown += writeDraft(inner, at, depth + 1, text, clear, 1, splitters, joins)
     }
   }
   if (clear) {
-    while (parts.length > keep && isEmptyDraft(parts[parts.length - 1])) parts.pop()
+    while (parts.length > keep && isEmptyDraft(parts[parts.length - 1])) {
+      parts.pop()
+      if (joins !== undefined) grown -= joins[depth]
+    }
   }
+  return grown
 }
 
 const breaksLine = (text: string, delimiters: Delimiters) =>
@@ -599,6 +684,11 @@ const breaksLine = (text: string, delimiters: Delimiters) =>
  * `parse` returned, for one), since nothing else a patch writes can break one; 0 if none does (the message was
  * broken before). With `escape`, the default encoding, no value breaks a message.
  *
+ * Under `maxBytes`, the size is counted as the patches are applied, and the batch is refused with `PatchTooLarge` at
+ * the first patch after which the message would be larger than the bound, before the next patch is applied and before
+ * the check: the refusal a fold of `set` would give if it measured the message after every patch (as `maxBytes`
+ * says). A path refused further on is then not reached.
+ *
  * @example
  * ```ts
  * import { Result } from "effect"
@@ -609,6 +699,8 @@ const breaksLine = (text: string, delimiters: Delimiters) =>
  * // Result.succeed("MSH|^~\\&|LAB\rPID|1||||ANONYMOUS^JOHN")
  * Hl7.patch(message, [{ path: "PID-5.1", value: "X" }, { path: "ZZZ-1", value: "Y" }])
  * // Result.fail({ index: 1, error: Hl7Error { reason: "NoSuchSegment", ... } })
+ * Hl7.patch(message, [{ path: "PID-5.1", value: "X" }, { path: "PID-2[9999]", value: "Y" }], { maxBytes: 1024 })
+ * // Result.fail({ index: 1, error: PatchTooLarge { reason: "MessageTooLarge", limit: 1024, actual: 10030 } })
  * ```
  *
  * @since 0.1.0
@@ -622,7 +714,12 @@ export const patch = (
   const d = message.delimiters
   const encode = options?.encode ?? escape
   const splitters = [d.repetition, d.component, d.subcomponent]
-  const refuse = (index: number, error: Hl7Error) => Result.fail<PatchFailure>({ index, error })
+  const refuse = (index: number, error: Hl7Error | PatchTooLarge) => Result.fail<PatchFailure>({ index, error })
+  // Sizes are counted only under a bound. `NaN` sets none, as `Infinity` does.
+  const limit = Math.floor(options?.maxBytes ?? Infinity)
+  const joins = limit < Infinity ? [d.field, ...splitters].map(unitBytes) : undefined
+  let bytes = joins === undefined ? 0 : messageBytes(message, joins)
+  const bound = Math.max(limit, bytes)
   // Segments by name, so a patch finds its own without a scan; built on the first patch.
   let byName: Map<string, Array<number>> | undefined
   // The field lists of the segments patched so far, copied on the first patch of each.
@@ -658,7 +755,9 @@ export const patch = (
     if (p.repetition !== undefined || p.component !== undefined) at.push((p.repetition ?? 1) - 1)
     if (p.component !== undefined) at.push(p.component - 1)
     if (p.subcomponent !== undefined) at.push(p.subcomponent - 1)
-    writeDraft(fields, at, 0, text, value === null, p.segment === "MSH" ? 3 : 1, splitters)
+    bytes += writeDraft(fields, at, 0, text, value === null, p.segment === "MSH" ? 3 : 1, splitters, joins)
+    // Checked after each patch, before the next: one patch pads at most 4 × 9,999 empty values.
+    if (bytes > bound) return refuse(i, new PatchTooLarge({ reason: "MessageTooLarge", limit, actual: bytes }))
     // `set` splits the whole field again at every step. A value holding a delimiter of its own level or one above
     // (never one from `escape`) therefore adds structure a later patch must see: the field goes back to its text.
     if (at.length > 1 && splitters.some((splitter, depth) => depth < at.length - 1 && text.includes(splitter))) {

@@ -15,8 +15,11 @@ import type * as HermesProtocol from "./HermesProtocol.js"
 import * as Hl7 from "./Hl7.js"
 
 /**
- * A patch was refused: which one (`index` in the request, `path`) and why (an `Hl7Error` reason). Nothing was applied.
- * `BreaksMessage` refuses the batch as a whole; `index` is then the first patch after which the message was broken.
+ * A patch was refused: which one (`index` in the request, `path`) and why (an `Hl7Error` reason, or
+ * `MessageTooLarge`). Nothing was applied. `BreaksMessage` refuses the batch as a whole; `index` is then the first
+ * patch after which the message was broken. `MessageTooLarge` does too: `index` is the first patch after which the
+ * message would have been larger than `maxMessageBytes` (`limit`), and `actual` that size as `Hl7.patch` counts it
+ * (`Hl7.PatchOptions.maxBytes`); only this reason has `limit` and `actual`.
  *
  * @since 0.1.0
  * @category errors
@@ -25,8 +28,10 @@ export class PatchRejected
   extends Schema.TaggedError<PatchRejected>("@lifeline/hermes/PatchRejected")("PatchRejected", {
     index: Schema.Int,
     path: Schema.String,
-    reason: Hl7.Hl7Error.fields.reason,
-    detail: Schema.String
+    reason: Schema.Literals([...Hl7.Hl7Error.fields.reason.literals, "MessageTooLarge"]),
+    detail: Schema.String,
+    limit: Schema.optionalKey(Schema.Int),
+    actual: Schema.optionalKey(Schema.Int)
   })
 {
   override get message(): string {
@@ -88,7 +93,10 @@ export const DEFAULT_MAX_SEGMENTS = 100_000
 export interface Options {
   /**
    * UTF-8 bytes of a message `set` accepts; a longer one is refused with `MessageTooLarge` (reason
-   * `MessageTooLarge`). Default {@link DEFAULT_MAX_MESSAGE_BYTES} (4 MiB); `Infinity` sets no bound.
+   * `MessageTooLarge`). `patch` keeps to it too: a batch that would make the message larger is refused with
+   * `PatchRejected` (reason `MessageTooLarge`) at the patch that crosses it, counted as `Hl7.patch` counts under
+   * `maxBytes` (a character outside the Basic Multilingual Plane counts 6 bytes, not 4). Default
+   * {@link DEFAULT_MAX_MESSAGE_BYTES} (4 MiB); `Infinity` sets no bound.
    */
   readonly maxMessageBytes?: number | undefined
   /**
@@ -135,8 +143,10 @@ export declare namespace MessageStore {
     readonly get: (format: HermesProtocol.MessageFormat) => Effect.Effect<string, Hl7.Hl7Error>
     /**
      * Applies every patch in order, or none; answers how many were applied. The result is kept only if it is still one
-     * HL7 v2 message (`Hl7.formatChecked`); otherwise the whole batch is refused with `BreaksMessage`. One request
-     * costs time in proportion to the message plus the patches (`Hl7.patch`), whatever they address.
+     * HL7 v2 message (`Hl7.formatChecked`); otherwise the whole batch is refused with `BreaksMessage`. A batch that
+     * would make the message larger than `maxMessageBytes` is refused with `MessageTooLarge` as soon as it crosses
+     * the bound, before the rest is applied. One request costs time in proportion to the message plus the patches
+     * (`Hl7.patch`), whatever they address.
      */
     readonly patch: (patches: ReadonlyArray<HermesProtocol.Patch>) => Effect.Effect<number, PatchRejected>
     /**
@@ -152,7 +162,8 @@ export declare namespace MessageStore {
 
 /**
  * A store holding `initial`, which need not be HL7 (an empty editor holds `""`). `initial` is the host's own, so the
- * bounds of `options` apply to what `set` is given, not to it.
+ * bounds of `options` apply to what `set` is given, not to it; if it is over `maxMessageBytes`, `patch` may make it
+ * smaller but never larger.
  *
  * @since 0.1.0
  * @category constructors
@@ -172,13 +183,18 @@ export const make = (initial: string, options?: Options | undefined): Effect.Eff
       ),
     patch: (patches) =>
       SubscriptionRef.modifyEffect(ref, (text) => {
-        const rejected = (index: number, error: Hl7.Hl7Error) =>
-          new PatchRejected({ index, path: patches[index]?.path ?? "", reason: error.reason, detail: error.detail })
+        const rejected = (index: number, error: Hl7.Hl7Error | Hl7.PatchTooLarge) => {
+          const path = patches[index]?.path ?? ""
+          const { detail, reason } = error
+          return error._tag === "PatchTooLarge"
+            ? new PatchRejected({ index, path, reason, detail, limit: error.limit, actual: error.actual })
+            : new PatchRejected({ index, path, reason, detail })
+        }
         const parsed = Hl7.parse(text)
         if (Result.isFailure(parsed)) return Effect.fail(rejected(0, parsed.failure))
         // No patch: nothing changes, and no change is published.
         if (patches.length === 0) return Effect.succeed([0, text] as const)
-        return Result.match(Hl7.patch(parsed.success, patches), {
+        return Result.match(Hl7.patch(parsed.success, patches, { maxBytes: maxMessageBytes }), {
           onFailure: ({ error, index }) => Effect.fail(rejected(index, error)),
           onSuccess: (patched) => Effect.succeed([patches.length, patched] as const)
         })

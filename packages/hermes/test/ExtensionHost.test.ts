@@ -209,6 +209,88 @@ describe("ExtensionHost", () => {
       }
     }))
 
+  it.effect("an initialize result whose name is not a directory name fails the extension with initialize-error", () =>
+    Effect.gen(function*() {
+      // The name becomes <dataDir>/extensions/<name>: a separator, dots only, or anything outside the protocol's
+      // characters would put it elsewhere. The name is shown escaped and cut: it comes from the extension.
+      const rule = `1 to 128 letters, digits, ".", "_" or "-", not dots only (it names the extension's data directory)`
+      const notAName = (shown: string) => `initialize: ${shown} is not an extension name: ${rule}`
+      const refused: ReadonlyArray<readonly [string, string]> = [
+        ["../../x", notAName(`"../../x"`)],
+        ["..", notAName(`".."`)],
+        [".", notAName(`"."`)],
+        ["...", notAName(`"..."`)],
+        ["a/b", notAName(`"a/b"`)],
+        ["a\\b", notAName(`"a\\\\b"`)],
+        ["/etc", notAName(`"/etc"`)],
+        ["C:x", notAName(`"C:x"`)],
+        ["a b", notAName(`"a b"`)],
+        ["x\n\u001b[31m\u202eé😀", notAName(`"x\\n\\u001b[31m\\u202e\\u00e9\\ud83d\\ude00"`)],
+        ["x".repeat(129), notAName(`"${"x".repeat(64)}"… (65 more characters)`)],
+        // The Schema itself refuses an empty name.
+        [
+          "",
+          "initialize: the result does not match its Schema: Expected a value with a length of at least 1\n  at [\"name\"]"
+        ]
+      ]
+      for (const [name, detail] of refused) {
+        const seen = yield* Queue.unbounded<any>()
+        const spawner = yield* TestSpawner.make(() =>
+          raw((raw) =>
+            Effect.gen(function*() {
+              const request = yield* raw.next
+              yield* raw.send({ jsonrpc: "2.0", id: request.id, result: { name, version: "1.0.0", commands: [] } })
+              for (;;) {
+                const message = yield* raw.next
+                yield* Queue.offer(seen, message)
+                if (message.method === "shutdown") {
+                  return yield* raw.send({ jsonrpc: "2.0", id: message.id, result: { success: true } })
+                }
+              }
+            })
+          )
+        )
+        yield* Effect.gen(function*() {
+          const extension = yield* ExtensionHost.start(spec, options)
+          assert.strictEqual(yield* extension.status, "Failed")
+          assert.isTrue(Option.isNone(yield* extension.info))
+          const history = yield* extension.history
+          const failed = history.find((e) => e._tag === "InitializeFailed")
+          assert.deepStrictEqual(failed?._tag === "InitializeFailed" && [failed.reason, failed.detail], [
+            "error",
+            `-32603 Internal error: ${detail}`
+          ])
+          assert.isFalse(history.some((e) => e._tag === "Ready"))
+          // It never hears `initialized`, and its process is stopped.
+          assert.deepStrictEqual(yield* Queue.clear(seen), [])
+          const exited = history.find((e) => e._tag === "Exited")
+          assert.deepStrictEqual(exited?._tag === "Exited" && exited.status, { code: null, signal: "SIGKILL" })
+        }).pipe((self) => layers(self, spawner))
+      }
+      // The protocol's characters, up to 128 of them, are accepted, dots included where they are not all there is.
+      for (const name of ["a", "hl7.anonymise_2-b", ".config", "a..b", "-", "_", "x".repeat(128)]) {
+        const spawner = yield* TestSpawner.make(() =>
+          raw((raw) =>
+            Effect.gen(function*() {
+              const request = yield* raw.next
+              yield* raw.send({ jsonrpc: "2.0", id: request.id, result: { name, version: "1.0.0", commands: [] } })
+              for (;;) {
+                const message = yield* raw.next
+                if (message.method === "shutdown") {
+                  return yield* raw.send({ jsonrpc: "2.0", id: message.id, result: { success: true } })
+                }
+              }
+            })
+          )
+        )
+        yield* Effect.gen(function*() {
+          const extension = yield* ExtensionHost.start(spec, options)
+          assert.strictEqual(yield* extension.status, "Ready", name)
+          assert.strictEqual(Option.getOrThrow(yield* extension.info).name, name)
+        }).pipe(Effect.scoped, (self) => layers(self, spawner))
+      }
+    }))
+
   it.effect("shutdown within 5 s: a draining extension finishes its command, answers success and exits", () =>
     Effect.gen(function*() {
       const spawner = yield* TestSpawner.make(() => marker(makeMemoryFs(), ShutdownPolicy.drain("3 seconds")))

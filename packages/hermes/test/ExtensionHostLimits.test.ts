@@ -171,6 +171,38 @@ describe("ExtensionHost limits", () => {
       }).pipe(Effect.scoped))
   })
 
+  describe("editor/setMessage", () => {
+    it.effect("over maxMessageBytes or maxSegments: -32602 with { reason, limit, actual }; nothing changed", () =>
+      Effect.gen(function*() {
+        const store = yield* MessageStore.make(sample, { maxMessageBytes: 100, maxSegments: 3 })
+        const { client, extension } = yield* startFlood({}, { store })
+        const set = (message: string) => client.call("editor/setMessage", { message })
+        // "é" is 2 bytes of UTF-8: 23 of them after the sample's 77 ASCII bytes and a segment of 5 are 128 bytes.
+        const long = `${sample}\rZZ1|${"é".repeat(23)}`
+        assert.deepStrictEqual((yield* set(long)).error, {
+          code: -32602,
+          message: "Invalid params",
+          data: { reason: "MessageTooLarge", limit: 100, actual: 128 }
+        })
+        assert.deepStrictEqual((yield* set(`${sample}\rOBX|1\rOBX|2`)).error, {
+          code: -32602,
+          message: "Invalid params",
+          data: { reason: "TooManySegments", limit: 3, actual: 4 }
+        })
+        // Text that is not HL7 is answered as before, with the reason and its detail.
+        const notHl7 = yield* set("hello")
+        assert.strictEqual(notHl7.error.code, -32602)
+        assert.deepStrictEqual(Object.keys(notHl7.error.data), ["reason", "detail"])
+        assert.strictEqual(notHl7.error.data.reason, "NotHl7")
+        assert.strictEqual(yield* store.current, sample)
+        // Within both bounds: kept.
+        assert.deepStrictEqual((yield* set(`${sample}\rOBX|1`)).result, { success: true })
+        assert.strictEqual(yield* store.current, `${sample}\rOBX|1`)
+        const served = (yield* extension.history).filter((e) => e._tag === "RequestServed")
+        assert.deepStrictEqual(served.map((e) => e._tag === "RequestServed" && e.ok), [false, false, false, true])
+      }).pipe(Effect.scoped))
+  })
+
   describe("windows", () => {
     it.effect("ui/openWindow over maxOpenWindows gets -32803 TooManyWindows; a closed window frees its slot", () =>
       Effect.gen(function*() {
@@ -295,6 +327,55 @@ describe("ExtensionHost limits", () => {
           false,
           true
         ])
+      }).pipe(Effect.scoped))
+
+    it.effect("a batch that would grow the message over maxMessageBytes: -32602 MessageTooLarge at the patch that crosses", () =>
+      Effect.gen(function*() {
+        const store = yield* MessageStore.make(sample)
+        const { client, extension } = yield* startFlood({}, { store })
+        // The issue's request, within every bound of the host: 1,000 paths, 47 KB of JSON. Each patch pads 9,998
+        // repetitions, components and subcomponents and writes "x": 29,995 bytes on the 7 fields PID has, 29,996 (a
+        // field delimiter more) on each field after. It used to grow the message to 30 M characters.
+        const patches = Array.from({ length: 1000 }, (_, i) => ({ path: `PID-${i + 1}[9999].9999.9999`, value: "x" }))
+        assert.isBelow(JSON.stringify(patches).length, 48_000)
+        const limit = MessageStore.DEFAULT_MAX_MESSAGE_BYTES
+        let actual = sample.length
+        let index = 0
+        for (; actual <= limit; index++) actual += index < 7 ? 29_995 : 29_996
+        index--
+        assert.deepStrictEqual([index, actual], [139, 4_199_510])
+        const answer = yield* client.call("editor/patchMessage", { patches })
+        assert.deepStrictEqual(answer.error, {
+          code: -32602,
+          message: "Invalid params",
+          data: { index, reason: "MessageTooLarge", limit, actual }
+        })
+        assert.strictEqual(yield* store.current, sample)
+        // Recorded as refused, and the host keeps serving.
+        const served = (yield* extension.history).filter((e) => e._tag === "RequestServed")
+        assert.deepStrictEqual(served.map((e) => e._tag === "RequestServed" && [e.method, e.ok]), [
+          ["editor/patchMessage", false]
+        ])
+        assert.deepStrictEqual(
+          (yield* client.call("editor/patchMessage", { patches: [{ path: "PID-5.1", value: "ANON" }] })).result,
+          { applied: 1 }
+        )
+        // Under a bound of the store's own: 6 bytes more, then 14 (PID-8 to PID-20), over sample + 10 at patch 1.
+        const small = yield* MessageStore.make(sample, { maxMessageBytes: sample.length + 10 })
+        const second = yield* startFlood({}, { store: small })
+        const refused = yield* second.client.call("editor/patchMessage", {
+          patches: [{ path: "PID-5.1", value: "ANONYMOUS" }, { path: "PID-20", value: "x" }, {
+            path: "PID5",
+            value: ""
+          }]
+        })
+        assert.deepStrictEqual(refused.error.data, {
+          index: 1,
+          reason: "MessageTooLarge",
+          limit: sample.length + 10,
+          actual: sample.length + 6 + 14
+        })
+        assert.strictEqual(yield* small.current, sample)
       }).pipe(Effect.scoped))
 
     it.effect("the defaults refuse the flood of the issue at once: 50,000 patches, a 2 MB value", () =>

@@ -76,7 +76,15 @@ const referenceSet = (message: Hl7.Message, path: string, value: string | null, 
     return Result.succeed({ delimiters: d, segments })
   })
 
-type Outcome = string | { readonly index: number; readonly reason: string; readonly detail: string }
+type Outcome =
+  | string
+  | {
+    readonly index: number
+    readonly reason: string
+    readonly detail: string
+    readonly limit?: number
+    readonly actual?: number
+  }
 
 /**
  * What a batch gave before `Hl7.patch`: `set` after `set`, then `formatChecked` once; a refusal by the check names the
@@ -108,10 +116,47 @@ const referencePatch = (
   return { index, reason: checked.failure.reason, detail: checked.failure.detail }
 }
 
-const outcomeOf = (result: Result.Result<string, Hl7.PatchFailure>): Outcome =>
-  Result.isSuccess(result)
-    ? result.success
-    : { index: result.failure.index, reason: result.failure.error.reason, detail: result.failure.error.detail }
+const outcomeOf = (result: Result.Result<string, Hl7.PatchFailure>): Outcome => {
+  if (Result.isSuccess(result)) return result.success
+  const { error, index } = result.failure
+  return error._tag === "PatchTooLarge"
+    ? { index, reason: error.reason, detail: error.detail, limit: error.limit, actual: error.actual }
+    : { index, reason: error.reason, detail: error.detail }
+}
+
+const utf8 = (text: string) => new TextEncoder().encode(text).length
+
+/** Characters outside the Basic Multilingual Plane: surrogate pairs, 4 bytes of UTF-8 each. */
+const astral = (text: string) => text.match(/[\ud800-\udbff][\udc00-\udfff]/g)?.length ?? 0
+
+/** The size `maxBytes` bounds, as its documentation says: UTF-8, but 6 bytes for a character outside the BMP. */
+const counted = (text: string) => utf8(text) + 2 * astral(text)
+
+/**
+ * `referencePatch` measuring the message after every patch, as `maxBytes` says: the batch is refused at the first
+ * patch after which the message is larger than `maxBytes` (or than it was, if it was larger already).
+ */
+const referencePatchWithin = (
+  message: Hl7.Message,
+  patches: ReadonlyArray<{ readonly path: string; readonly value: string | null }>,
+  set: (message: Hl7.Message, path: string, value: string | null) => Result.Result<Hl7.Message, Hl7.Hl7Error>,
+  maxBytes: number,
+  measure: (text: string) => number = counted
+): Outcome => {
+  const bound = Math.max(maxBytes, measure(Hl7.format(message)))
+  let current = message
+  for (let i = 0; i < patches.length; i++) {
+    const next = set(current, patches[i].path, patches[i].value)
+    if (Result.isFailure(next)) return { index: i, reason: next.failure.reason, detail: next.failure.detail }
+    current = next.success
+    const actual = measure(Hl7.format(current))
+    if (actual > bound) {
+      const error = new Hl7.PatchTooLarge({ reason: "MessageTooLarge", limit: maxBytes, actual })
+      return { index: i, reason: error.reason, detail: error.detail, limit: maxBytes, actual }
+    }
+  }
+  return referencePatch(message, patches, set)
+}
 
 describe("Hl7", () => {
   it("parses and formats byte for byte", () => {
@@ -346,6 +391,59 @@ describe("Hl7", () => {
     assert.isTrue(Result.isSuccess(Hl7.patch(m, [{ path: "PID-2", value: "\r" }, { path: "PID-2", value: null }], raw)))
   })
 
+  it("patch under maxBytes refuses the batch at the patch that takes the message over the bound", () => {
+    const m = parsed()
+    const size = sample.length // ASCII: a byte a character
+    const within = (patches: ReadonlyArray<Hl7.Patch>, maxBytes: number) =>
+      outcomeOf(Hl7.patch(m, patches, { maxBytes }))
+    const tooLarge = (index: number, limit: number, actual: number) => ({
+      index,
+      reason: "MessageTooLarge",
+      detail: `the patches would make the message ${actual} bytes of UTF-8, more than the limit of ${limit}`,
+      limit,
+      actual
+    })
+    // At the bound exactly, and one byte over: "DOE" becomes "ANONYMOUS", 6 bytes more.
+    const anonymous = [{ path: "PID-5.1", value: "ANONYMOUS" }]
+    assert.strictEqual(within(anonymous, size + 6), sample.replace("DOE^", "ANONYMOUS^"))
+    assert.deepStrictEqual(within(anonymous, size + 5), tooLarge(0, size + 5, size + 6))
+    // The issue's patches: each pads 9,998 repetitions, components and subcomponents, 29,996 bytes with its field
+    // delimiter (the first pads PID-12 to PID-20: 8 more). The fourth crosses 100,000; the rest is never applied.
+    const grow = Array.from({ length: 1000 }, (_, i) => ({ path: `PID-${i + 20}[9999].9999.9999`, value: "x" }))
+    const crossed = size + 8 + 4 * 29_996
+    assert.deepStrictEqual(within(grow, 100_000), tooLarge(3, 100_000, crossed))
+    const folded = grow.slice(0, 4).reduce((message, p) => Result.getOrThrow(Hl7.set(message, p.path, p.value)), m)
+    assert.strictEqual(Hl7.format(folded).length, crossed)
+    // The first refusal wins: a bad path before the crossing, the size before a bad path after it.
+    assert.deepStrictEqual(
+      [
+        within([grow[0], { path: "PID5", value: "x" }, ...grow.slice(1)], 100_000),
+        within([...grow.slice(0, 4), { path: "PID5", value: "x" }], 100_000)
+      ].map((o) => typeof o !== "string" && [o.index, o.reason]),
+      [[1, "InvalidPath"], [3, "MessageTooLarge"]]
+    )
+    // Values count in UTF-8 as encoded: "é" 2 bytes, "€" 3, "|" 3 escaped (\F\); "😀" counts 6, 2 more than UTF-8.
+    assert.strictEqual(within([{ path: "PID-5.1", value: "é€|" }], size + 5), sample.replace("DOE^", "é€\\F\\^"))
+    assert.deepStrictEqual(within([{ path: "PID-5.1", value: "é€|" }], size + 4), tooLarge(0, size + 4, size + 5))
+    assert.deepStrictEqual(within([{ path: "PID-5.1", value: "😀" }], size + 2), tooLarge(0, size + 2, size + 3))
+    // What a patch clears or overwrites counts too, but only once it is done: no patch may leave the message over.
+    const longer = { path: "PID-11.3", value: "SPRINGFIELD, IL" } // 4 bytes more
+    const clear = { path: "PID-5", value: null } // "DOE^JOHN^Q": 10 bytes fewer
+    assert.strictEqual(
+      within([clear, longer], size),
+      sample.replace("DOE^JOHN^Q", "").replace("SPRINGFIELD", "SPRINGFIELD, IL")
+    )
+    assert.deepStrictEqual(within([longer, clear], size), tooLarge(0, size, size + 4))
+    // A message already over the bound may be patched as long as it grows no larger.
+    assert.strictEqual(within([{ path: "PID-5", value: null }], 10), sample.replace("DOE^JOHN^Q", ""))
+    assert.strictEqual(within([{ path: "PID-5.1", value: "ABC" }], 10), sample.replace("DOE^", "ABC^"))
+    assert.deepStrictEqual(within([{ path: "PID-5.1", value: "ABCD" }], 10), tooLarge(0, 10, size + 1))
+    // No bound by default, nor with Infinity or NaN.
+    for (const maxBytes of [undefined, Infinity, NaN]) {
+      assert.strictEqual(Result.getOrThrow(Hl7.patch(m, grow.slice(0, 2), { maxBytes })).length, size + 8 + 2 * 29_996)
+    }
+  })
+
   describe("properties", () => {
     // The same message written with the usual delimiters, with other ones, and with a surrogate half as field separator.
     const messages = [
@@ -524,17 +622,18 @@ describe("Hl7", () => {
 
     const structure = fc.constantFrom("^", "~", "&", "\\", "*", "!", "$", "/", "a")
 
+    const encodings: ReadonlyArray<Encode> = [
+      Hl7.escape,
+      (value) => value,
+      // Escapes the delimiters but lets CR and LF through, as an escape missing a case would.
+      (value, d) =>
+        Hl7.escape(value, d).replaceAll(`${d.escape}X0D${d.escape}`, "\r").replaceAll(
+          `${d.escape}X0A${d.escape}`,
+          "\n"
+        )
+    ]
+
     it("patch with any encoding gives what set with that encoding gave, BreaksMessage and its index included", () => {
-      const encodings: ReadonlyArray<Encode> = [
-        Hl7.escape,
-        (value) => value,
-        // Escapes the delimiters but lets CR and LF through, as an escape missing a case would.
-        (value, d) =>
-          Hl7.escape(value, d).replaceAll(`${d.escape}X0D${d.escape}`, "\r").replaceAll(
-            `${d.escape}X0A${d.escape}`,
-            "\n"
-          )
-      ]
       fc.assert(
         fc.property(
           fc.constantFrom(...messages),
@@ -544,6 +643,73 @@ describe("Hl7", () => {
           (message, encode, patches) => {
             const expected = referencePatch(message, patches, (m, path, v) => referenceSet(m, path, v, encode))
             assert.deepStrictEqual(outcomeOf(Hl7.patch(message, patches, { encode })), expected)
+          }
+        ),
+        { numRuns: 2000 }
+      )
+    })
+
+    // A bound from a little under the message's size (it may only shrink then) to a few patches over it.
+    const slack = fc.integer({ min: -20, max: 160 })
+
+    it("under maxBytes, patch refuses exactly when set after set would leave the message over the bound (BMP: UTF-8)", () => {
+      // Without characters outside the BMP, the size maxBytes counts is the size in UTF-8.
+      const bmp = fc.oneof(
+        fc.string({ unit: hostile.filter((char) => !/[\ud800-\udfff]/.test(char)) }),
+        fc.string({ unit: fc.constantFrom("é", "\u07ff", "\u0800", "€", "ア", "\uffff", "a", "|", "^") }),
+        fc.string()
+      )
+      fc.assert(
+        fc.property(fc.constantFrom(...messages), batch(bmp), slack, (message, patches, slack) => {
+          const maxBytes = utf8(Hl7.format(message)) + slack
+          const expected = referencePatchWithin(message, patches, Hl7.set, maxBytes, utf8)
+          assert.deepStrictEqual(outcomeOf(Hl7.patch(message, patches, { maxBytes })), expected)
+        }),
+        { numRuns: 2000 }
+      )
+    })
+
+    it("under maxBytes, with any values, patch never keeps a message over the bound, and refuses only 2 bytes per astral character early", () => {
+      fc.assert(
+        fc.property(fc.constantFrom(...messages), batch(value), slack, (message, patches, slack) => {
+          const before = counted(Hl7.format(message))
+          const maxBytes = utf8(Hl7.format(message)) + slack
+          const outcome = outcomeOf(Hl7.patch(message, patches, { maxBytes }))
+          assert.deepStrictEqual(outcome, referencePatchWithin(message, patches, Hl7.set, maxBytes))
+          if (typeof outcome === "string") {
+            // Never over the bound (or over the size it had, if it had more already).
+            assert.isAtMost(utf8(outcome), Math.max(maxBytes, before))
+          } else if (outcome.reason === "MessageTooLarge") {
+            // Refused only when over the bound, counting each character outside the BMP 2 bytes more than UTF-8.
+            const crossed = patches.slice(0, outcome.index + 1).reduce(
+              (m, p) => Result.getOrThrow(Hl7.set(m, p.path, p.value)),
+              message
+            )
+            const text = Hl7.format(crossed)
+            assert.strictEqual(outcome.actual, utf8(text) + 2 * astral(text))
+            assert.isAbove(utf8(text) + 2 * astral(text), Math.max(maxBytes, before))
+          }
+        }),
+        { numRuns: 2000 }
+      )
+    })
+
+    it("under maxBytes, patch with any encoding refuses where set with that encoding, measured after each patch, would", () => {
+      fc.assert(
+        fc.property(
+          fc.constantFrom(...messages),
+          fc.constantFrom(...encodings),
+          batch(fc.oneof(fc.string({ unit: hostile }), fc.string({ unit: structure }))),
+          slack,
+          (message, encode, patches, slack) => {
+            const maxBytes = utf8(Hl7.format(message)) + slack
+            const expected = referencePatchWithin(
+              message,
+              patches,
+              (m, path, v) => referenceSet(m, path, v, encode),
+              maxBytes
+            )
+            assert.deepStrictEqual(outcomeOf(Hl7.patch(message, patches, { encode, maxBytes })), expected)
           }
         ),
         { numRuns: 2000 }

@@ -275,6 +275,58 @@ describe("MessageStore", () => {
       yield* unbounded.set(many + "\rZZ1")
     }))
 
+  it.effect("patch refuses a batch that would grow the message over maxMessageBytes, at the patch that crosses", () =>
+    Effect.gen(function*() {
+      // "DOE" becomes "ANONYMOUS": 6 bytes more; PID-20 pads PID-8 to PID-19 and writes "x": 14 more.
+      const limit = message.length + 10
+      const store = yield* MessageStore.make(message, { maxMessageBytes: limit })
+      const patches = [
+        { path: "PID-5.1", value: "ANONYMOUS" },
+        { path: "PID-20", value: "x" },
+        { path: "ZZZ-1", value: "never reached" }
+      ]
+      const refused = yield* Effect.flip(store.patch(patches))
+      assert.instanceOf(refused, MessageStore.PatchRejected)
+      assert.deepStrictEqual(
+        [refused.index, refused.path, refused.reason, refused.limit, refused.actual, refused.detail],
+        [
+          1,
+          "PID-20",
+          "MessageTooLarge",
+          limit,
+          message.length + 20,
+          `the patches would make the message ${message.length + 20} bytes of UTF-8, more than the limit of ${limit}`
+        ]
+      )
+      assert.strictEqual(yield* store.current, message)
+      // The other reasons carry no bound.
+      const other = yield* Effect.flip(store.patch([{ path: "ZZZ-1", value: "x" }]))
+      assert.deepStrictEqual([other.reason, "limit" in other, "actual" in other], ["NoSuchSegment", false, false])
+      // Up to the bound exactly: applied.
+      assert.strictEqual(yield* store.patch([patches[0], { path: "PID-7", value: "198001011234" }]), 2)
+      assert.strictEqual(new TextEncoder().encode(yield* store.current).length, limit)
+      // Without a bound, nothing is refused for its size.
+      const unbounded = yield* MessageStore.make(message, { maxMessageBytes: Infinity })
+      assert.strictEqual(yield* unbounded.patch([{ path: "PID-2[9999].9999.9999", value: "x" }]), 1)
+    }))
+
+  it.effect("a message already over maxMessageBytes (the host's own) may be patched if it grows no larger", () =>
+    Effect.gen(function*() {
+      const store = yield* MessageStore.make(message, { maxMessageBytes: 16 })
+      assert.strictEqual(yield* store.patch([{ path: "PID-5.1", value: "ANN" }]), 1)
+      assert.strictEqual(yield* store.patch([{ path: "PID-7", value: null }]), 1)
+      const shorter = message.replace("DOE", "ANN").replace("||19800101", "")
+      assert.strictEqual(yield* store.current, shorter)
+      const refused = yield* Effect.flip(store.patch([{ path: "PID-5.1", value: "ANNA" }]))
+      assert.deepStrictEqual([refused.index, refused.reason, refused.limit, refused.actual], [
+        0,
+        "MessageTooLarge",
+        16,
+        shorter.length + 1
+      ])
+      assert.strictEqual(yield* store.current, shorter)
+    }))
+
   it.effect("layer takes the same options", () =>
     Effect.gen(function*() {
       const store = yield* MessageStore.MessageStore

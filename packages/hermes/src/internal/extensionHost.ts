@@ -28,6 +28,7 @@ import * as SubscriptionRef from "effect/SubscriptionRef"
 // A cycle that is safe: these values are only used inside functions, after both modules have loaded.
 import * as ExtensionHost from "../ExtensionHost.js"
 import * as HermesProtocol from "../HermesProtocol.js"
+import type * as Hl7 from "../Hl7.js"
 import * as MessageStore from "../MessageStore.js"
 import * as Spawner from "../Spawner.js"
 import * as Windows from "../Windows.js"
@@ -84,6 +85,31 @@ const utf8Bytes = (text: string): number => {
   }
   return bytes
 }
+
+/** `text` quoted for a message, every character outside printable ASCII escaped, at most 64 characters of it. */
+const quote = (text: string): string => {
+  const shown = JSON.stringify(text.slice(0, 64)).replace(
+    /[^\x20-\x7e]/g,
+    (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`
+  )
+  return text.length <= 64 ? shown : `${shown}… (${text.length - 64} more characters)`
+}
+
+/** The longest extension name the host accepts: it becomes a directory name, and names are short words. */
+const MAX_NAME_LENGTH = 128
+
+const namePattern = new RegExp(`^[A-Za-z0-9._-]{1,${MAX_NAME_LENGTH}}$`)
+
+/**
+ * Why `name` cannot name an extension, or `undefined` if it can. The name becomes the extension's data directory,
+ * `<dataDir>/extensions/<name>`, so it must be one path segment, of the protocol's characters (no separator), and not
+ * dots only: "." and ".." are the directory itself and its parent, and Windows drops the trailing dots of a segment.
+ */
+const invalidName = (name: string): string | undefined =>
+  namePattern.test(name) && !/^\.+$/.test(name)
+    ? undefined
+    : `initialize: ${quote(name)} is not an extension name: 1 to ${MAX_NAME_LENGTH} letters, digits, ".", "_" or ` +
+      `"-", not dots only (it names the extension's data directory)`
 
 /** @internal */
 export const start = (
@@ -261,6 +287,23 @@ export const start = (
           : { index: error.index, path: error.path, reason: error.reason, detail: error.detail }
       )
 
+    /** A refused `editor/patchMessage`: over `maxMessageBytes` with its bound and size, else its `Hl7Error` reason. */
+    const patchRefused = (error: MessageStore.PatchRejected) =>
+      error.reason === "MessageTooLarge"
+        ? RpcError.RpcError.invalidParams({
+          index: error.index,
+          reason: error.reason,
+          limit: error.limit,
+          actual: error.actual
+        })
+        : invalid(error)
+
+    /** A refused `editor/setMessage`: over a bound of the store with the bound and the size, else not HL7. */
+    const setRefused = (error: Hl7.Hl7Error | MessageStore.MessageTooLarge) =>
+      error._tag === "MessageTooLarge"
+        ? RpcError.RpcError.invalidParams({ reason: error.reason, limit: error.limit, actual: error.actual })
+        : invalid(error)
+
     const tooLarge = (
       reason: "TooManyPatches" | "ValueTooLarge" | "PatchesTooLarge",
       limit: number,
@@ -303,13 +346,13 @@ export const start = (
             // Checked before anything is applied: the store applies a request in one synchronous step.
             const refused = checkPatches(patches)
             if (refused !== undefined) return Effect.fail(refused)
-            return store.patch(patches).pipe(Effect.map((applied) => ({ applied })), Effect.mapError(invalid))
+            return store.patch(patches).pipe(Effect.map((applied) => ({ applied })), Effect.mapError(patchRefused))
           })
         ),
       "editor/setMessage": ({ message }) =>
         served(
           "editor/setMessage",
-          store.set(message).pipe(Effect.as({ success: true }), Effect.mapError(invalid))
+          store.set(message).pipe(Effect.as({ success: true }), Effect.mapError(setRefused))
         ),
       "ui/openWindow": (params) =>
         served(
@@ -320,7 +363,7 @@ export const start = (
             // interrupted (a cancelled request would keep its permit for good); the fiber itself is interruptible, as
             // every Effect 4 fork is unless asked otherwise.
             if (!(yield* generation.windowSlots.takeIfAvailable(1))) {
-              return yield* RpcError.make(ExtensionHost.REQUEST_FAILED, "Too many open windows", {
+              return yield* RpcError.RpcError.requestFailed("Too many open windows", {
                 reason: "TooManyWindows",
                 limit: maxOpenWindows,
                 actual: yield* FiberMap.size(generation.windows)
@@ -433,11 +476,13 @@ export const start = (
         handshake: Connection.initiate<HermesProtocol.HostServes, HermesProtocol.HostCalls>(
           (peer) =>
             peer.call(HermesProtocol.Initialize, params, { timeout: initializeTimeout }).pipe(
-              Effect.tap((result) =>
-                Effect.sync(() => {
-                  answer = result
-                })
-              ),
+              Effect.tap((result) => {
+                // Refused as a result that does not match its Schema is: the name is part of what the protocol says.
+                const refused = invalidName(result.name)
+                if (refused !== undefined) return Effect.fail(RpcError.RpcError.internalError(refused))
+                answer = result
+                return Effect.void
+              }),
               Effect.tap(() => peer.notify(HermesProtocol.Initialized, undefined))
             ),
           { timeout: initializeTimeout }
