@@ -1,14 +1,18 @@
 /**
  * The headless Hermes host, and the demo: it spawns an extension as a real child process, initializes it, lists its
  * commands, executes them, serves its editor calls from an HL7 message, shows (fetches) the windows it opens, waits
- * until it has settled, shuts it down, and prints what happened with timings. It works with any extension that
- * speaks the Hermes protocol, in any language.
+ * until it has settled (or `--max-duration` has passed), shuts it down, and prints what happened with timings. It
+ * works with any extension that speaks the Hermes protocol, in any language.
  *
  *   pnpm tsx examples/headless-host.ts                     # the HL7 extension on the sample message
  *   examples/headless-host/bin/hermes-host --help
  *
  * It records the pid of every extension it spawns in a journal in the data directory, so that when a host is killed
- * (SIGKILL, OOM) the next start kills the extensions it left behind before it spawns its own.
+ * (SIGKILL, OOM) the next start kills the extensions it left behind before it spawns its own. SIGTERM, SIGINT and
+ * SIGHUP shut the extension down as the end of a run does, and the report is still printed.
+ *
+ * Everything the extension chose (its name, version, command titles, window titles and URLs, its stderr, error
+ * messages, the message text) is printed through `visible`: a control character is shown, never sent to the terminal.
  */
 // Deep imports keep start-up short: the barrels would load every module of every package.
 import * as ExtensionHost from "@lifeline/hermes/ExtensionHost"
@@ -16,12 +20,15 @@ import * as HermesProtocol from "@lifeline/hermes/HermesProtocol"
 import * as MessageStore from "@lifeline/hermes/MessageStore"
 import * as Spawner from "@lifeline/hermes/Spawner"
 import * as Windows from "@lifeline/hermes/Windows"
+import * as DurationInput from "@lifeline/kernel/DurationInput"
+import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import * as Journal from "@lifeline/kernel/Journal"
 import * as Recovery from "@lifeline/kernel/Recovery"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
 import * as SqliteJournal from "@lifeline/node/SqliteJournal"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -37,22 +44,22 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
 import * as Util from "node:util"
-import { makeSpawner, splitCommandLine } from "./hermes-node.js"
-
-const here = Path.dirname(Url.fileURLToPath(import.meta.url))
+import { makeSpawner, splitCommandLine, visible, visibleJson } from "./hermes-node.js"
 
 const usage = `hermes-host: run a Hermes extension without Hermes' UI
 
   hermes-host [--extension "<command line>"] [--message FILE] [--run COMMAND_ID]... [--settle DURATION]
-              [--shutdown-policy fail-fast|drain] [--drain-timeout DURATION] [--reason closing|disabled|reload|error]
-              [--data-dir DIR] [--json] [--verbose]
+              [--max-duration DURATION] [--shutdown-policy fail-fast|drain] [--drain-timeout DURATION]
+              [--reason closing|disabled|reload|error] [--data-dir DIR] [--json] [--verbose]
 
   --extension        the extension's command line (default: the HL7 example extension)
   --message          the HL7 message to edit (default: the HL7 example's sample.hl7)
   --run              a command to execute, repeatable (default: every command the extension announces)
-  --settle           shut down once the extension has sent no request for this long (default 300 millis)
+  --settle           shut down once the extension has sent no request for this long (default 300ms)
+  --max-duration     shut down at the latest this long after the start, settled or not (default 60s): an extension
+                     that keeps sending requests ends the run as did-not-settle
   --shutdown-policy  what the extension does with running commands at shutdown (default drain), passed to it as
-                     LIFELINE_SHUTDOWN_POLICY; --drain-timeout as LIFELINE_DRAIN_TIMEOUT (default 3 seconds)
+                     LIFELINE_SHUTDOWN_POLICY; --drain-timeout as LIFELINE_DRAIN_TIMEOUT (default 3s)
   --reason           the shutdown reason (default closing)
   --data-dir         HERMES_DATA_DIR for the extension (default: $HERMES_DATA_DIR, else ~/.hermes); the host
                      records the extensions it spawns in DIR/lifeline/journal.db and, at start, kills those a
@@ -60,59 +67,159 @@ const usage = `hermes-host: run a Hermes extension without Hermes' UI
   --json             print one JSON report instead of the timeline
   --verbose          also log the host's and the extension's own log lines on stderr
 
-  Exit code: 0 when the outcome is ok and no requested command was refused, 1 otherwise, 2 for bad arguments.`
+  A DURATION is ${DurationInput.forms}.
+  SIGTERM, SIGINT or SIGHUP: the extension is shut down (reason closing) and the report printed; a second forces.
 
-const { values: args } = Util.parseArgs({
-  options: {
-    extension: { type: "string" },
-    message: { type: "string" },
-    run: { type: "string", multiple: true },
-    settle: { type: "string", default: "300 millis" },
-    "shutdown-policy": { type: "string", default: "drain" },
-    "drain-timeout": { type: "string", default: "3 seconds" },
-    reason: { type: "string", default: "closing" },
-    "data-dir": { type: "string" },
-    json: { type: "boolean", default: false },
-    verbose: { type: "boolean", default: false },
-    help: { type: "boolean", default: false }
-  }
-})
+  Exit code: 0 when the outcome is ok and no requested command was refused, 1 otherwise, 2 for bad arguments,
+  143/130/129 after SIGTERM/SIGINT/SIGHUP when the outcome is ok.`
 
+/** One line on stderr and exit code 2: a mistake on the command line is no crash, so no stack trace. */
 const fail = (message: string): never => {
-  process.stderr.write(`hermes-host: ${message}\n\n${usage}\n`)
+  const oneLine = message.replace(/\s*\n\s*/g, " ")
+  process.stderr.write(`hermes-host: ${visible(oneLine)} (hermes-host --help shows the usage)\n`)
   process.exit(2)
 }
+
+const messageOf = (error: unknown): string =>
+  typeof error === "object" && error !== null && typeof (error as { message?: unknown }).message === "string"
+    ? (error as { message: string }).message
+    : String(error)
+
+/**
+ * An error and the chain of its causes, each message once: a journal that cannot be opened says why ("file is not a
+ * database", "database is locked"), which the outer error's own message leaves out.
+ */
+const describeError = (error: unknown): string => {
+  const parts: Array<string> = []
+  let current: unknown = error
+  for (let depth = 0; depth < 8 && current !== undefined && current !== null; depth++) {
+    const message = messageOf(current).trim()
+    if (message !== "" && !parts.some((part) => part.includes(message))) parts.push(message)
+    current = typeof current === "object" ? (current as { cause?: unknown }).cause : undefined
+  }
+  return parts.join(": ")
+}
+
+const parsed = (() => {
+  try {
+    return Util.parseArgs({
+      options: {
+        extension: { type: "string" },
+        message: { type: "string" },
+        run: { type: "string", multiple: true },
+        settle: { type: "string", default: "300ms" },
+        "max-duration": { type: "string", default: "60s" },
+        "shutdown-policy": { type: "string", default: "drain" },
+        "drain-timeout": { type: "string", default: "3s" },
+        reason: { type: "string", default: "closing" },
+        "data-dir": { type: "string" },
+        json: { type: "boolean", default: false },
+        verbose: { type: "boolean", default: false },
+        help: { type: "boolean", default: false }
+      }
+    })
+  } catch (error) {
+    // parseArgs' own message: "Unknown option '--x'...", "Option '--settle <value>' argument missing".
+    return fail(messageOf(error))
+  }
+})()
+const args = parsed.values
 
 if (args.help) {
   process.stdout.write(usage + "\n")
   process.exit(0)
 }
 
+/** The repository: above this file, or above its bundle in node_modules/.cache (examples/headless-host/bin). */
+const root = (() => {
+  let dir = Path.dirname(Url.fileURLToPath(import.meta.url))
+  while (!Fs.existsSync(Path.join(dir, "scripts", "run-bundled.mjs"))) {
+    const up = Path.dirname(dir)
+    if (up === dir) return fail("cannot find scripts/run-bundled.mjs above this program")
+    dir = up
+  }
+  return dir
+})()
+const examples = Path.join(root, "examples")
+
+const duration = (name: string, text: string): Duration.Duration =>
+  Result.getOrElse(DurationInput.parse(text), (message) => fail(`--${name}: ${message}`))
+
 const reason = HermesProtocol.ShutdownReason.literals.find((r) => r === args.reason) ??
   fail(`--reason must be one of ${HermesProtocol.ShutdownReason.literals.join(", ")}`)
 const policy = args["shutdown-policy"] === "drain" || args["shutdown-policy"] === "fail-fast"
   ? args["shutdown-policy"]
   : fail("--shutdown-policy must be fail-fast or drain")
-const settle = Option.getOrElse(
-  Duration.fromInput(args.settle as Duration.Input),
-  () => fail(`--settle: not a duration: ${args.settle}`)
-)
-const commandLine = splitCommandLine(args.extension ?? Path.join(here, "hl7-extension", "bin", "hl7-extension"))
+const settle = duration("settle", args.settle)
+const maxDuration = duration("max-duration", args["max-duration"])
+const drainTimeout = duration("drain-timeout", args["drain-timeout"])
+const commandLine = splitCommandLine(args.extension ?? Path.join(examples, "hl7-extension", "bin", "hl7-extension"))
 if (commandLine.length === 0) fail("--extension is empty")
-const messageFile = args.message ?? Path.join(here, "hl7-extension", "sample.hl7")
-const before = Fs.readFileSync(messageFile, "utf8")
+
+const isExecutableFile = (file: string) => {
+  try {
+    Fs.accessSync(file, Fs.constants.X_OK)
+    return Fs.statSync(file).isFile()
+  } catch {
+    return false
+  }
+}
+// Checked here, so that a typo is a bad argument (exit code 2), not an extension that failed to start.
+if (commandLine[0].includes("/")) {
+  if (!isExecutableFile(commandLine[0])) fail(`--extension: ${commandLine[0]} is not an executable file`)
+} else if (
+  !(process.env.PATH ?? "").split(Path.delimiter).some((dir) =>
+    dir !== "" && isExecutableFile(Path.join(dir, commandLine[0]))
+  )
+) {
+  fail(`--extension: ${commandLine[0]} is not on PATH`)
+}
+
+const messageFile = args.message ?? Path.join(examples, "hl7-extension", "sample.hl7")
+const before = (() => {
+  try {
+    return Fs.readFileSync(messageFile, "utf8")
+  } catch (error) {
+    return fail(`--message: cannot read ${messageFile}: ${messageOf(error)}`)
+  }
+})()
 const dataDir = args["data-dir"] ?? process.env.HERMES_DATA_DIR ?? Path.join(Os.homedir(), ".hermes")
 const journalFile = Path.join(dataDir, "lifeline", "journal.db")
 // Stable across runs: the next start reaps the children this owner recorded and never saw exit.
 const owner = "hermes-host"
 
+/**
+ * Why `name` may not name an extension, or undefined: docs/protocol.md, "initialize": letters, digits, ".", "_", "-"
+ * (it names the extension's data directory, `<dataDir>/extensions/<name>`, so dots only are refused too: `.` and `..`
+ * name a directory that is not the extension's). `ExtensionHost` refuses such an answer to `initialize` itself
+ * (`initialize-error`); this is the command line's own check, should a host library let one through.
+ */
+const nameProblem = (name: string): string | undefined =>
+  /^[A-Za-z0-9._-]{1,128}$/.test(name) && !/^\.+$/.test(name)
+    ? undefined
+    : `the extension's name ${JSON.stringify(name)} breaks the protocol's rule (1 to 128 letters, digits, ".", "_" ` +
+      `or "-", not dots only): it names a directory`
+
+/**
+ * Events that the timeline prints, and the report keeps, one by one only up to this many (requests served, windows,
+ * commands sent): an extension that floods the host gets them counted, not printed. Its lifecycle (spawn, ready,
+ * shutdown, exit) is always printed.
+ */
+const detailLimit = 1000
 type Outcome =
   | "ok"
+  | "spawn-failed"
   | "initialize-timeout"
   | "initialize-error"
   | "exited-before-initialize"
+  | "invalid-name"
   | "crashed"
   | "shutdown-timeout-killed"
+  | "shutdown-error"
+  | "did-not-settle"
+
+/** Why the host stopped waiting and shut the extension down. */
+type Ending = "settled" | "max-duration" | "signal" | "exited" | "invalid-name" | "not-ready"
 
 // -- the journal: orphans of a crashed host ---------------------------------------------------------------------
 
@@ -132,11 +239,6 @@ interface Recording {
   readonly reaped: ReadonlyArray<Reaped>
 }
 
-const messageOf = (error: unknown): string =>
-  typeof error === "object" && error !== null && typeof (error as { message?: unknown }).message === "string"
-    ? (error as { message: string }).message
-    : String(error)
-
 /**
  * Opens the journal, claims the owner for the Scope, and kills the extensions a crashed host left behind. One
  * recording host per data dir: a second one started under the same owner would take the first one's children for
@@ -146,14 +248,16 @@ const messageOf = (error: unknown): string =>
 const openRecording = (since: (at: number) => number): Effect.Effect<Recording, never, Scope.Scope> =>
   Effect.gen(function*() {
     const notRecording = (why: string) =>
-      Effect.as(Effect.logWarning(`hermes-host: ${why}; the extension's pid is not recorded`), {
+      Effect.as(Effect.logWarning(visible(`hermes-host: ${why}; the extension's pid is not recorded`)), {
         journal: undefined,
         warning: why,
         reaped: []
       })
     const opened = yield* Effect.result(Effect.sandbox(SqliteJournal.makeFile({ filename: journalFile })))
     if (Result.isFailure(opened)) {
-      return yield* notRecording(`cannot open the journal ${journalFile}: ${messageOf(Cause.squash(opened.failure))}`)
+      return yield* notRecording(
+        `cannot open the journal ${journalFile}: ${describeError(Cause.squash(opened.failure))}`
+      )
     }
     const journal = opened.success
     const reaped: Array<Reaped> = []
@@ -167,7 +271,7 @@ const openRecording = (since: (at: number) => number): Effect.Effect<Recording, 
                 pid: info.pid,
                 command: info.command,
                 outcome: error instanceof SqliteJournal.ReapError ? "Survived" : "Failed",
-                detail: messageOf(error),
+                detail: describeError(error),
                 at: since(now)
               })
             })
@@ -180,7 +284,7 @@ const openRecording = (since: (at: number) => number): Effect.Effect<Recording, 
       return yield* notRecording(
         Option.isSome(error) && error.value._tag === "OwnerInUse"
           ? `another hermes-host${error.value.pid === undefined ? "" : ` (pid ${error.value.pid})`} runs on ${dataDir}`
-          : `cannot look for orphans in ${journalFile}: ${messageOf(Cause.squash(report.failure))}`
+          : `cannot look for orphans in ${journalFile}: ${describeError(Cause.squash(report.failure))}`
       )
     }
     const now = since(yield* Clock.currentTimeMillis)
@@ -195,14 +299,19 @@ const openRecording = (since: (at: number) => number): Effect.Effect<Recording, 
 
 const segments = (text: string) => text.split(/\r\n|\r|\n/).filter((line) => line !== "")
 
-const quote = (text: string, width = 96) => (text.length > width ? text.slice(0, width - 1) + "…" : text)
+/** Untrusted text for the timeline: control characters shown (see `visible`), cut to `width` characters. */
+const quote = (text: string, width = 96) => {
+  const shown = visible(text)
+  return shown.length > width ? shown.slice(0, width - 1) + "…" : shown
+}
 
-const line = (at: number, what: string, text: string) => {
-  if (!args.json) process.stdout.write(`${String(at).padStart(6)} ms  ${what.padEnd(10)} ${text}\n`)
+/** Every line of the timeline goes through here, and through `visible`: nothing printed can drive the terminal. */
+const print = (text: string) => {
+  if (!args.json) process.stdout.write(`${visible(text)}\n`)
 }
-const more = (text: string) => {
-  if (!args.json) process.stdout.write(`${" ".repeat(21)}${text}\n`)
-}
+const line = (at: number, what: string, text: string) =>
+  print(`${String(at).padStart(6)} ms  ${what.padEnd(10)} ${text}`)
+const more = (text: string) => print(`${" ".repeat(21)}${text}`)
 
 const printEdit = (previous: string, next: string) => {
   const old = segments(previous)
@@ -217,17 +326,37 @@ const printEdit = (previous: string, next: string) => {
 const describeExit = (status: { readonly code: number | null; readonly signal: string | null }) =>
   status.signal !== null ? `killed by ${status.signal}` : `exit code ${status.code}`
 
+/** The events that an extension can make as many of as it likes: printed and kept up to `detailLimit`. */
+const isDetail = (event: ExtensionHost.Event) =>
+  event._tag === "RequestServed" || event._tag === "CommandSent" || event._tag === "WindowOpened" ||
+  event._tag === "WindowShown" || event._tag === "WindowClosed"
+
+/** Completed when the program has ended, its report printed: what a signal's graceful stop waits for. */
+const reported = Deferred.makeUnsafe<void>()
+
 const program = Effect.gen(function*() {
   const startedAt = yield* Clock.currentTimeMillis
   const since = (at: number) => at - startedAt
   const store = yield* MessageStore.MessageStore
+  const signals = yield* Effect.serviceOption(NodeSignals.NodeSignals)
   let shown = before
 
-  if (!args.json) {
-    process.stdout.write(`Hermes headless host: ${commandLine.join(" ")}\n`)
-    process.stdout.write(`message ${Path.relative(process.cwd(), messageFile)} (${segments(before).length} segments)`)
-    process.stdout.write(`, shutdown policy ${policy}, data dir ${dataDir}\n\n`)
-  }
+  // A signal interrupts the program only once every registered entry has stopped (NodeSignals.runMain): this one
+  // waits for the report, so that SIGTERM, SIGINT and SIGHUP still print it (the run reacts to `stopRequested`). A
+  // second signal forces the stop: the extension gets SIGKILL, so that nothing waits for it any more.
+  const spawned: Array<Spawner.Process> = []
+  yield* GracefulShutdown.register({
+    name: "hermes-host's report",
+    stop: Deferred.await(reported),
+    stopNow: Effect.forEach(spawned, (child) => child.kill("SIGKILL"), { discard: true })
+  })
+
+  print(`Hermes headless host: ${commandLine.join(" ")}`)
+  print(
+    `message ${Path.relative(process.cwd(), messageFile)} (${segments(before).length} segments), shutdown policy ` +
+      `${policy}, data dir ${dataDir}`
+  )
+  print("")
 
   const recording = yield* openRecording(since)
   if (recording.warning !== undefined) line(0, "journal", `✘ not recording: ${recording.warning}`)
@@ -237,38 +366,86 @@ const program = Effect.gen(function*() {
     more(`  ${quote(orphan.command.join(" "))}`)
   }
 
-  const events: Array<ExtensionHost.Event> = []
-  // Refusals happen in this fiber, events reach the printer a little later: each waits for the events before it.
-  const refusalLines: Array<{ readonly at: number; readonly text: string }> = []
-  const printRefusals = (until: number) => {
-    while (refusalLines.length > 0 && refusalLines[0].at <= until) {
-      const { at, text } = refusalLines.shift()!
-      line(at, "execute", text)
+  // What the report needs, kept as the events go by: the lifecycle in full, the details up to `detailLimit`.
+  let seen = 0
+  const kept: Array<ExtensionHost.Event> = []
+  const served: Array<{ readonly method: string; readonly ok: boolean; readonly atMs: number }> = []
+  let detailsSeen = 0
+  let requestsSeen = 0
+  let requestsFailed = 0
+  let ready: Extract<ExtensionHost.Event, { _tag: "Ready" }> | undefined
+  let spawnFailed = false
+  let initializeFailed: ExtensionHost.InitializeFailure | undefined
+  let crashed = false
+  let exited: ExtensionHost.Event & { _tag: "Exited" } | undefined
+  let finished: ExtensionHost.ShutdownSummary | undefined
+  /** Why the run went wrong, in the extension's or the host's words: the first failure seen. */
+  let problem: string | undefined
+
+  // Lines of this fiber (refusals, why the run ended) wait for the events before them, which reach the printer a
+  // little later.
+  const notes: Array<{ readonly at: number; readonly what: string; readonly text: string }> = []
+  const printNotes = (until: number) => {
+    while (notes.length > 0 && notes[0].at <= until) {
+      const { at, text, what } = notes.shift()!
+      line(at, what, text)
     }
   }
+  const note = (what: string, text: string) =>
+    Effect.map(Clock.currentTimeMillis, (now) => {
+      notes.push({ at: since(now), what, text })
+    })
+
   const record = (event: ExtensionHost.Event): Effect.Effect<void> =>
     Effect.gen(function*() {
-      events.push(event)
-      printRefusals(since(event.at))
+      seen++
       const at = since(event.at)
+      printNotes(at)
+      if (event._tag === "RequestServed") {
+        requestsSeen++
+        if (!event.ok) requestsFailed++
+      }
+      if (isDetail(event)) {
+        detailsSeen++
+        if (detailsSeen > detailLimit) {
+          if (detailsSeen === detailLimit + 1) {
+            line(at, "…", `more than ${detailLimit} requests, commands and windows: counted, not shown`)
+          }
+          return
+        }
+        if (event._tag === "RequestServed") served.push({ method: event.method, ok: event.ok, atMs: at })
+      }
+      if (event._tag !== "StatusChanged") kept.push(event)
       switch (event._tag) {
         case "Spawned":
           return line(at, "spawn", `pid ${event.pid} (start ${event.generation})`)
         case "SpawnFailed":
-          return line(at, "spawn", `✘ ${event.detail}`)
+          spawnFailed = true
+          problem ??= event.detail
+          return line(at, "spawn", `✘ ${quote(event.detail, 200)}`)
         case "Initializing":
           return line(at, "initialize", `→ initialize (10 s to answer)`)
         case "Ready": {
-          line(at, "ready", `← ${event.name} ${event.version}, ${event.commands.length} command(s); → initialized`)
-          for (const command of event.commands) more(`  ${command.id.padEnd(16)} ${command.title}`)
+          ready = event
+          line(
+            at,
+            "ready",
+            `← ${quote(event.name)} ${quote(event.version)}, ${event.commands.length} command(s); → initialized`
+          )
+          for (const command of event.commands.slice(0, 100)) {
+            more(`  ${quote(command.id, 40).padEnd(16)} ${quote(command.title, 78)}`)
+          }
+          if (event.commands.length > 100) more(`  … and ${event.commands.length - 100} more`)
           return
         }
         case "InitializeFailed":
-          return line(at, "initialize", `✘ ${event.reason}: ${event.detail}`)
+          initializeFailed = event.reason
+          problem ??= event.detail
+          return line(at, "initialize", `✘ ${event.reason}: ${quote(event.detail, 200)}`)
         case "CommandSent":
-          return line(at, "execute", `→ command/execute ${event.command}`)
+          return line(at, "execute", `→ command/execute ${quote(event.command)}`)
         case "RequestServed": {
-          line(at, "serve", `← ${event.method} ${event.ok ? "✔" : `✘ ${event.detail}`}`)
+          line(at, "serve", `← ${quote(event.method, 40)} ${event.ok ? "✔" : `✘ ${quote(event.detail ?? "", 160)}`}`)
           if (event.ok && (event.method === "editor/patchMessage" || event.method === "editor/setMessage")) {
             const now = yield* store.current
             printEdit(shown, now)
@@ -277,34 +454,44 @@ const program = Effect.gen(function*() {
           return
         }
         case "WindowOpened":
-          return line(at, "window", `${event.windowId} "${event.title ?? ""}" ${event.url}`)
+          return line(
+            at,
+            "window",
+            `${quote(event.windowId, 40)} "${quote(event.title ?? "", 60)}" ${quote(event.url)}`
+          )
         case "WindowShown": {
           const p = event.presentation
           const how = p.status !== undefined
             ? `fetched once: HTTP ${p.status}, ${p.bytes} bytes`
             : p.error !== undefined
-            ? `fetch failed: ${p.error}`
-            : `not fetched (${p.skipped})`
-          return line(at, "window", `${event.windowId} ${how}`)
+            ? `fetch failed: ${quote(p.error, 160)}`
+            : `not fetched (${quote(p.skipped ?? "", 160)})`
+          return line(at, "window", `${quote(event.windowId, 40)} ${how}`)
         }
         case "WindowClosed":
-          return line(at, "window", `${event.windowId} closed → window/closed`)
+          return line(at, "window", `${quote(event.windowId, 40)} closed → window/closed`)
         case "ShutdownStarted":
           return line(at, "shutdown", `→ shutdown { reason: "${event.reason}" } (5 s to answer)`)
         case "ShutdownFinished": {
           const s = event.summary
-          const answer = s.responded ? (s.success ? "← { success: true }" : `← error ${s.error}`) : `✘ ${s.error}`
+          finished = s
+          const answer = s.responded
+            ? (s.success ? "← { success: true }" : `← error ${quote(s.error ?? "", 200)}`)
+            : `✘ ${quote(s.error ?? "", 200)}`
           const ending = s.killed ? ", SIGKILL" : s.terminated ? ", SIGTERM" : ""
           return line(at, "shutdown", `${answer} (${s.elapsedMs} ms${ending})`)
         }
         case "Exited":
+          exited = event
+          if (!event.expected) crashed = true
           line(at, event.expected ? "exit" : "crash", describeExit(event.status))
           if (!event.expected) { for (const tail of event.stderrTail.slice(-5)) more(`stderr: ${quote(tail)}`) }
           return
         case "Restarting":
           return line(at, "restart", `${event.restart} of ${event.maxRestarts}`)
         case "Failed":
-          return line(at, "failed", event.reason)
+          problem ??= event.reason
+          return line(at, "failed", quote(event.reason, 200))
         case "StatusChanged":
           return
       }
@@ -314,7 +501,11 @@ const program = Effect.gen(function*() {
     {
       command: commandLine[0],
       args: commandLine.slice(1),
-      env: { LIFELINE_SHUTDOWN_POLICY: policy, LIFELINE_DRAIN_TIMEOUT: args["drain-timeout"] }
+      env: {
+        LIFELINE_SHUTDOWN_POLICY: policy,
+        // Effect's own spelling, which every version of the SDK reads, whatever the user typed.
+        LIFELINE_DRAIN_TIMEOUT: `${Duration.toMillis(drainTimeout)} millis`
+      }
     },
     {
       dataDir,
@@ -323,88 +514,156 @@ const program = Effect.gen(function*() {
       // A crash ends the run: the report says so instead of restarting.
       restart: { maxRestarts: 0, within: "1 minute" }
     }
-  ).pipe(Effect.provideService(Spawner.Spawner, makeSpawner({ journal: recording.journal, owner })))
+  ).pipe(
+    Effect.provideService(Spawner.Spawner, {
+      spawn: (spec) =>
+        Effect.tap(
+          makeSpawner({ journal: recording.journal, owner }).spawn(spec),
+          (child) => Effect.sync(() => spawned.push(child))
+        )
+    }),
+    // The host stops its extension itself, with `shutdown`, when a signal comes (below): the connection must not be
+    // stopped by the signal before that (fail-fast, without a word), so it registers with a registry of its own.
+    Effect.provideService(GracefulShutdown.GracefulShutdown, yield* GracefulShutdown.make)
+  )
   const printer = yield* extension.events.pipe(Stream.runForEach(record), Effect.forkChild)
 
-  let summary: ExtensionHost.ShutdownSummary | undefined
+  let ending: Ending = "not-ready"
+  let stoppedBy: NodeSignals.Signal | undefined
+  let shutdownReason: HermesProtocol.ShutdownReason = reason
   const refused: Array<{ readonly command: string; readonly reason: string; readonly detail: string }> = []
   if ((yield* extension.status) === "Ready") {
     const info = Option.getOrThrow(yield* extension.info)
-    for (const id of args.run ?? info.commands.map((c) => c.id)) {
-      yield* extension.execute(id).pipe(
-        Effect.catch((error) =>
-          Effect.flatMap(Clock.currentTimeMillis, (now) =>
-            Effect.sync(() => {
-              refused.push({ command: error.command, reason: error.reason, detail: error.detail })
-              refusalLines.push({ at: since(now), text: `✘ ${error.message}` })
-            }))
-        )
+    const badName = nameProblem(info.name)
+    if (badName !== undefined) {
+      ending = "invalid-name"
+      shutdownReason = "error"
+      problem ??= badName
+      yield* note("ready", `✘ refused: ${badName}`)
+    } else {
+      const work = Effect.gen(function*() {
+        for (const id of args.run ?? info.commands.map((c) => c.id)) {
+          yield* extension.execute(id).pipe(
+            Effect.catch((error) =>
+              Effect.andThen(
+                Effect.sync(() => refused.push({ command: error.command, reason: error.reason, detail: error.detail })),
+                note("execute", `✘ ${error.message}`)
+              )
+            )
+          )
+        }
+        yield* extension.awaitQuiet(settle)
+        return "settled" as const
+      })
+      const deadline = Effect.flatMap(
+        Clock.currentTimeMillis,
+        (now) => Effect.sleep(Duration.millis(Math.max(0, Duration.toMillis(maxDuration) - since(now))))
       )
+      const stopRequested = Option.match(signals, {
+        onNone: () => Effect.never,
+        onSome: (service) => service.stopRequested
+      })
+      ending = yield* Effect.raceAll([
+        work,
+        Effect.as(deadline, "max-duration" as const),
+        Effect.map(stopRequested, (signal) => {
+          stoppedBy = signal
+          return "signal" as const
+        })
+      ])
+      if (ending === "signal") shutdownReason = "closing"
+      if ((yield* extension.status) !== "Ready") {
+        // It stopped by itself (a crash) while the host waited: nothing settled.
+        if (ending === "settled") ending = "exited"
+      } else {
+        yield* ending === "settled"
+          ? note("settled", `no request for ${Duration.format(settle)}`)
+          : ending === "max-duration"
+          ? note("max", `--max-duration ${Duration.format(maxDuration)} reached and the extension is still busy`)
+          : note("signal", `${stoppedBy}: shutting the extension down`)
+      }
     }
-    yield* extension.awaitQuiet(settle)
-    const now = yield* Clock.currentTimeMillis
-    if ((yield* extension.status) === "Ready") {
-      line(since(now), "settled", `no request for ${Duration.format(settle)}`)
-    }
-    summary = Option.getOrUndefined(yield* extension.shutdown(reason))
+    const summary = yield* extension.shutdown(shutdownReason)
+    if (Option.isSome(summary)) finished ??= summary.value
   }
+  // A signal that came while the host was not waiting (during initialize, or the shutdown) is reported too.
+  if (stoppedBy === undefined && Option.isSome(signals)) stoppedBy = (yield* signals.value.received)[0]
   // The events stream runs until the host's scope closes: stop the printer and print what it has not reached yet.
   // The history holds the latest events only: event number `droppedEvents + 1` is its first.
   yield* Fiber.interrupt(printer)
   const dropped = yield* extension.droppedEvents
-  for (const event of (yield* extension.history).slice(Math.max(0, events.length - dropped))) yield* record(event)
-  printRefusals(Infinity)
+  for (const event of (yield* extension.history).slice(Math.max(0, seen - dropped))) yield* record(event)
+  printNotes(Infinity)
 
   const after = yield* store.current
-  const initializeFailed = events.find((e) => e._tag === "InitializeFailed")
-  const outcome: Outcome = initializeFailed?._tag === "InitializeFailed"
-    ? (initializeFailed.reason === "timeout"
+  const outcome: Outcome = spawnFailed
+    ? "spawn-failed"
+    : initializeFailed !== undefined
+    ? (initializeFailed === "timeout"
       ? "initialize-timeout"
-      : initializeFailed.reason === "error"
+      : initializeFailed === "error"
       ? "initialize-error"
       : "exited-before-initialize")
-    : events.some((e) => e._tag === "Exited" && !e.expected)
+    : ending === "invalid-name"
+    ? "invalid-name"
+    : crashed
     ? "crashed"
-    : summary !== undefined && summary.killed && !summary.responded
+    : finished !== undefined && finished.killed && !finished.responded
     ? "shutdown-timeout-killed"
+    : finished !== undefined && !(finished.responded && finished.success)
+    ? "shutdown-error"
+    : ending === "max-duration"
+    ? "did-not-settle"
     : "ok"
-  const ready = events.find((e) => e._tag === "Ready")
-  const exited = [...events].reverse().find((e) => e._tag === "Exited")
   const finishedAt = since(yield* Clock.currentTimeMillis)
+  const omitted = Math.max(0, detailsSeen - detailLimit)
 
   if (args.json) {
     const report = {
       outcome,
-      extension: ready?._tag === "Ready"
-        ? { name: ready.name, version: ready.version, commands: ready.commands }
-        : null,
-      events: events.filter((e) => e._tag !== "StatusChanged").map((e) => ({ type: e._tag, atMs: since(e.at) })),
-      requestsServed: events.flatMap((e) =>
-        e._tag === "RequestServed" ? [{ method: e.method, ok: e.ok, atMs: since(e.at) }] : []
-      ),
+      ended: ending,
+      stoppedBy: stoppedBy ?? null,
+      detail: problem ?? finished?.error ?? null,
+      extension: ready === undefined ? null : { name: ready.name, version: ready.version, commands: ready.commands },
+      events: kept.map((e) => ({ type: e._tag, atMs: since(e.at) })),
+      requestsServed: served,
+      requests: { served: requestsSeen, failed: requestsFailed },
+      // Requests, commands and windows past the first `detailLimit`: counted above, not listed.
+      omittedEvents: omitted,
       message: { before, after },
-      shutdown: summary === undefined ? null : {
-        reason: summary.reason,
+      shutdown: finished === undefined ? null : {
+        reason: finished.reason,
         policy,
-        responded: summary.responded,
-        success: summary.success,
-        error: summary.error ?? null,
-        killed: summary.killed,
-        elapsedMs: summary.elapsedMs
+        responded: finished.responded,
+        success: finished.success,
+        error: finished.error ?? null,
+        killed: finished.killed,
+        elapsedMs: finished.elapsedMs
       },
-      exit: exited?._tag === "Exited" ? exited.status : null,
+      exit: exited === undefined ? null : exited.status,
       refused,
       journal: { file: journalFile, recording: recording.journal !== undefined, warning: recording.warning ?? null },
       reaped: recording.reaped.map(({ at, ...orphan }) => ({ ...orphan, atMs: at })),
+      settings: {
+        settleMs: Duration.toMillis(settle),
+        maxDurationMs: Duration.toMillis(maxDuration),
+        drainTimeoutMs: Duration.toMillis(drainTimeout)
+      },
       elapsedMs: finishedAt
     }
-    process.stdout.write(JSON.stringify(report, null, 2) + "\n")
+    process.stdout.write(visibleJson(report, 2) + "\n")
   } else {
-    process.stdout.write(`\n${outcome === "ok" ? "✔" : "✘"} ${outcome} in ${finishedAt} ms`)
-    process.stdout.write(before === after ? ", message unchanged\n" : "; the message now reads:\n")
+    print("")
+    if (omitted > 0) {
+      print(`${requestsSeen} request(s) served, ${requestsFailed} refused; ${omitted} event(s) not shown`)
+    }
+    print(
+      `${outcome === "ok" ? "✔" : "✘"} ${outcome} in ${finishedAt} ms` +
+        (before === after ? ", message unchanged" : "; the message now reads:")
+    )
     if (before !== after) { for (const segment of segments(after)) more(quote(segment, 110)) }
     if (refused.length > 0) {
-      process.stdout.write(`✘ refused: ${refused.map((r) => `${r.command} (${r.reason})`).join(", ")}\n`)
+      print(`✘ refused: ${refused.map((r) => `${quote(r.command, 40)} (${r.reason})`).join(", ")}`)
     }
   }
   return { outcome, refused: refused.map((r) => r.command) }
@@ -426,6 +685,7 @@ NodeSignals.runMain(
         : Effect.void
     ),
     Effect.provide(HostLive),
-    Effect.provideService(References.MinimumLogLevel, args.verbose ? "Debug" : "Warn")
+    Effect.provideService(References.MinimumLogLevel, args.verbose ? "Debug" : "Warn"),
+    Effect.ensuring(Deferred.succeed(reported, void 0))
   )
 )

@@ -3,8 +3,9 @@
  * platform Tags, and `@lifeline/node` knows nothing of Hermes, so the two meet here.
  *
  * - `runExtension`: runs an extension as the main program of its process (stdio transport, logs on stderr, files
- *   through Node's file system, the host's pid watched, SIGTERM/SIGINT run the shutdown checklist, exit code from
- *   the outcome).
+ *   through Node's file system, the host's pid watched, SIGTERM/SIGINT/SIGHUP run the shutdown checklist, exit code
+ *   from the outcome).
+ * - `splitCommandLine`, `visible`, `visibleJson`: for the command-line programs among the examples.
  * - `SpawnerLive`: the host's `Spawner` as real child processes (`NodeChildProcess`), with their stderr kept;
  *   `makeSpawner({ journal })` also records each child's pid and exit in a `Journal`, so that the next start after a
  *   crash of the host can kill the children it left behind (`Recovery.reapOrphans`).
@@ -34,7 +35,13 @@ export const HostMonitorLive: Layer.Layer<HostMonitor.HostMonitor> = HostMonitor
 
 /**
  * Runs `extension` on this process's stdin and stdout until the host shuts it down or goes away (its stdin ends, or
- * the process named by `hostPid` exits), then exits.
+ * the process named by `hostPid` exits), then exits. The exit code (`NodeSignals.ExitCode`):
+ *
+ * - 0 when it ended by itself: the host shut it down (`Shutdown`; a cleanup that failed was reported in the answer),
+ *   or went away (`EndOfInput`, `HostExited`);
+ * - 1 when the connection failed (`Failed`: a fatal framing error such as a `Content-Length` over the limit, a read
+ *   error): the host is still there and did not ask it to stop, so whoever watches the process must see a failure;
+ * - 143, 130, 129 after SIGTERM, SIGINT, SIGHUP (the checklist ran), 2 or 3 when a second signal forced the stop.
  */
 export const runExtension = <S, Res>(extension: Extension.Extension<S, Res, never>): void =>
   NodeSignals.runMain(
@@ -44,9 +51,43 @@ export const runExtension = <S, Res>(extension: Extension.Extension<S, Res, neve
           Effect.annotateLogs({ reason: String(outcome.reason), failures: outcome.failures.join("; ") })
         )
       ),
+      Effect.flatMap((outcome) =>
+        outcome._tag === "Failed"
+          ? Effect.fail(`${extension.options.name}: the connection to the host failed (exit code 1)`)
+          : Effect.void
+      ),
       Effect.provide(Layer.mergeAll(NodeStdio.layer(), NodeFileSystem.layer, NodePath.layer, HostMonitorLive))
     )
   )
+
+// C0 controls, DEL, C1 controls, the Unicode line and paragraph separators, and the bidirectional embeddings,
+// overrides and isolates (U+202A–U+202E, U+2066–U+2069) that reorder what follows them on the screen.
+const unsafe = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g
+// The same without C0: JSON.stringify writes those as \u escapes already.
+const unsafeInJson = /[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g
+const hexEscape = (char: string) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`
+
+/**
+ * `text` made safe to print on a terminal, for whatever another process chose (an extension's name, titles, URLs,
+ * stderr, error messages; a server's answers): a control character is shown, never obeyed. C0 controls and DEL become
+ * their Unicode Control Pictures (ESC `␛`, LF `␊`, CR `␍`, DEL `␡`), so no escape sequence (OSC 52 clipboard writes,
+ * OSC 0 titles, OSC 8 links, CSI screen clears) and no line break reaches the terminal; C1 controls (U+0080–U+009F,
+ * U+009B is a one-byte CSI), line and paragraph separators and bidirectional overrides become `\u009b`-style escapes.
+ * Everything else, other scripts and emoji included, is left as it is. Idempotent.
+ */
+export const visible = (text: string): string =>
+  text.replace(unsafe, (char) => {
+    const code = char.charCodeAt(0)
+    return code < 0x20 ? String.fromCharCode(0x2400 + code) : code === 0x7f ? "\u2421" : hexEscape(char)
+  })
+
+/**
+ * `JSON.stringify(value, null, indent)` that is also safe to print on a terminal: JSON.stringify escapes C0 controls
+ * but writes DEL, C1 controls, line separators and bidirectional overrides as they are; here they are `\u` escapes
+ * too. The JSON means the same: a parser reads back the very same strings.
+ */
+export const visibleJson = (value: unknown, indent?: number): string =>
+  JSON.stringify(value, null, indent).replace(unsafeInJson, hexEscape)
 
 /** Splits a command line into words: spaces separate, single and double quotes group, a backslash escapes. */
 export const splitCommandLine = (line: string): Array<string> => {

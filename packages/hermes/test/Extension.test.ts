@@ -482,6 +482,22 @@ describe("Extension", () => {
       assert.isTrue(Exit.isFailure(exit))
     }))
 
+  it.effect("a fatal framing error ends the run as Failed, not EndOfInput (runExtension then exits with code 1)", () =>
+    Effect.gen(function*() {
+      const probe = yield* makeProbe
+      const { fiber, fs, host, initialize, pair, store } = yield* harness(counter(probe))
+      yield* initialize
+      yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.mark" })
+      yield* eventually(Effect.map(store.current, (m) => m.includes("RUN1^")), "marked")
+      // A header announcing a body over the frame limit: the decoder cannot go on, the connection fails.
+      yield* pair.leftToRight.injectGarbage("Content-Length: 99999999999\r\n\r\n")
+      const outcome = yield* Fiber.join(fiber)
+      assert.strictEqual(outcome._tag, "Failed")
+      assert.isUndefined(outcome.reason)
+      // The checklist ran all the same: the state is saved.
+      assert.deepStrictEqual(JSON.parse(fs.files.get(stateFile) ?? "null"), { runs: 1 })
+    }))
+
   describe("initialize as hosts send it", () => {
     it.effect("InitializeParams: every field may be left out, and so may the params; decoding fills in the defaults", () =>
       Effect.sync(() => {
