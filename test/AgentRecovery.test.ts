@@ -141,4 +141,32 @@ describe("examples/agent-recovery", () => {
       }).pipe(Effect.scoped),
     60_000
   )
+
+  it.live(
+    "--llm-ms and --tool-ms take a duration as well as a number of milliseconds; anything else is refused with exit 2",
+    () =>
+      Effect.gen(function*() {
+        // A data dir of its own: the agent above may have left a journal whose owner it claimed.
+        const dataDir = Path.join(directory, "durations")
+        const run = yield* agent(
+          "--data-dir",
+          dataDir,
+          "--turns",
+          "1",
+          "--llm-ms",
+          "0.05s",
+          "--tool-ms",
+          "50ms",
+          "--json"
+        )
+        assert.deepStrictEqual(yield* run.exited, { code: 0, signal: null })
+        const summary = JSON.parse(run.lines[run.lines.length - 1]) as { readonly finished: number }
+        assert.strictEqual(summary.finished, 1)
+        // Refused while the arguments are read: before the first line of the transcript.
+        const refused = yield* agent("--data-dir", dataDir, "--llm-ms", "1.5x")
+        assert.deepStrictEqual(yield* refused.exited, { code: 2, signal: null })
+        assert.deepStrictEqual(refused.lines, [])
+      }).pipe(Effect.scoped),
+    30_000
+  )
 })

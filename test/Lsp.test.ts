@@ -1,8 +1,9 @@
 /**
  * The LSP client example (`examples/lsp-client`) against real language servers, vscode-json-language-server from
  * vscode-langservers-extracted and bash-language-server (which analyses a document asynchronously), against a scripted
- * server that asks the client everything a server may ask and then never exits after `exit`, and against one that
- * publishes no diagnostics. The client runs as its own process, as a user runs it, and prints a JSON report.
+ * server that asks the client everything a server may ask and then never exits after `exit`, against one that
+ * publishes no diagnostics, and against one whose strings are terminal escape sequences. The client runs as its own
+ * process, as a user runs it, and prints a JSON report.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -47,14 +48,21 @@ interface Report {
   readonly exit: { readonly code: number | null; readonly signal: string | null } | null
 }
 
-/** Runs the client to its end and reads its report; its exit code says whether the report is ok. */
-const runClient = (args: ReadonlyArray<string>) =>
-  Effect.callback<{ readonly code: number | null; readonly report: Report; readonly stderr: string }>((resume) => {
-    const child = ChildProcess.execFile(client, [...args, "--json"], { timeout: 20_000 }, (_error, stdout, stderr) => {
-      resume(Effect.sync(() => ({ code: child.exitCode, report: JSON.parse(stdout) as Report, stderr })))
+/** Runs the client to its end; its stdout is what a terminal would receive. */
+const runTranscript = (args: ReadonlyArray<string>) =>
+  Effect.callback<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }>((resume) => {
+    const child = ChildProcess.execFile(client, args, { timeout: 20_000 }, (_error, stdout, stderr) => {
+      resume(Effect.sync(() => ({ code: child.exitCode, stdout, stderr })))
     })
     return Effect.sync(() => child.kill("SIGKILL"))
   })
+
+/** Runs the client to its end and reads its report; its exit code says whether the report is ok. */
+const runClient = (args: ReadonlyArray<string>) =>
+  Effect.map(
+    runTranscript([...args, "--json"]),
+    ({ code, stderr, stdout }) => ({ code, report: JSON.parse(stdout) as Report, stderr, stdout })
+  )
 
 const tempDir = Effect.acquireRelease(
   Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-lsp-"))),
@@ -137,6 +145,50 @@ process.stdin.on("end", () => {})
 process.on("SIGTERM", () => {})
 setInterval(() => {}, 1000)
 `
+
+/**
+ * A language server whose strings are terminal escape sequences: its `serverInfo`, a request it sends (an OSC 52
+ * clipboard write as the method name, answered -32601), the diagnostics it publishes and the symbol it answers hold
+ * ESC, BEL, the one-byte C1 CSI and a right-to-left override. It answers `shutdown` and exits after `exit`.
+ */
+const hostileServer = `
+let buffer = Buffer.alloc(0)
+const send = (message) => {
+  const body = Buffer.from(JSON.stringify(message), "utf8")
+  process.stdout.write("Content-Length: " + body.length + "\\r\\n\\r\\n")
+  process.stdout.write(body)
+}
+const range = { start: { line: 0, character: 0 }, end: { line: 0, character: 1 } }
+const onMessage = (message) => {
+  if (message.method === "initialize") {
+    send({ jsonrpc: "2.0", id: message.id, result: { capabilities: { documentSymbolProvider: true }, serverInfo: { name: "\\u001b]0;owned\\u0007", version: "\\u009b2J" } } })
+    send({ jsonrpc: "2.0", id: "h1", method: "\\u001b]52;c;b3duZWQ=\\u0007\\u001b[2J", params: {} })
+  } else if (message.method === "textDocument/didOpen") {
+    const diagnostic = { range, severity: 1, message: "\\u009b31mred\\u202e" }
+    send({ jsonrpc: "2.0", method: "textDocument/publishDiagnostics", params: { uri: message.params.textDocument.uri, diagnostics: [diagnostic] } })
+  } else if (message.method === "textDocument/documentSymbol") {
+    send({ jsonrpc: "2.0", id: message.id, result: [{ name: "\\u001b[31mevil\\u009b0m", kind: 12, range, selectionRange: range }] })
+  } else if (message.method === "shutdown") {
+    send({ jsonrpc: "2.0", id: message.id, result: null })
+  } else if (message.method === "exit") {
+    process.exit(0)
+  }
+}
+process.stdin.on("data", (chunk) => {
+  buffer = Buffer.concat([buffer, chunk])
+  for (;;) {
+    const end = buffer.indexOf("\\r\\n\\r\\n")
+    if (end < 0) return
+    const length = Number(/Content-Length: *(\\d+)/i.exec(buffer.subarray(0, end).toString())[1])
+    if (buffer.length < end + 4 + length) return
+    onMessage(JSON.parse(buffer.subarray(end + 4, end + 4 + length).toString("utf8")))
+    buffer = buffer.subarray(end + 4 + length)
+  }
+})
+`
+
+/** What a terminal obeys instead of showing: ESC, BEL, the one-byte C1 CSI, a bidirectional override. */
+const controls = /[\u001b\u0007\u009b\u202e]/
 
 /** A shell script with two functions, in both of bash's spellings. */
 const script = `#!/bin/bash
@@ -353,7 +405,35 @@ describe("lsp-client", () => {
           return Effect.sync(() => child.kill("SIGKILL"))
         })
         assert.strictEqual(refused.code, 2)
-        assert.include(refused.stderr.split("\n")[0]!, "--wait is not a duration: soon")
+        assert.include(refused.stderr.split("\n")[0]!, "--wait: not a duration: \"soon\"")
+      }).pipe(Effect.scoped),
+    15_000
+  )
+
+  it.live(
+    "what the server chose is printed with its control characters shown, never sent to the terminal raw",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir
+        const server = Path.join(dir, "hostile-server.mjs")
+        Fs.writeFileSync(server, hostileServer)
+        const file = Path.join(dir, "package.json")
+        Fs.writeFileSync(file, document)
+        const args = ["--server", `${process.execPath} ${server}`, "--file", file]
+        const transcript = yield* runTranscript(args)
+        assert.strictEqual(transcript.code, 0, transcript.stderr)
+        assert.notMatch(transcript.stdout, controls)
+        // The request's method, as the transcript shows it: ESC as ␛, BEL as ␇.
+        assert.include(transcript.stdout, "← \u241b]52;c;b3duZWQ=\u2407\u241b[2J (answered -32601)")
+        // The JSON report escapes them too, and still means the same strings.
+        const { code, report, stdout } = yield* runClient(args)
+        assert.strictEqual(code, 0)
+        assert.notMatch(stdout, controls)
+        assert.deepStrictEqual(report.serverRequests, ["\u001b]52;c;b3duZWQ=\u0007\u001b[2J"])
+        assert.deepStrictEqual((report.result as ReadonlyArray<{ name: string }>).map((symbol) => symbol.name), [
+          "\u001b[31mevil\u009b0m"
+        ])
+        assert.strictEqual(report.firstDiagnostics.count, 1)
       }).pipe(Effect.scoped),
     15_000
   )

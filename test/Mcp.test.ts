@@ -48,17 +48,27 @@ interface Report {
 const serverLine = (env: string = "") =>
   Effect.map(Fixtures.Programs, (programs) => `${env}${[process.execPath, ...programs.argv("mcp-server")].join(" ")}`)
 
-/** Runs the client to its end and reads its report; its exit code says whether the report is ok. */
-const runClient = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
-  Effect.callback<{ readonly code: number | null; readonly report: Report }>((resume) => {
+/** Runs the client to its end; its stdout is what a terminal would receive. */
+const runTranscript = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  Effect.callback<{ readonly code: number | null; readonly stdout: string }>((resume) => {
     const child = ChildProcess.execFile(
       client,
-      [...args, "--json"],
+      args,
       { timeout: 20_000, env: { ...process.env, ...env } },
-      (_error, stdout) => resume(Effect.sync(() => ({ code: child.exitCode, report: JSON.parse(stdout) as Report })))
+      (_error, stdout) => resume(Effect.sync(() => ({ code: child.exitCode, stdout })))
     )
     return Effect.sync(() => child.kill("SIGKILL"))
   })
+
+/** Runs the client to its end and reads its report; its exit code says whether the report is ok. */
+const runClient = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  Effect.map(
+    runTranscript([...args, "--json"], env),
+    ({ code, stdout }) => ({ code, report: JSON.parse(stdout) as Report, stdout })
+  )
+
+/** What a terminal obeys instead of showing: ESC, BEL, the one-byte C1 CSI, a bidirectional override. */
+const controls = /[\u001b\u0007\u009b\u202e]/
 
 /** Writes `lines` to the fixture, one a line, and reads its output until `until` holds for what it has written. */
 const exchange = (argv: ReadonlyArray<string>, lines: ReadonlyArray<unknown>, until: (out: string) => boolean) =>
@@ -193,6 +203,25 @@ layer(Fixtures.layer(["mcp-server"]), { excludeTestServices: true, timeout: "60 
       assert.isAtLeast(report.serverExit.after!, 550)
       assert.isTrue(report.ok)
       assert.strictEqual(code, 0)
+    }))
+
+  it.effect("what the server chose is printed with its control characters shown, never sent to the terminal raw", () =>
+    Effect.gen(function*() {
+      // A tool named with an OSC 0 title, BEL and a C1 CSI (printed raw by tools/list's transcript line before); an
+      // echo whose text the server sends back holds an ESC CSI, a C1 CSI and a right-to-left override.
+      const hostileName = "\u001b]0;owned\u0007\u009b2J"
+      const echoed = "\u001b[2J\u009b31mred\u202e"
+      const args = ["--server", yield* serverLine(), "--tool", "echo", "--arguments", JSON.stringify({ text: echoed })]
+      const transcript = yield* runTranscript(args, { MCP_HOSTILE: "1" })
+      assert.strictEqual(transcript.code, 0)
+      assert.notMatch(transcript.stdout, controls)
+      assert.include(transcript.stdout, "tools/list: echo, slow, \u241b]0;owned\u2407\\u009b2J")
+      // The JSON report escapes them too, and still means the same strings.
+      const { code, report, stdout } = yield* runClient(args, { MCP_HOSTILE: "1" })
+      assert.strictEqual(code, 0)
+      assert.notMatch(stdout, controls)
+      assert.deepStrictEqual(report.tools, ["echo", "slow", hostileName])
+      assert.deepStrictEqual(report.call?.result, { content: [{ type: "text", text: echoed }] })
     }))
 
   // Regression: the kernel answered every request the peer cancelled with -32800, as LSP wants; MCP says the receiver

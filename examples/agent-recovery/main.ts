@@ -19,6 +19,7 @@
  *   examples/agent-recovery/bin/agent-recovery                       # recovers, then goes on
  */
 // Deep imports keep start-up short: the barrels would load every module of every package.
+import * as DurationInput from "@lifeline/kernel/DurationInput"
 import * as Journal from "@lifeline/kernel/Journal"
 import * as Recovery from "@lifeline/kernel/Recovery"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
@@ -29,6 +30,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as ChildProcess from "effect/process/ChildProcess"
 import * as References from "effect/References"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -39,8 +41,8 @@ import { Agent, RunTool } from "./protocol.js"
 
 const usage = `agent-recovery: an agent you can kill at any moment; start it again and it picks up where it was
 
-  agent-recovery [--data-dir DIR] [--reset] [--turns N] [--llm-ms N] [--tool-ms N] [--crash-at KEY] [--json]
-                 [--verbose] [--help]
+  agent-recovery [--data-dir DIR] [--reset] [--turns N] [--llm-ms DURATION] [--tool-ms DURATION] [--crash-at KEY]
+                 [--json] [--verbose] [--help]
 
   --data-dir  where the journal lives (default: $LIFELINE_DATA_DIR, else ${
   Path.join(Os.tmpdir(), "lifeline-agent-recovery")
@@ -52,6 +54,8 @@ const usage = `agent-recovery: an agent you can kill at any moment; start it aga
   --crash-at  SIGKILL this process when the step with this key is running, e.g. turn-2/tool or turn-3/llm
   --json      also print a JSON summary as the last line
   --verbose   show the library's logs and the worker's stderr (on stderr)
+
+  A DURATION is a number of milliseconds (800) or ${DurationInput.forms}.
 
 One agent at a time per data dir: recovery claims the journal's owner, so a second agent exits with code 2 while
 the first runs, instead of taking its running steps for a crash's leftovers (and killing its worker). A killed
@@ -86,8 +90,14 @@ const count = (name: string, text: string, min: number): number => {
   return Number.isInteger(value) && value >= min ? value : fail(`--${name} must be an integer >= ${min}`)
 }
 const turnCount = count("turns", args.turns, 1)
-const llmMs = count("llm-ms", args["llm-ms"], 0)
-const toolMs = count("tool-ms", args["tool-ms"], 0)
+/** Milliseconds from a flag whose name says so: `800` is 800 ms; `1.5s`, `250ms`, "2 seconds" work too. */
+const millis = (name: string, text: string): number =>
+  Result.match(DurationInput.parse(text, { unitless: "millis" }), {
+    onFailure: (message) => fail(`--${name}: ${message}`),
+    onSuccess: Duration.toMillis
+  })
+const llmMs = millis("llm-ms", args["llm-ms"])
+const toolMs = millis("tool-ms", args["tool-ms"])
 const crashAt = args["crash-at"]
 if (crashAt !== undefined) {
   const step = /^turn-(\d+)\/(llm|tool)$/.exec(crashAt)

@@ -3,7 +3,8 @@
  * (Content-Length framing), runs its whole lifecycle (`initialize`, `initialized`, `textDocument/didOpen`, a wait for
  * the document's first `textDocument/publishDiagnostics` as editors do, one request, `shutdown`, `exit`), answers every
  * request the server sends back, and reports timings, the server's requests, the diagnostics, the result and how the
- * process ended.
+ * process ended. Whatever the server chose (method names, answers, diagnostics, error messages) is printed through
+ * `visible` / `visibleJson`: a control character is shown, never obeyed by the terminal.
  *
  *   examples/lsp-client/bin/lsp-client --server "vscode-json-language-server --stdio" --file package.json --json
  */
@@ -11,6 +12,7 @@
 import type * as Message from "@lifeline/jsonrpc/Message"
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
 import * as Cancellation from "@lifeline/kernel/Cancellation"
+import * as DurationInput from "@lifeline/kernel/DurationInput"
 import * as Protocol from "@lifeline/kernel/Protocol"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
@@ -20,11 +22,12 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as ChildProcess from "effect/process/ChildProcess"
 import * as References from "effect/References"
+import * as Result from "effect/Result"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Url from "node:url"
 import * as Util from "node:util"
-import { splitCommandLine } from "../hermes-node.js"
+import { splitCommandLine, visible, visibleJson } from "../hermes-node.js"
 
 const usage = `lsp-client: drive a language server over stdio through its whole lifecycle
 
@@ -39,11 +42,13 @@ const usage = `lsp-client: drive a language server over stdio through its whole 
   --root          the workspace folder (default: the file's directory)
   --wait          how long to wait after didOpen for the document's first textDocument/publishDiagnostics before
                   the request, as editors do: many servers analyse a document asynchronously and answer requests
-                  about it with nothing until then (default 3s; 250ms, 3s, 2m, 1h or "1500 millis"; 0 skips the wait)
+                  about it with nothing until then (default 3s; 0 skips the wait)
   --init-options  initializationOptions of initialize, as JSON
   --settings      settings, as JSON: workspace/configuration is answered by section from them, and they are pushed
                   once with workspace/didChangeConfiguration
-  --json          print one JSON report instead of the transcript`
+  --json          print one JSON report instead of the transcript
+
+  A DURATION is ${DurationInput.forms}.`
 
 const { values: args } = Util.parseArgs({
   options: {
@@ -62,8 +67,9 @@ const { values: args } = Util.parseArgs({
   }
 })
 
+/** One line on stderr (then the usage) and exit code 2: a mistake on the command line is no crash. */
 const fail = (message: string): never => {
-  process.stderr.write(`lsp-client: ${message}\n\n${usage}\n`)
+  process.stderr.write(`lsp-client: ${visible(message.replace(/\s*\n\s*/g, " "))}\n\n${usage}\n`)
   process.exit(2)
 }
 
@@ -90,31 +96,9 @@ const parseJson = (name: string, text: string | undefined): unknown => {
     return fail(`--${name} is not JSON: ${String(error)}`)
   }
 }
-/**
- * A duration from the command line: the compact forms a user types (`500ms`, `3s`, `2m`, `1h`) or Effect's
- * (`1500 millis`, `3 seconds`). Local to this client until the examples share one parser.
- */
-const parseDuration = (name: string, text: string): Duration.Duration => {
-  const compact = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)$/.exec(text.trim())
-  if (compact !== null) {
-    const value = Number(compact[1])
-    return compact[2] === "ms"
-      ? Duration.millis(value)
-      : compact[2] === "s"
-      ? Duration.seconds(value)
-      : compact[2] === "m"
-      ? Duration.minutes(value)
-      : Duration.hours(value)
-  }
-  if (text.trim() === "0") return Duration.zero
-  return Option.getOrElse(
-    Option.filter(
-      Duration.fromInput(text.trim() as Duration.Input),
-      (duration) => Duration.isGreaterThanOrEqualTo(duration, Duration.zero)
-    ),
-    () => fail(`--${name} is not a duration: ${text} (e.g. 500ms, 3s, "1500 millis")`)
-  )
-}
+/** A duration from the command line, as `DurationInput.parse` reads it. */
+const parseDuration = (name: string, text: string): Duration.Duration =>
+  Result.getOrElse(DurationInput.parse(text), (message) => fail(`--${name}: ${message}`))
 const wait = parseDuration("wait", args.wait)
 const initOptions = parseJson("init-options", args["init-options"])
 const settings = parseJson("settings", args.settings)
@@ -232,8 +216,9 @@ const elapsed = (start: number) => Math.round((performance.now() - start) * 10) 
 
 const program = Effect.gen(function*() {
   const started = performance.now()
+  // Every transcript line goes through `visible`: method names and answers are the server's.
   const log = (line: string) => {
-    if (!args.json) process.stdout.write(`${String(elapsed(started)).padStart(8)} ms  ${line}\n`)
+    if (!args.json) process.stdout.write(`${String(elapsed(started)).padStart(8)} ms  ${visible(line)}\n`)
   }
   const serverRequests: Array<string> = []
   const notifications: Array<string> = []
@@ -303,7 +288,7 @@ const program = Effect.gen(function*() {
   } as Message.Params)
   const initializeMs = elapsed(initializeStart)
   const serverInfo = (initialized as { readonly serverInfo?: unknown } | null)?.serverInfo ?? null
-  log(`→ initialize: ${initializeMs} ms${serverInfo === null ? "" : ` (${JSON.stringify(serverInfo)})`}`)
+  log(`→ initialize: ${initializeMs} ms${serverInfo === null ? "" : ` (${visibleJson(serverInfo)})`}`)
   yield* peer.notifyUntyped("initialized", {})
   if (settings !== undefined) {
     yield* peer.notifyUntyped("workspace/didChangeConfiguration", { settings } as Message.Params)
@@ -382,11 +367,12 @@ const program = Effect.gen(function*() {
   }
 }).pipe(Effect.scoped)
 
+/** JSON on stdout, through `visibleJson`: the report holds the server's answers, diagnostics and stderr. */
 const report = (value: unknown) => {
   if (args.json) {
-    process.stdout.write(JSON.stringify(value, null, 2) + "\n")
+    process.stdout.write(visibleJson(value, 2) + "\n")
   } else {
-    process.stdout.write(JSON.stringify(value, null, 2).split("\n").map((line) => `  ${line}`).join("\n") + "\n")
+    process.stdout.write(visibleJson(value, 2).split("\n").map((line) => `  ${line}`).join("\n") + "\n")
   }
 }
 
@@ -399,7 +385,7 @@ NodeSignals.runMain(
         } else {
           process.stdout.write(`\n${done.ok ? "✔" : "✘"} ${done.request} result:\n`)
           report(done.result)
-          process.stdout.write(`server requests: ${done.serverRequests.join(", ") || "none"}\n`)
+          process.stdout.write(`server requests: ${visible(done.serverRequests.join(", ")) || "none"}\n`)
           process.stdout.write(
             `first diagnostics: ${
               done.firstDiagnostics.outcome === "received"
@@ -409,7 +395,7 @@ NodeSignals.runMain(
                 : "not awaited"
             }\n`
           )
-          process.stdout.write(`exit: ${JSON.stringify(done.exit)} (${done.stop.endedBy})\n`)
+          process.stdout.write(`exit: ${visibleJson(done.exit)} (${done.stop.endedBy})\n`)
         }
         return done.ok
       })
@@ -420,7 +406,7 @@ NodeSignals.runMain(
           ? String(error.message)
           : String(error)
         if (args.json) report({ ok: false, error: { _tag: (error as { _tag?: string })._tag ?? "Error", message } })
-        else process.stdout.write(`\n✘ ${message}\n`)
+        else process.stdout.write(`\n✘ ${visible(message)}\n`)
         return false
       })
     ),

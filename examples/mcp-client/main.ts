@@ -3,7 +3,9 @@
  * kernel's child-process transport, runs `initialize` and `notifications/initialized`, lists the tools, calls one,
  * starts a slow call and cancels it with `notifications/cancelled`, then closes the server as the MCP stdio transport
  * says (end of stdin, then SIGTERM, then SIGKILL, each bounded), and reports timings, whether the client's own steps
- * succeeded (`ok`), and, apart from that, what the server needed to exit (`serverExit`).
+ * succeeded (`ok`), and, apart from that, what the server needed to exit (`serverExit`). Whatever the server chose
+ * (tool names, results, notifications, error messages) is printed through `visible` / `visibleJson`: a control
+ * character is shown, never obeyed by the terminal.
  *
  *   examples/mcp-client/bin/mcp-client --server "node server.js" --tool echo --arguments '{"text":"hi"}' --json
  */
@@ -12,6 +14,7 @@ import * as Framing from "@lifeline/jsonrpc/Framing"
 import type * as Message from "@lifeline/jsonrpc/Message"
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
 import * as Cancellation from "@lifeline/kernel/Cancellation"
+import * as DurationInput from "@lifeline/kernel/DurationInput"
 import * as Protocol from "@lifeline/kernel/Protocol"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
@@ -23,10 +26,11 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as ChildProcess from "effect/process/ChildProcess"
 import * as References from "effect/References"
+import * as Result from "effect/Result"
 import * as Path from "node:path"
 import * as Url from "node:url"
 import * as Util from "node:util"
-import { splitCommandLine } from "../hermes-node.js"
+import { splitCommandLine, visible, visibleJson } from "../hermes-node.js"
 
 const usage = `mcp-client: drive an MCP server over stdio through its whole lifecycle
 
@@ -46,7 +50,7 @@ const usage = `mcp-client: drive an MCP server over stdio through its whole life
   --close-timeout   how long each step of the close may take: end of stdin, SIGTERM, SIGKILL (default 1s)
   --json            print one JSON report instead of the transcript
 
-  Durations: 250ms, 3s, 2m, 1h, or Effect's "1500 millis".
+  A DURATION is ${DurationInput.forms}.
   Exit code 0 when the client's own steps succeeded (ok), whatever the server needed to exit (see serverExit).`
 
 const { values: args } = Util.parseArgs({
@@ -66,8 +70,9 @@ const { values: args } = Util.parseArgs({
   }
 })
 
+/** One line on stderr (then the usage) and exit code 2: a mistake on the command line is no crash. */
 const fail = (message: string): never => {
-  process.stderr.write(`mcp-client: ${message}\n\n${usage}\n`)
+  process.stderr.write(`mcp-client: ${visible(message.replace(/\s*\n\s*/g, " "))}\n\n${usage}\n`)
   process.exit(2)
 }
 
@@ -88,31 +93,9 @@ const parseJson = (name: string, text: string): Record<string, unknown> => {
 }
 const toolArguments = parseJson("arguments", args.arguments)
 const slowArguments = parseJson("slow-arguments", args["slow-arguments"])
-/**
- * A duration from the command line: the compact forms a user types (`500ms`, `3s`, `2m`, `1h`) or Effect's
- * (`1500 millis`, `3 seconds`). Local to this client until the examples share one parser.
- */
-const duration = (name: string, text: string): Duration.Duration => {
-  const compact = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)$/.exec(text.trim())
-  if (compact !== null) {
-    const value = Number(compact[1])
-    return compact[2] === "ms"
-      ? Duration.millis(value)
-      : compact[2] === "s"
-      ? Duration.seconds(value)
-      : compact[2] === "m"
-      ? Duration.minutes(value)
-      : Duration.hours(value)
-  }
-  if (text.trim() === "0") return Duration.zero
-  return Option.getOrElse(
-    Option.filter(
-      Duration.fromInput(text.trim() as Duration.Input),
-      (value) => Duration.isGreaterThanOrEqualTo(value, Duration.zero)
-    ),
-    () => fail(`--${name} is not a duration: ${text} (e.g. 500ms, 3s, "1500 millis")`)
-  )
-}
+/** A duration from the command line, as `DurationInput.parse` reads it. */
+const duration = (name: string, text: string): Duration.Duration =>
+  Result.getOrElse(DurationInput.parse(text), (message) => fail(`--${name}: ${message}`))
 const cancelAfter = duration("cancel-after", args["cancel-after"])
 const closeTimeout = duration("close-timeout", args["close-timeout"])
 const rootsWait = duration("roots-wait", args["roots-wait"])
@@ -164,8 +147,9 @@ const elapsed = (start: number) => Math.round((performance.now() - start) * 10) 
 
 const program = Effect.gen(function*() {
   const started = performance.now()
+  // Every transcript line goes through `visible`: method names, tool names and results are the server's.
   const log = (line: string) => {
-    if (!args.json) process.stdout.write(`${String(elapsed(started)).padStart(8)} ms  ${line}\n`)
+    if (!args.json) process.stdout.write(`${String(elapsed(started)).padStart(8)} ms  ${visible(line)}\n`)
   }
   const serverRequests: Array<string> = []
   const notifications: Array<{ readonly method: string; readonly params: unknown }> = []
@@ -193,7 +177,7 @@ const program = Effect.gen(function*() {
     onUnknownNotification: (method, params) =>
       Effect.sync(() => {
         notifications.push({ method, params })
-        log(`← ${method}${params === undefined ? "" : ` ${JSON.stringify(params)}`}`)
+        log(`← ${method}${params === undefined ? "" : ` ${visibleJson(params)}`}`)
       }).pipe(Effect.andThen(Deferred.succeed(notified, void 0)), Effect.asVoid)
   })
   log(`spawned ${serverLine.join(" ")} (pid ${child.pid})`)
@@ -223,7 +207,7 @@ const program = Effect.gen(function*() {
     const callStart = performance.now()
     const result = yield* peer.callUntyped("tools/call", { name: tool, arguments: toolArguments } as Message.Params)
     call = { name: tool, ms: elapsed(callStart), result }
-    log(`→ tools/call ${tool}: ${call.ms} ms ${JSON.stringify(result)}`)
+    log(`→ tools/call ${tool}: ${call.ms} ms ${visibleJson(result)}`)
   }
 
   let cancelled: {
@@ -279,7 +263,7 @@ const program = Effect.gen(function*() {
     after: stop.endedBy === "Exited" ? null : exitAfter,
     needed: neededOf(stop.endedBy)
   }
-  log(`→ closed: the server needed ${serverExit.needed}, exit ${JSON.stringify(exit)} ${serverExit.after} ms after`)
+  log(`→ closed: the server needed ${serverExit.needed}, exit ${visibleJson(exit)} ${serverExit.after} ms after`)
   const stats = yield* peer.stats
   return {
     // The client's own steps: initialize and tools/list answered (else the program failed before this), the call
@@ -309,12 +293,12 @@ NodeSignals.runMain(
   program.pipe(
     Effect.flatMap((done) =>
       Effect.sync(() => {
-        if (args.json) process.stdout.write(JSON.stringify(done, null, 2) + "\n")
+        if (args.json) process.stdout.write(visibleJson(done, 2) + "\n")
         else {
           process.stdout.write(
             `\n${done.ok ? "✔ ok" : "✘ not ok"}; the server exited on ${
               done.serverExit.needed === "eof" ? "the end of its input" : done.serverExit.needed
-            } (${JSON.stringify(done.exit)}, ${done.serverExit.after} ms after the close)\n`
+            } (${visibleJson(done.exit)}, ${done.serverExit.after} ms after the close)\n`
           )
         }
         return done.ok
@@ -327,10 +311,10 @@ NodeSignals.runMain(
           : String(error)
         if (args.json) {
           process.stdout.write(
-            JSON.stringify({ ok: false, error: { _tag: (error as { _tag?: string })._tag ?? "Error", message } }) + "\n"
+            visibleJson({ ok: false, error: { _tag: (error as { _tag?: string })._tag ?? "Error", message } }) + "\n"
           )
         } else {
-          process.stdout.write(`\n✘ ${message}\n`)
+          process.stdout.write(`\n✘ ${visible(message)}\n`)
         }
         return false
       })

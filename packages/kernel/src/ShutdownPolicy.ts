@@ -15,6 +15,7 @@ import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SchemaIssue from "effect/SchemaIssue"
+import * as DurationInput from "./DurationInput.js"
 
 /**
  * The shutdown policy.
@@ -138,7 +139,9 @@ export class ShutdownPolicy extends Context.Service<ShutdownPolicy, Policy>()("@
 export const POLICY_VARIABLE = "LIFELINE_SHUTDOWN_POLICY"
 
 /**
- * The environment variable holding the drain timeout, as an Effect duration string (`3 seconds`, `500 millis`).
+ * The environment variable holding the drain timeout, read with `DurationInput.parse`: a compact duration (`4s`,
+ * `250ms`, `1.5s`, `1m30s`) or Effect's form (`3 seconds`, `500 millis`). A number without a unit (but `0`), a negative
+ * duration and `Infinity` are refused.
  *
  * @since 0.1.0
  * @category models
@@ -159,30 +162,48 @@ const invalid = (variable: string, text: string, message: string): Config.Config
     new Schema.SchemaError(new SchemaIssue.Pointer([variable], new SchemaIssue.InvalidValue({ message }, text)))
   )
 
-// Config.Duration's parser, with a message that shows the expected format, and negative values rejected: Duration
-// keeps "-3 seconds" as a negative duration, which a timeout treats as zero and which reads like a typo that turned
-// drain into fail-fast. "Infinity", which Effect 4 also parses, is refused as it was before: a drain has a deadline.
+// The part of a `DurationInput.parse` refusal that says why; its message reads
+// `not a duration: "<text>" (<why>; use <forms>)`, and the variable's message names the forms itself.
+const whyOf = (text: string, refusal: string): string => {
+  const prefix = `not a duration: ${JSON.stringify(text)} (`
+  const suffix = `; use ${DurationInput.forms})`
+  return refusal.startsWith(prefix) && refusal.endsWith(suffix)
+    ? refusal.slice(prefix.length, refusal.length - suffix.length)
+    : refusal
+}
+
+// Read with DurationInput.parse, so the compact forms a person types (4s, 250ms, 1m30s) work as well as Effect's own
+// ("3 seconds"), which are all Config.Duration reads. A negative duration is named as such: a timeout treats it as
+// zero, and it reads like a typo that turned drain into fail-fast. "Infinity" is refused by the parser: a drain has a
+// deadline.
 const drainTimeoutConfig: Config.Config<Duration.Duration> = Config.schema(
-  Schema.String.annotate({ description: "How long the drain policy lets in-flight work finish, e.g. \"3 seconds\"" }),
+  Schema.String.annotate({
+    description: "How long the drain policy lets in-flight work finish, e.g. 3s, 500ms or \"3 seconds\""
+  }),
   DRAIN_TIMEOUT_VARIABLE
 ).pipe(
   Config.mapEffect((text) => {
     const trimmed = text.trim()
-    const duration = trimmed === "Infinity" || trimmed === "-Infinity"
-      ? Option.none()
-      : Duration.fromInput(trimmed as Duration.Input)
-    return Option.match(duration, {
-      onNone: () =>
+    // The parser refuses any leading "-" as negative; what follows it says whether this is a negative duration or
+    // no duration at all ("-3x").
+    const negative = trimmed.startsWith("-")
+    const unsigned = negative ? trimmed.slice(1) : text
+    return Result.match(DurationInput.parse(unsigned), {
+      onFailure: (refusal) =>
         Effect.fail(invalid(
           DRAIN_TIMEOUT_VARIABLE,
           text,
-          `Expected a duration such as "3 seconds" or "500 millis" (a number, a space, then nanos, micros, millis, ` +
-            `seconds, minutes, hours, days or weeks) but received "${text}"`
+          `Expected a duration such as "3 seconds", "500 millis", 3s or 500ms (${whyOf(unsigned, refusal)}) ` +
+            `but received ${JSON.stringify(text)}`
         )),
-      onSome: (duration) =>
-        trimmed.startsWith("-")
+      onSuccess: (duration) =>
+        negative
           ? Effect.fail(
-            invalid(DRAIN_TIMEOUT_VARIABLE, text, `Expected a duration that is not negative but received "${text}"`)
+            invalid(
+              DRAIN_TIMEOUT_VARIABLE,
+              text,
+              `Expected a duration that is not negative but received ${JSON.stringify(text)}`
+            )
           )
           : Effect.succeed(duration)
     })
@@ -305,7 +326,7 @@ export const layerDrain = (timeout: Duration.Input): Layer.Layer<ShutdownPolicy>
  * ```ts
  * import { ShutdownPolicy } from "@lifeline/kernel"
  *
- * // LIFELINE_SHUTDOWN_POLICY=drain LIFELINE_DRAIN_TIMEOUT="3 seconds" node app.js
+ * // LIFELINE_SHUTDOWN_POLICY=drain LIFELINE_DRAIN_TIMEOUT=3s node app.js
  * const PolicyLive = ShutdownPolicy.layerConfig
  * ```
  *

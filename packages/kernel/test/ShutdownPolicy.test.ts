@@ -119,7 +119,7 @@ describe("ShutdownPolicy", () => {
         assert.deepStrictEqual(policy, ShutdownPolicy.Drain({ timeout: ShutdownPolicy.defaultDrainTimeout }))
       }))
 
-    it.effect("drain with an Effect duration string", () =>
+    it.effect("drain with an Effect duration string or a compact one", () =>
       Effect.gen(function*() {
         for (
           const [text, millis] of [
@@ -128,7 +128,10 @@ describe("ShutdownPolicy", () => {
             ["1 minute", 60_000],
             ["1.5 seconds", 1500],
             ["0 millis", 0],
-            ["  2 seconds  ", 2000]
+            ["  2 seconds  ", 2000],
+            ["3s", 3000],
+            ["1.5s", 1500],
+            ["250ms", 250]
           ] as const
         ) {
           const policy = yield* read([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", text]])
@@ -151,7 +154,7 @@ describe("ShutdownPolicy", () => {
 
     it.effect("a malformed drain timeout is an InvalidData error that shows the format", () =>
       Effect.gen(function*() {
-        for (const text of ["3s", "three seconds", "3", "seconds", "3 fortnights", ""]) {
+        for (const text of ["3x", "three seconds", "3", "seconds", "3 fortnights", ""]) {
           const error = yield* Effect.flip(
             read([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", text]])
           )
@@ -176,14 +179,14 @@ describe("ShutdownPolicy", () => {
     it.effect("a malformed drain timeout is reported with fail-fast too", () =>
       Effect.gen(function*() {
         const error = yield* Effect.flip(
-          read([["LIFELINE_SHUTDOWN_POLICY", "fail-fast"], ["LIFELINE_DRAIN_TIMEOUT", "3s"]])
+          read([["LIFELINE_SHUTDOWN_POLICY", "fail-fast"], ["LIFELINE_DRAIN_TIMEOUT", "3x"]])
         )
         assert.deepStrictEqual(invalidData(error).map((_) => _.path), ["LIFELINE_DRAIN_TIMEOUT"])
       }))
 
     it.effect("two bad values are reported together", () =>
       Effect.gen(function*() {
-        const error = yield* Effect.flip(read([["LIFELINE_SHUTDOWN_POLICY", "nope"], ["LIFELINE_DRAIN_TIMEOUT", "3s"]]))
+        const error = yield* Effect.flip(read([["LIFELINE_SHUTDOWN_POLICY", "nope"], ["LIFELINE_DRAIN_TIMEOUT", "3x"]]))
         assert.sameMembers(invalidData(error).map((_) => _.path), [
           "LIFELINE_SHUTDOWN_POLICY",
           "LIFELINE_DRAIN_TIMEOUT"
@@ -210,6 +213,12 @@ describe("ShutdownPolicy", () => {
           option
         )
         assert.deepStrictEqual(yield* ShutdownPolicy.resolve(), ShutdownPolicy.drain("10 seconds"))
+        assert.deepStrictEqual(
+          yield* ShutdownPolicy.resolve().pipe(
+            withEnv([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", "4s"]])
+          ),
+          ShutdownPolicy.drain("4 seconds")
+        )
         assert.deepStrictEqual(yield* ShutdownPolicy.resolve().pipe(withEnv([])), ShutdownPolicy.FailFast())
       }).pipe(withEnv(drainEnv)))
 
