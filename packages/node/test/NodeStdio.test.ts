@@ -96,6 +96,23 @@ describe("NodeStdio", () => {
       assert.match(streams.stderr.text(), /level=WARN .*message="from a forked fiber"/)
     }))
 
+  it.effect("a logged value from the other side cannot drive the terminal or forge a line", () =>
+    Effect.gen(function*() {
+      const streams = makeStreams()
+      yield* NodeStdio.make(streams.options)
+      // A clipboard write (OSC 52), a screen clear, a C1 CSI, a right-to-left override and a forged second entry.
+      yield* Effect.logWarning(
+        "peer stderr:",
+        "\u001b]52;c;aGk=\u0007\u001b[2J\u009b31m\u202e",
+        "x\nlevel=ERROR forged"
+      )
+      yield* tick
+      const text = streams.stderr.text()
+      assert.notMatch(text, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e]/)
+      assert.strictEqual(text.split("\n").filter((line) => line.length > 0).length, 1)
+      assert.include(text, "\\u001b]52;c;aGk=\\u0007\\u001b[2J\\u009b31m\\u202e")
+    }))
+
   it.effect("the layer moves logging to stderr for the program it is provided to", () =>
     Effect.gen(function*() {
       const streams = makeStreams()
