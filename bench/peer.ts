@@ -2,9 +2,10 @@
  * Round trips of our peer against vscode-jsonrpc, in one run: sequential latency, pipelined throughput with 1, 16 and
  * 256 calls in flight, notification throughput (small and 16 KiB params), over an in-memory pair and over a real
  * child-process pipe (also with both processes pinned to one CPU), and the heap it takes to hold 100,000 pending
- * calls. Run with `pnpm bench peer`, or `node --expose-gc scripts/run-bundled.mjs bench/peer.ts` (`--scale=0.2` for a
- * smoke run, `--only=memory-pair,child,pinned,heap,test-transport` for a part); `run()` returns the rows for
- * `bench/index.ts`.
+ * calls. Ours is measured twice on the same peer, each with its own ratio to vscode-jsonrpc: as an Effect app calls it
+ * (`peer.call` in a fiber) and as a Promise caller does (`PromiseClient`, no fiber per call). Run with
+ * `pnpm bench peer`, or `node --expose-gc scripts/run-bundled.mjs bench/peer.ts` (`--scale=0.2` for a smoke run,
+ * `--only=memory-pair,child,pinned,heap,test-transport` for a part); `run()` returns the rows for `bench/index.ts`.
  *
  * Both libraries run the same echo server (`bench/fixtures/echo-*.ts`) and the same client loops: one loop per call in
  * flight, each awaiting its call before issuing the next. Ours makes typed calls (Schema-encoded params, decoded
@@ -13,8 +14,8 @@
  * the peer's, so it is measured in one extra row only. vscode-jsonrpc gets a `PassThrough` per direction. Over a
  * pipe, ours is `NodeChildProcess` on the host side and `NodeStdio` in the child; vscode-jsonrpc gets `spawn` and
  * `process.stdin`/`stdout`. Each workload is sized from the rate measured while warming up, so that one measurement of
- * the slower library takes about `TARGET_SECONDS`; it is repeated, alternating which library goes first, and the
- * median is reported.
+ * the slowest client takes about `TARGET_SECONDS`; it is repeated, rotating which client goes first, and the median
+ * is reported.
  */
 import type { Cause, Fiber } from "effect"
 import { Effect, Exit, Queue, Scope, Stream } from "effect"
@@ -27,24 +28,29 @@ import type { Readable, Writable } from "node:stream"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter } from "vscode-jsonrpc/node.js"
 import type { MessageConnection } from "vscode-jsonrpc/node.js"
-import { Peer, TestTransport } from "../packages/kernel/src/index.js"
+import { Peer, PromiseClient, TestTransport } from "../packages/kernel/src/index.js"
 import type { Transport } from "../packages/kernel/src/index.js"
 import { NodeChildProcess } from "../packages/node/src/index.js"
 import { Drain, Echo, EchoClient, serve as serveOurs, Tick } from "./fixtures/echo-ours.js"
 import { serve as serveVscode } from "./fixtures/echo-vscode.js"
 import { nodeArgs, root } from "./root.js"
 
-/** One measurement, both libraries. `ratio` is ours / vscode. */
+/** One measurement, both libraries. `ratio` is ours / vscode for Effect callers, `promiseRatio` for Promise callers. */
 export interface Row {
   readonly transport: string
   readonly measure: string
   readonly unit: string
+  /** Effect callers: `peer.call` in a fiber. */
   readonly ours: number
+  /** Promise callers: `PromiseClient.make(peer).call`, on the same peer; `undefined` where not measured. */
+  readonly promise: number | undefined
   readonly vscode: number | undefined
   readonly ratio: number | undefined
-  /** The goal for `ratio`, e.g. `>= 2` or `<= 1`. */
+  readonly promiseRatio: number | undefined
+  /** The goal for both ratios, e.g. `>= 2` or `<= 1`. */
   readonly goal: string | undefined
   readonly met: boolean | undefined
+  readonly promiseMet: boolean | undefined
 }
 
 type Params = { readonly text: string }
@@ -67,11 +73,20 @@ interface Client {
 
 type OursPeer = Peer.Peer<never, typeof Echo | typeof Tick | typeof Drain>
 
-/** A client peer on the transport `acquire` makes in the client's Scope; closing the client closes that Scope. */
+/** Ours, called from Effect and through `PromiseClient`, over one peer. */
+interface Ours {
+  readonly effect: Client
+  readonly promise: Client
+}
+
+/**
+ * A client peer on the transport `acquire` makes in the client's Scope, and its two faces; closing the Effect face
+ * closes that Scope.
+ */
 const oursClient = async <E>(
   acquire: Effect.Effect<Transport.Transport.Service, E, Scope.Scope>,
   onClose: () => Promise<void>
-): Promise<Client> => {
+): Promise<Ours> => {
   const scope = Effect.runSync(Scope.make())
   const peer: OursPeer = await Effect.runPromise(
     Scope.provide(
@@ -113,7 +128,7 @@ const oursClient = async <E>(
       if (handled !== ticks) throw new Error(`the server counted ${handled} ticks, not ${ticks}`)
       return count / ((performance.now() - start) / 1000)
     }))
-  return {
+  const effect: Client = {
     ready: () => Effect.runPromise(peer.call(Echo, small, { timeout: "60 seconds" })),
     latency,
     pipelined,
@@ -122,6 +137,50 @@ const oursClient = async <E>(
       await Effect.runPromise(Scope.close(scope, Exit.void))
       await onClose()
     }
+  }
+  return { effect, promise: promiseClient(peer, () => ticks, (n) => ticks += n) }
+}
+
+/** The same loops as vscode-jsonrpc's, through `PromiseClient` over the same peer (the tick count is shared). */
+const promiseClient = (peer: OursPeer, ticks: () => number, addTicks: (n: number) => void): Client => {
+  const client = PromiseClient.make(peer)
+  return {
+    ready: () => client.call(Echo, small, { timeout: "60 seconds" }),
+    latency: async (params, calls) => {
+      const samples = new Float64Array(calls)
+      for (let i = 0; i < calls; i++) {
+        const start = performance.now()
+        await client.call(Echo, params)
+        samples[i] = performance.now() - start
+      }
+      return samples
+    },
+    pipelined: async (params, calls, inFlight) => {
+      let issued = 0
+      const loop = async () => {
+        while (issued < calls) {
+          issued++
+          await client.call(Echo, params)
+        }
+      }
+      const start = performance.now()
+      await Promise.all(Array.from({ length: inFlight }, loop))
+      return calls / ((performance.now() - start) / 1000)
+    },
+    notifications: async (params, count) => {
+      const start = performance.now()
+      // As vscode-jsonrpc's loop: fire and forget, waiting now and then (a notification that found the outbound queue
+      // full settles once it is queued).
+      for (let i = 0; i < count; i++) {
+        const queued = client.notify(Tick, params)
+        if (i % 256 === 255) await queued
+      }
+      addTicks(count)
+      const handled = await client.call(Drain, { count: ticks() })
+      if (handled !== ticks()) throw new Error(`the server counted ${handled} ticks, not ${ticks()}`)
+      return count / ((performance.now() - start) / 1000)
+    },
+    close: async () => {}
   }
 }
 
@@ -192,7 +251,7 @@ const makeMemoryPair = (capacity = 1024) =>
 /** Both peers in this process; `pair` gives the two transports. */
 const oursInMemory = async (
   pair: Effect.Effect<{ left: Transport.Transport.Service; right: Transport.Transport.Service }, never, Scope.Scope>
-): Promise<Client> => {
+): Promise<Ours> => {
   const scope = Effect.runSync(Scope.make())
   const { left, right } = await Effect.runPromise(Scope.provide(pair, scope))
   await Effect.runPromise(Scope.provide(serveOurs(left), scope))
@@ -229,7 +288,7 @@ const exited = (child: Child) =>
   })
 
 /** Ours end to end: the client spawns the child with `NodeChildProcess`, the child serves over `NodeStdio`. */
-const oursChild = (pinned: boolean): Promise<Client> => {
+const oursChild = (pinned: boolean): Promise<Ours> => {
   const [command, ...args] = echoCommand("echo-ours-main.ts", pinned)
   const child = NodeChildProcess.make({
     command: ChildProcess.make(command, args, { cwd: root }),
@@ -271,19 +330,24 @@ const row = (
   measure: string,
   unit: string,
   ours: number,
+  promise: number | undefined,
   vscode: number | undefined,
   goal?: Goal
 ): Row => {
   const ratio = vscode === undefined ? undefined : ours / vscode
+  const promiseRatio = vscode === undefined || promise === undefined ? undefined : promise / vscode
   return {
     transport,
     measure,
     unit,
     ours,
+    promise,
     vscode,
     ratio,
+    promiseRatio,
     goal: goal?.text,
-    met: goal === undefined || ratio === undefined ? undefined : goal.met(ratio)
+    met: goal === undefined || ratio === undefined ? undefined : goal.met(ratio),
+    promiseMet: goal === undefined || promiseRatio === undefined ? undefined : goal.met(promiseRatio)
   }
 }
 
@@ -305,47 +369,40 @@ interface Workload {
 const sizeFor = (rate: number, workload: Workload, scale: number): number =>
   Math.max(workload.min, Math.round(rate * TARGET_SECONDS * scale))
 
-/** Runs `measure` on both clients `reps` times, alternating which goes first. */
-const bothRuns = async <A>(
-  ours: Client,
-  vscode: Client,
+/** Runs `measure` on every client `reps` times, rotating which goes first; the runs come back in `clients`' order. */
+const allRuns = async <A>(
+  clients: ReadonlyArray<Client>,
   reps: number,
   measure: (client: Client) => Promise<A>
-): Promise<[Array<A>, Array<A>]> => {
-  const runs: [Array<A>, Array<A>] = [[], []]
+): Promise<Array<Array<A>>> => {
+  const runs: Array<Array<A>> = clients.map(() => [])
   for (let rep = 0; rep < reps; rep++) {
-    if (rep % 2 === 0) {
-      runs[0].push(await measure(ours))
-      runs[1].push(await measure(vscode))
-    } else {
-      runs[1].push(await measure(vscode))
-      runs[0].push(await measure(ours))
+    for (let k = 0; k < clients.length; k++) {
+      const i = (rep + k) % clients.length
+      runs[i].push(await measure(clients[i]))
     }
   }
   return runs
 }
 
-/** The median of each library's results. */
-const both = async (
-  ours: Client,
-  vscode: Client,
+/** The median of each client's results. */
+const all = async (
+  clients: ReadonlyArray<Client>,
   reps: number,
   measure: (client: Client) => Promise<number>
-): Promise<[number, number]> => {
-  const [o, v] = await bothRuns(ours, vscode, reps, measure)
-  return [median(o), median(v)]
-}
+): Promise<Array<number>> => (await allRuns(clients, reps, measure)).map(median)
 
 /** A latency quantile in microseconds: the median over the runs of each run's quantile. */
 const micros = (runs: ReadonlyArray<Float64Array>, q: number) => median(runs.map((r) => quantile(r, q))) * 1000
 
 const roundTrips = async (
   transport: string,
-  ours: Client,
+  { effect: ours, promise }: Ours,
   vscode: Client,
   scale: number,
   log: (line: string) => void
 ): Promise<Array<Row>> => {
+  const clients = [ours, promise, vscode]
   const reps = scale < 1 ? 1 : REPS
   const rows: Array<Row> = []
   const add = (r: Row) => {
@@ -355,10 +412,10 @@ const roundTrips = async (
   await ours.ready()
   await vscode.ready()
 
-  /** Warms both up on the workload (JIT, the child's too) and returns the slower one's rate. */
+  /** Warms every client up on the workload (JIT, the child's too) and returns the slowest one's rate. */
   const calibrate = async (workload: Workload): Promise<number> => {
     const rates: Array<number> = []
-    for (const client of [ours, vscode]) {
+    for (const client of clients) {
       await workload.run(client, workload.warmup)
       rates.push(await workload.run(client, workload.warmup))
     }
@@ -374,9 +431,9 @@ const roundTrips = async (
       min: 200
     }
     const size = sizeFor(await calibrate(workload), workload, scale)
-    const [o, v] = await bothRuns(ours, vscode, reps, (c) => c.latency(params, size))
-    add(row(transport, `latency median, ${label}`, "µs", micros(o, 0.5), micros(v, 0.5), atMost(1)))
-    add(row(transport, `latency p99, ${label}`, "µs", micros(o, 0.99), micros(v, 0.99), atMost(1)))
+    const [o, p, v] = await allRuns(clients, reps, (c) => c.latency(params, size))
+    add(row(transport, `latency median, ${label}`, "µs", micros(o, 0.5), micros(p, 0.5), micros(v, 0.5), atMost(1)))
+    add(row(transport, `latency p99, ${label}`, "µs", micros(o, 0.99), micros(p, 0.99), micros(v, 0.99), atMost(1)))
   }
   for (const [label, params] of [["small", small], ["16 KiB", large]] as const) {
     for (const inFlight of [1, 16, 256]) {
@@ -387,9 +444,9 @@ const roundTrips = async (
         min: 4 * inFlight
       }
       const size = sizeFor(await calibrate(workload), workload, scale)
-      const [o, v] = await both(ours, vscode, reps, (c) => workload.run(c, size))
+      const [o, p, v] = await all(clients, reps, (c) => workload.run(c, size))
       const goal = label === "16 KiB" ? atLeast(1.1) : inFlight === 1 ? atLeast(1) : atLeast(2)
-      add(row(transport, `calls/s, ${inFlight} in flight, ${label}`, "calls/s", o, v, goal))
+      add(row(transport, `calls/s, ${inFlight} in flight, ${label}`, "calls/s", o, p, v, goal))
     }
   }
   for (const [label, params] of [["small", small], ["16 KiB", large]] as const) {
@@ -400,8 +457,9 @@ const roundTrips = async (
       min: 500
     }
     const size = sizeFor(await calibrate(workload), workload, scale)
-    const [o, v] = await both(ours, vscode, reps, (c) => workload.run(c, size))
-    add(row(transport, `notifications/s, ${label}`, "msg/s", o, v, label === "small" ? atLeast(10) : atLeast(1.1)))
+    const [o, p, v] = await all(clients, reps, (c) => workload.run(c, size))
+    const goal = label === "small" ? atLeast(10) : atLeast(1.1)
+    add(row(transport, `notifications/s, ${label}`, "msg/s", o, p, v, goal))
   }
   return rows
 }
@@ -464,6 +522,29 @@ const memoryOurs = async (): Promise<MemoryResult> => {
   return { peak: peak / PENDING, retained: retained / PENDING }
 }
 
+/** What ours holds per pending call made through `PromiseClient`: the peer's entry and the caller's Promise. */
+const memoryPromise = async (): Promise<MemoryResult> => {
+  const silent: Transport.Transport.Service = { incoming: Stream.never, send: () => Effect.void, end: Effect.void }
+  const scope = Effect.runSync(Scope.make())
+  const peer: OursPeer = await Effect.runPromise(
+    Scope.provide(Peer.make({ protocol: EchoClient, transport: silent, handlers: {}, requestTimeout: "1 hour" }), scope)
+  )
+  const client = PromiseClient.make(peer)
+  await settle()
+  collect()
+  const before = process.memoryUsage().heapUsed
+  // Held as vscode-jsonrpc's are below: the caller keeps each call's Promise, with a handler attached.
+  const pending: Array<Promise<unknown>> = []
+  for (let i = 0; i < PENDING; i++) pending.push(client.call(Echo, small).catch(() => undefined))
+  await Effect.runPromise(peer.flush)
+  const peak = process.memoryUsage().heapUsed - before
+  const retained = await retainedSince(before)
+  if (peer.unsafeStats().pendingOutbound !== PENDING) throw new Error("calls settled early")
+  await Effect.runPromise(Scope.close(scope, Exit.void))
+  await Promise.all(pending)
+  return { peak: peak / PENDING, retained: retained / PENDING }
+}
+
 /** The floor under `memoryOurs`: a fiber parked on a callback, which is what any pending Effect call is at least. */
 const memoryFiber = async (): Promise<MemoryResult> => {
   await settle()
@@ -474,6 +555,9 @@ const memoryFiber = async (): Promise<MemoryResult> => {
   await settle()
   const peak = process.memoryUsage().heapUsed - before
   const retained = await retainedSince(before)
+  // Nothing but this array refers to a fiber parked on a callback that nobody can resume: without a use after the
+  // measurement, the array and every fiber are garbage before it (Effect 4 keeps no registry of running fibers).
+  if (fibers.some((fiber) => fiber.pollUnsafe() !== undefined)) throw new Error("a parked fiber ended")
   return { peak: peak / PENDING, retained: retained / PENDING }
 }
 
@@ -501,7 +585,7 @@ const runSelf = (): Array<string> => {
   return self.endsWith(".ts") ? ["--import", "tsx", self] : [self]
 }
 
-const memoryIn = (which: "ours" | "vscode" | "fiber"): Promise<MemoryResult> =>
+const memoryIn = (which: "ours" | "promise" | "vscode" | "fiber"): Promise<MemoryResult> =>
   new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
@@ -518,13 +602,22 @@ const memoryIn = (which: "ours" | "vscode" | "fiber"): Promise<MemoryResult> =>
 
 const memoryRows = async (): Promise<Array<Row>> => {
   const ours = await memoryIn("ours")
+  const promise = await memoryIn("promise")
   const vscode = await memoryIn("vscode")
   const fiber = await memoryIn("fiber")
   const t = `${PENDING / 1000}k pending calls`
   return [
-    row(t, "heap per pending call, peak", "bytes", ours.peak, vscode.peak),
-    row(t, "heap per pending call, retained after GC", "bytes", ours.retained, vscode.retained, atMost(0.8)),
-    row(t, "  of which a parked fiber (Effect's floor)", "bytes", fiber.retained, undefined)
+    row(t, "heap per pending call, peak", "bytes", ours.peak, promise.peak, vscode.peak),
+    row(
+      t,
+      "heap per pending call, retained after GC",
+      "bytes",
+      ours.retained,
+      promise.retained,
+      vscode.retained,
+      atMost(0.8)
+    ),
+    row(t, "  of which a parked fiber (Effect's floor)", "bytes", fiber.retained, undefined, undefined)
   ]
 }
 
@@ -567,22 +660,22 @@ export const run = async (options: Options = {}): Promise<Array<Row>> => {
     const ours = await oursInMemory(makeMemoryPair())
     const vscode = vscodeInMemory()
     rows.push(...await roundTrips("in memory", ours, vscode, scale, log))
-    await ours.close()
+    await ours.effect.close()
     await vscode.close()
   }
   if (wanted("test-transport")) {
     // TestTransport for reference: the same peer, paying for a pair built for fault injection.
     const ours = await oursInMemory(TestTransport.makePair())
     const vscode = vscodeInMemory()
-    await ours.pipelined(small, 2000, 256)
-    await vscode.pipelined(small, 2000, 256)
+    const clients = [ours.effect, ours.promise, vscode]
+    for (const client of clients) await client.pipelined(small, 2000, 256)
     const calls = Math.max(1024, Math.round(10_000 * scale))
-    const [o, v] = await both(ours, vscode, scale < 1 ? 1 : REPS, (c) => c.pipelined(small, calls, 256))
+    const [o, p, v] = await all(clients, scale < 1 ? 1 : REPS, (c) => c.pipelined(small, calls, 256))
     // No goal: the pair is built to inject faults in tests, not for speed.
-    const r = row("in memory (ours: TestTransport)", "calls/s, 256 in flight, small", "calls/s", o, v)
+    const r = row("in memory (ours: TestTransport)", "calls/s, 256 in flight, small", "calls/s", o, p, v)
     rows.push(r)
     log(format([r], false))
-    await ours.close()
+    await ours.effect.close()
     await vscode.close()
   }
   const pinnings = [...(wanted("child") ? [false] : []), ...(wanted("pinned") && hasTaskset() ? [true] : [])]
@@ -593,7 +686,7 @@ export const run = async (options: Options = {}): Promise<Array<Row>> => {
       const ours = await oursChild(pinned)
       const vscode = vscodeChild(pinned)
       rows.push(...await roundTrips(pinned ? "child process, taskset -c 0" : "child process", ours, vscode, scale, log))
-      await ours.close()
+      await ours.effect.close()
       await vscode.close()
     } finally {
       unpin()
@@ -615,22 +708,44 @@ const number = (x: number | undefined, unit: string): string => {
   return Math.round(x).toLocaleString("en-US")
 }
 
-const columns = ["transport", "measure", "unit", "ours", "vscode", "ours/vscode", "goal", ""] as const
-const widths = [30, 42, 7, 12, 12, 11, 6, 4]
+const columns = [
+  "transport",
+  "measure",
+  "unit",
+  "ours (Effect)",
+  "ours (Promise)",
+  "vscode",
+  "Effect/vscode",
+  "Promise/vscode",
+  "goal",
+  ""
+] as const
+const widths = [30, 42, 7, 13, 14, 12, 13, 14, 6, 9]
+
+const met = (r: Row): string => {
+  const marks = [r.met, r.promiseMet].filter((m) => m !== undefined)
+  if (marks.length === 0) return ""
+  return marks.every((m) => m) ? "ok" : [r.met === false ? "MISS" : "", r.promiseMet === false ? "MISS(P)" : ""]
+    .filter((m) => m !== "").join(" ")
+}
+
+const ratio = (x: number | undefined): string => x === undefined ? "-" : `${x.toFixed(2)}x`
 
 export const format = (rows: ReadonlyArray<Row>, header = true): string => {
   const line = (cells: ReadonlyArray<string>) =>
-    cells.map((cell, i) => i >= 3 && i <= 5 ? cell.padStart(widths[i]) : cell.padEnd(widths[i])).join(" ").trimEnd()
+    cells.map((cell, i) => i >= 3 && i <= 7 ? cell.padStart(widths[i]) : cell.padEnd(widths[i])).join(" ").trimEnd()
   const body = rows.map((r) =>
     line([
       r.transport,
       r.measure,
       r.unit,
       number(r.ours, r.unit),
+      number(r.promise, r.unit),
       number(r.vscode, r.unit),
-      r.ratio === undefined ? "-" : `${r.ratio.toFixed(2)}x`,
+      ratio(r.ratio),
+      ratio(r.promiseRatio),
       r.goal ?? "",
-      r.met === undefined ? "" : r.met ? "ok" : "MISS"
+      met(r)
     ])
   )
   return (header ? [line(columns), ...body] : body).join("\n")
@@ -639,7 +754,13 @@ export const format = (rows: ReadonlyArray<Row>, header = true): string => {
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   const memory = process.argv.find((arg) => arg.startsWith("--memory="))?.slice("--memory=".length)
   if (memory !== undefined) {
-    const measure = memory === "ours" ? memoryOurs : memory === "fiber" ? memoryFiber : memoryVscode
+    const measure = memory === "ours"
+      ? memoryOurs
+      : memory === "promise"
+      ? memoryPromise
+      : memory === "fiber"
+      ? memoryFiber
+      : memoryVscode
     measure().then((result) => {
       process.stdout.write(JSON.stringify(result))
       process.exit(0)
@@ -660,7 +781,9 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
       .then((rows) => {
         const seconds = ((performance.now() - started) / 1000).toFixed(0)
         process.stdout.write(
-          `\n${format(rows)}\n\n${rows.filter((r) => r.met === false).length} goals missed, ${seconds} s\n`
+          `\n${format(rows)}\n\n${rows.filter((r) => r.met === false).length} goals missed by Effect callers, ${
+            rows.filter((r) => r.promiseMet === false).length
+          } by Promise callers, ${seconds} s\n`
         )
         process.exit(0)
       }, (error) => {

@@ -1,12 +1,14 @@
 /**
  * How long a shutdown takes with 10,000 calls in flight to a peer that never answers: from `stop` until every pending
- * call has failed and the transport is closed. Ours under fail-fast and under drain(0), against vscode-jsonrpc's
- * `dispose()` in the same run. Run with `pnpm tsx bench/shutdown.ts`; `run()` returns the rows for `bench/index.ts`.
+ * call has failed and the transport is closed. Ours under fail-fast and under drain(0), with Effect callers (a fiber
+ * per call) and with Promise callers (`PromiseClient`, no fiber per call), against vscode-jsonrpc's `dispose()` in the
+ * same run. Run with `pnpm bench shutdown` (`--calls=100,1000 --repeats=1` for a smoke run); `run()` returns the rows
+ * for `bench/index.ts`.
  *
  * Both sides talk to a silent peer over in-memory streams: ours over a `Queue` pair (no fault injection in the way),
  * vscode-jsonrpc over two `PassThrough`s. Each measurement is repeated and the median reported.
  */
-import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
+import { Connection, Method, PromiseClient, Protocol, ShutdownPolicy } from "@lifeline/kernel"
 import type { Transport } from "@lifeline/kernel"
 import type { Cause } from "effect"
 import { Deferred, Effect, Exit, Queue, Schema, Scope, Stream } from "effect"
@@ -15,10 +17,17 @@ import { createMessageConnection, StreamMessageReader, StreamMessageWriter } fro
 
 export interface Row {
   readonly measure: string
+  /** Effect callers: a fiber per call. */
   readonly ours: number
+  /** Promise callers through `PromiseClient`: no fiber per call. */
+  readonly promise: number
   readonly vscode: number
   readonly ratio: number
+  readonly promiseRatio: number
 }
+
+/** Who waits for the calls: fibers (an Effect app) or Promises (`PromiseClient`, as a VS Code extension would). */
+type Callers = "effect" | "promise"
 
 const Hang = Method.request("hang", { params: Schema.Struct({ n: Schema.Number }), result: Schema.Null })
 const protocol = Protocol.make({ calls: [Hang] })
@@ -38,8 +47,8 @@ const silentTransport = Effect.gen(function*() {
   return { transport, isEnded: () => ended }
 })
 
-const ours = (calls: number, policy: ShutdownPolicy.Policy): Promise<number> =>
-  Effect.runPromise(Effect.gen(function*() {
+const ours = (calls: number, policy: ShutdownPolicy.Policy, callers: Callers): Promise<number> =>
+  callers === "promise" ? oursPromise(calls, policy) : Effect.runPromise(Effect.gen(function*() {
     const scope = yield* Scope.make()
     const { isEnded, transport } = yield* Scope.provide(silentTransport, scope)
     const connection = yield* Scope.provide(
@@ -61,6 +70,8 @@ const ours = (calls: number, policy: ShutdownPolicy.Policy): Promise<number> =>
       { discard: true }
     )
     while ((yield* connection.peer.stats).pendingOutbound < calls) yield* Effect.yieldNow
+    // Every request written before the clock starts, as vscode-jsonrpc's are: the stop is measured, not the writer.
+    yield* connection.peer.flush
     const start = performance.now()
     yield* connection.stop()
     const stopped = performance.now() - start
@@ -73,6 +84,47 @@ const ours = (calls: number, policy: ShutdownPolicy.Policy): Promise<number> =>
     yield* Scope.close(scope, Exit.void)
     return elapsed
   }))
+
+/** The same, with the calls made through `PromiseClient` and the clock read as a Promise caller reads it. */
+const oursPromise = async (calls: number, policy: ShutdownPolicy.Policy): Promise<number> => {
+  const scope = Effect.runSync(Scope.make())
+  const { connection, isEnded } = await Effect.runPromise(Scope.provide(
+    Effect.gen(function*() {
+      const { isEnded, transport } = yield* silentTransport
+      const connection = yield* Connection.make({
+        protocol,
+        transport,
+        handlers: {},
+        policy,
+        requestTimeout: "1 hour",
+        outboundCapacity: calls
+      })
+      return { connection, isEnded }
+    }),
+    scope
+  ))
+  const client = PromiseClient.make(connection.peer)
+  const outcomes = Array.from(
+    { length: calls },
+    (_, n) => client.call(Hang, { n }).then(() => "ok", () => "failed")
+  )
+  if (connection.peer.unsafeStats().pendingOutbound !== calls) throw new Error("calls not pending")
+  await Effect.runPromise(connection.peer.flush)
+  const start = performance.now()
+  await Effect.runPromise(connection.stop())
+  const stopped = performance.now() - start
+  const all = await Promise.all(outcomes)
+  if (!isEnded()) throw new Error("transport not closed")
+  const elapsed = performance.now() - start
+  if (all.some((o) => o !== "failed")) throw new Error("a call did not fail")
+  if (process.env.BENCH_DEBUG) {
+    process.stderr.write(
+      `(promise) stop returned after ${stopped.toFixed(1)} ms, all failed after ${elapsed.toFixed(1)} ms\n`
+    )
+  }
+  await Effect.runPromise(Scope.close(scope, Exit.void))
+  return elapsed
+}
 
 const vscode = async (calls: number): Promise<number> => {
   const toPeer = new PassThrough()
@@ -103,32 +155,38 @@ const median = (values: ReadonlyArray<number>) => {
 }
 
 const measure = async (calls: number, repeats: number): Promise<Array<Row>> => {
-  const failFast: Array<number> = []
-  const drain0: Array<number> = []
+  const runs = { failFast: [[], []], drain0: [[], []] } as Record<"failFast" | "drain0", [Array<number>, Array<number>]>
   const dispose: Array<number> = []
   for (let i = 0; i < repeats + 1; i++) {
-    const a = await ours(calls, ShutdownPolicy.FailFast())
-    const b = await ours(calls, ShutdownPolicy.drain(0))
+    const a = await ours(calls, ShutdownPolicy.FailFast(), "effect")
+    const b = await ours(calls, ShutdownPolicy.drain(0), "effect")
     const c = await vscode(calls)
+    const d = await ours(calls, ShutdownPolicy.FailFast(), "promise")
+    const e = await ours(calls, ShutdownPolicy.drain(0), "promise")
     if (i === 0) continue // warm-up
-    failFast.push(a)
-    drain0.push(b)
+    runs.failFast[0].push(a)
+    runs.drain0[0].push(b)
     dispose.push(c)
+    runs.failFast[1].push(d)
+    runs.drain0[1].push(e)
   }
   const v = median(dispose)
+  const row = (measure: string, [effect, promise]: [Array<number>, Array<number>]): Row => ({
+    measure,
+    ours: median(effect),
+    promise: median(promise),
+    vscode: v,
+    ratio: median(effect) / v,
+    promiseRatio: median(promise) / v
+  })
   return [
-    {
-      measure: `stop, fail-fast, ${calls} pending (ms)`,
-      ours: median(failFast),
-      vscode: v,
-      ratio: median(failFast) / v
-    },
-    { measure: `stop, drain(0), ${calls} pending (ms)`, ours: median(drain0), vscode: v, ratio: median(drain0) / v }
+    row(`stop, fail-fast, ${calls} pending (ms)`, runs.failFast),
+    row(`stop, drain(0), ${calls} pending (ms)`, runs.drain0)
   ]
 }
 
 export const run = async (
-  options: { readonly calls?: ReadonlyArray<number>; readonly repeats?: number } = {}
+  options: { readonly calls?: ReadonlyArray<number> | undefined; readonly repeats?: number | undefined } = {}
 ): Promise<Array<Row>> => {
   const rows: Array<Row> = []
   for (const calls of options.calls ?? [100, 10_000]) rows.push(...await measure(calls, options.repeats ?? 5))
@@ -137,11 +195,22 @@ export const run = async (
 
 export const format = (rows: ReadonlyArray<Row>): string =>
   [
-    "| shutdown | ours | vscode-jsonrpc dispose | ours / vscode |",
-    "|---|---:|---:|---:|",
-    ...rows.map((r) => `| ${r.measure} | ${r.ours.toFixed(2)} | ${r.vscode.toFixed(2)} | ${r.ratio.toFixed(2)} |`)
+    "| shutdown | ours, Effect callers | ours, PromiseClient | vscode-jsonrpc dispose | Effect / vscode | " +
+    "Promise / vscode |",
+    "|---|---:|---:|---:|---:|---:|",
+    ...rows.map((r) =>
+      `| ${r.measure} | ${r.ours.toFixed(2)} | ${r.promise.toFixed(2)} | ${r.vscode.toFixed(2)} | ${
+        r.ratio.toFixed(2)
+      } | ${r.promiseRatio.toFixed(2)} |`
+    )
   ].join("\n")
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  run().then((rows) => process.stdout.write(format(rows) + "\n"))
+  const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
+  const calls = arg("calls")
+  const repeats = arg("repeats")
+  run({
+    calls: calls === undefined ? undefined : calls.split(",").map(Number),
+    repeats: repeats === undefined ? undefined : Number(repeats)
+  }).then((rows) => process.stdout.write(format(rows) + "\n"))
 }

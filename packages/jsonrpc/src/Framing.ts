@@ -125,6 +125,37 @@ export const contentLength: Framing = contentLength_.framing
  */
 export const ndjson: Framing = ndjson_.framing
 
+/**
+ * Feeds a run of chunks to a decoder, in order, and returns every frame they complete, stopping at the first error.
+ * This is the one decoder loop behind `decode` and the peer's own reader, which drives a decoder directly (one stream
+ * stage less per chunk). A single chunk's step comes back as the decoder made it, without a copy.
+ *
+ * @example
+ * ```ts
+ * import { Framing } from "@lifeline/jsonrpc"
+ *
+ * const decoder = Framing.ndjson.unsafeMakeDecoder()
+ * const { error, frames } = Framing.decodeChunks(decoder, [Framing.ndjson.encodeString("{}"), new Uint8Array([123])])
+ * frames.length // 1: the second chunk starts a frame
+ * error // undefined
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const decodeChunks = (decoder: Decoder, chunks: ReadonlyArray<Uint8Array>): DecodeStep => {
+  if (chunks.length === 1) return decoder.push(chunks[0])
+  const frames: Array<Uint8Array> = []
+  let error: FramingError | undefined
+  for (let c = 0; c < chunks.length; c++) {
+    const step = decoder.push(chunks[c])
+    for (let i = 0; i < step.frames.length; i++) frames.push(step.frames[i])
+    error = step.error
+    if (error !== undefined) break
+  }
+  return { frames, error }
+}
+
 // A pull loop (the shape of effect's own `Channel.splitLines`) rather than stock operators: it stops pulling upstream
 // at the first error, emits the frames of one upstream chunk as one array, and an upstream chunk that completes no
 // frame costs no emission. It translates the Effect 3 channel loop (`Channel.readWith`), which bench/framing.ts
@@ -151,22 +182,7 @@ const decodeChannel = <E>(
       const onInput = (
         input: Arr.NonEmptyReadonlyArray<Uint8Array>
       ): Pull.Pull<Arr.NonEmptyReadonlyArray<Uint8Array>, E | FramingError> => {
-        let frames: ReadonlyArray<Uint8Array>
-        let error: FramingError | undefined
-        if (input.length === 1) {
-          const step = decoder.push(input[0])
-          frames = step.frames
-          error = step.error
-        } else {
-          const all: Array<Uint8Array> = []
-          for (const chunk of input) {
-            const step = decoder.push(chunk)
-            for (let i = 0; i < step.frames.length; i++) all.push(step.frames[i])
-            error = step.error
-            if (error !== undefined) break
-          }
-          frames = all
-        }
+        const { error, frames } = decodeChunks(decoder, input)
         if (error !== undefined) halt = Effect.fail(error)
         if (frames.length === 0) return halt ?? pull
         return Effect.succeed(frames as Arr.NonEmptyReadonlyArray<Uint8Array>)

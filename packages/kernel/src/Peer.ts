@@ -205,7 +205,8 @@ export interface Stats {
 }
 
 /**
- * A running peer.
+ * A running peer. Callers outside Effect call it through `PromiseClient.make(peer)`: Promises that reject with the
+ * typed error, and no fiber per pending call.
  *
  * @since 0.1.0
  * @category models

@@ -90,6 +90,15 @@ export * as PeerError from "./PeerError.js"
 export * as Process from "./Process.js"
 
 /**
+ * A running peer's calls as Promises, for callers outside Effect (a VS Code extension, an Express server, a test
+ * script): a call rejects with its typed error itself (`RpcError`, `RequestTimeout`, `ShutdownError`, the method's
+ * own error), an `AbortSignal` abandons it, and a pending call costs no fiber.
+ *
+ * @since 0.1.0
+ */
+export * as PromiseClient from "./PromiseClient.js"
+
+/**
  * A protocol seen from one side: the methods this side serves and the methods it calls, and how the protocol cancels
  * a request on the wire, if it can. The other side's view is the same protocol flipped.
  *

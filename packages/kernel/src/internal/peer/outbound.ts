@@ -1,0 +1,327 @@
+/**
+ * Outbound calls and notifications: the pending table, the one timer over a deadline heap that fails calls whose
+ * timeout passed, answers matched by id, and the failing of every pending call when the connection is lost. A call
+ * is an entry in the table with a resume callback, never a fiber of the peer's own: an Effect caller parks on it
+ * (`awaitCall`), a Promise caller's callbacks are it (`PromiseClient`).
+ *
+ * @internal
+ */
+import * as Message from "@lifeline/jsonrpc/Message"
+import * as RpcError from "@lifeline/jsonrpc/RpcError"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Result from "effect/Result"
+import type * as Method from "../../Method.js"
+import type * as Peer from "../../Peer.js"
+import type * as PeerError from "../../PeerError.js"
+import { answerExit, type CallCodecs, codecsOf, notificationEncoderOf } from "./codecs.js"
+import { requestTimeout } from "./errors.js"
+import { type CallExit, complete, type PendingCall, type State, wakeIdle } from "./state.js"
+import { frameOf, offerNow, unsafeWrite, wakeWriter, write } from "./writer.js"
+
+// A lost connection says how it was lost; a shutdown is best described by the lifecycle's current phase.
+const refusal = (s: State): PeerError.Disconnect | undefined =>
+  s.disconnect !== undefined && s.disconnect._tag !== "ShutdownError"
+    ? s.disconnect
+    : s.gate?.outbound() ?? s.disconnect
+
+// -- timeouts ----------------------------------------------------------------------------------------------------
+
+// One timer for every call's timeout: it sleeps (on the Clock, so TestClock drives it) until the earliest deadline,
+// expires what is due, and is woken when a call with an earlier deadline arrives.
+const schedule = (s: State, call: PendingCall): void => {
+  s.deadlines.push(call)
+  if (call.deadline < s.timerTarget && s.timerWake !== undefined) Deferred.doneUnsafe(s.timerWake, Exit.void)
+}
+
+/**
+ * The call ended without an answer (timed out, or its caller gave up): forget it, and tell the other side when the
+ * protocol has a way to.
+ */
+const abandon = (s: State, call: PendingCall, timedOut: boolean): void => {
+  s.deadlines.remove(call)
+  if (s.pending.get(call.id) !== call) return // answered, or failed by a disconnect
+  s.pending.delete(call.id)
+  s.tombstones.add(call.id)
+  // The answer may already be on its way: if it arrives it meets the tombstone and is dropped and counted.
+  const cancellation = s.cancellation
+  if (cancellation !== undefined && call.enqueued && s.disconnect === undefined) {
+    const reason = timedOut ? `timed out after ${call.timeoutMillis} ms` : "cancelled by the caller"
+    unsafeWrite(s, Message.notification(cancellation.method, cancellation.encode(call.id, reason)))
+  }
+  wakeIdle(s)
+}
+
+const expire = (s: State, now: number): void => {
+  while (true) {
+    const next = s.deadlines.peek()
+    if (next === undefined || next.deadline > now) return
+    s.deadlines.pop()
+    s.stats.timedOut++
+    abandon(s, next, true)
+    complete(next, Exit.fail(requestTimeout(next.method, next.id, next.timeoutMillis)))
+  }
+}
+
+/**
+ * The timer fiber's loop.
+ *
+ * @internal
+ */
+export const timer = (s: State): Effect.Effect<never> =>
+  Effect.gen(function*() {
+    while (true) {
+      const wake = Deferred.makeUnsafe<void>()
+      s.timerWake = wake
+      const next = s.deadlines.peek()
+      s.timerTarget = next === undefined ? Infinity : next.deadline
+      if (next === undefined) {
+        yield* Deferred.await(wake)
+      } else {
+        const now = (yield* Clock.currentTimeMillis) - s.epoch
+        if (next.deadline > now) {
+          yield* Effect.raceFirst(Deferred.await(wake), Effect.sleep(Duration.millis(next.deadline - now)))
+        }
+      }
+      expire(s, (yield* Clock.currentTimeMillis) - s.epoch)
+    }
+  })
+
+// -- calls -------------------------------------------------------------------------------------------------------
+
+/**
+ * The caller stopped waiting while its call was pending (its fiber was interrupted, its signal aborted): end the call
+ * (and tell the other side, if we can).
+ *
+ * @internal
+ */
+export const cancelByCaller = (s: State, call: PendingCall): void => {
+  if (!call.live) return
+  call.live = false
+  call.resume = undefined
+  s.stats.cancelledByUs++
+  abandon(s, call, false)
+}
+
+const awaitCall = (s: State, call: PendingCall): Effect.Effect<unknown, unknown> =>
+  Effect.callback((resume) => {
+    if (call.exit !== undefined) {
+      const exit = call.exit
+      call.exit = undefined
+      return resume(exit)
+    }
+    call.resume = resume
+    return Effect.sync(() => cancelByCaller(s, call))
+  })
+
+/** @internal */
+export const timeoutMillisOf = (s: State, timeout: Duration.Input | undefined): number =>
+  timeout === undefined ? s.defaultTimeoutMillis : Duration.toMillis(Duration.fromInputUnsafe(timeout))
+
+/**
+ * Sends a request and registers it in the pending table; the caller then waits on the entry's `resume`, or finds the
+ * outcome in `exit` if it came first. A call that cannot be sent is its failed `Exit` (no entry). A typed call passes
+ * its codecs, and its caller wakes with the decoded result or typed error.
+ *
+ * @internal
+ */
+export const issue = (
+  s: State,
+  method: string,
+  params: Message.Params | undefined,
+  timeoutMillis: number,
+  codecs: CallCodecs | undefined
+): PendingCall | Exit.Exit<never, unknown> => {
+  const refused = refusal(s)
+  if (refused !== undefined) return Exit.fail(refused)
+  const id = s.nextId++
+  const frame = frameOf(s, Message.request(id, method, params))
+  if (Result.isFailure(frame)) return Exit.fail(frame.failure)
+  const call: PendingCall = {
+    id,
+    method,
+    timeoutMillis,
+    deadline: s.clock.currentTimeMillisUnsafe() - s.epoch + timeoutMillis,
+    heapIndex: -1,
+    codecs,
+    live: true,
+    enqueued: false,
+    resume: undefined,
+    reject: undefined,
+    exit: undefined
+  }
+  // Registered before the frame can leave, so even an instant answer finds its call.
+  s.pending.set(id, call)
+  s.stats.requestsSent++
+  if (offerNow(s, frame.success)) {
+    call.enqueued = true
+  } else {
+    // The queue is full (a slow reader), or frames wait for room before this one: the frame waits in `overflow` until
+    // the writer has room for it, or the call ends first (its deadline, its caller's interruption), and then it is
+    // never sent.
+    s.overflow.push({ call, frame: frame.success, wake: undefined })
+    wakeWriter(s)
+  }
+  // Its deadline is set once the frame is on its way: waking the timer runs it at once, in this stack, and a call it
+  // expires is then cancelled on the wire like any other. An instant answer may have ended the call already.
+  if (call.live) schedule(s, call)
+  return call
+}
+
+/** Run inside the caller's `Effect.suspend`. */
+const startCall = (
+  s: State,
+  method: string,
+  params: Message.Params | undefined,
+  timeoutMillis: number,
+  codecs: CallCodecs | undefined
+): Effect.Effect<unknown, unknown> => {
+  const issued = issue(s, method, params, timeoutMillis, codecs)
+  return Exit.isExit(issued) ? issued : awaitCall(s, issued)
+}
+
+/** @internal */
+export const callUntyped = (s: State) =>
+(
+  method: string,
+  params?: Message.Params | undefined,
+  options?: Peer.CallOptions | undefined
+): Effect.Effect<unknown, Peer.CallError> =>
+  Effect.suspend(() => startCall(s, method, params, timeoutMillisOf(s, options?.timeout), undefined)) as Effect.Effect<
+    unknown,
+    Peer.CallError
+  >
+
+/**
+ * A typed call's params encoded with its Schema, or the -32602 it fails with locally (nothing is sent).
+ *
+ * @internal
+ */
+export const encodeParams = (
+  codecs: CallCodecs,
+  params: unknown
+): Result.Result<Message.Params | undefined, RpcError.RpcError> => {
+  const encoded = codecs.encodeParams(params)
+  return Result.isFailure(encoded)
+    ? Result.fail(RpcError.RpcError.invalidParams(encoded.failure))
+    : encoded as Result.Result<Message.Params | undefined, never>
+}
+
+/** @internal */
+export const call = (s: State) => (method: Method.AnyRequest, params: unknown, options?: Peer.CallOptions) =>
+  Effect.suspend(() => {
+    const codecs = codecsOf(method)
+    const encoded = encodeParams(codecs, params)
+    if (Result.isFailure(encoded)) return Effect.fail(encoded.failure)
+    return startCall(s, method.name, encoded.success, timeoutMillisOf(s, options?.timeout ?? method.timeout), codecs)
+  })
+
+// -- notifications -----------------------------------------------------------------------------------------------
+
+/**
+ * Queues a notification. The result is `Effect.void` when it was queued at once, and the failed `Exit` when it is
+ * refused.
+ *
+ * @internal
+ */
+export const sendNotification = (
+  s: State,
+  method: string,
+  params: Message.Params | undefined
+): Effect.Effect<void, PeerError.Disconnect> => {
+  const refused = refusal(s)
+  if (refused !== undefined) return Effect.fail(refused)
+  s.stats.notificationsSent++
+  return write(s, Message.notification(method, params))
+}
+
+/** @internal */
+export const notifyUntyped = (s: State) =>
+(
+  method: string,
+  params?: Message.Params | undefined
+): Effect.Effect<void, PeerError.Disconnect> => Effect.suspend(() => sendNotification(s, method, params))
+
+/** @internal */
+export const notify = (s: State) => (method: Method.AnyNotification, params: unknown) =>
+  Effect.suspend(() => {
+    const encoded = notificationEncoderOf(method)(params)
+    if (Result.isFailure(encoded)) {
+      return Effect.die(new Error(`${method.name}: params do not match their Schema: ${encoded.failure}`))
+    }
+    return sendNotification(s, method.name, encoded.success as Message.Params | undefined)
+  })
+
+// -- answers -----------------------------------------------------------------------------------------------------
+
+/**
+ * An answer from the other side: it ends its call, or is counted as late (a tombstoned id) or unknown.
+ *
+ * @internal
+ */
+export const onResponse = (s: State, response: Message.Response): Effect.Effect<void> => {
+  s.stats.responsesReceived++
+  const id = response.id
+  const call = id === null ? undefined : s.pending.get(id)
+  if (call !== undefined) {
+    s.pending.delete(id!)
+    s.deadlines.remove(call)
+    complete(call, answerExit(call.method, call.codecs, response) as CallExit)
+    wakeIdle(s)
+    return Effect.void
+  }
+  if (id !== null && s.tombstones.has(id)) {
+    s.stats.lateResponses++
+    return Effect.void
+  }
+  s.stats.unknownResponses++
+  return id === null
+    ? Effect.logWarning("the peer reported an error it could not tie to a request", (response as Message.Failure).error)
+    : Effect.logWarning(`response to an id never sent: ${JSON.stringify(id)}`)
+}
+
+// -- the connection is lost --------------------------------------------------------------------------------------
+
+/**
+ * Fails every pending call with `error` and tombstones its id; returns what it cut off.
+ *
+ * @internal
+ */
+export const failPending = (s: State, error: PeerError.Disconnect): ReadonlyArray<Peer.CutOff> => {
+  // The table is swapped for an empty one first, not copied: a caller woken below runs at once, in this stack, and may
+  // call again.
+  const calls = s.pending
+  if (calls.size === 0) {
+    wakeIdle(s)
+    return []
+  }
+  s.pending = new Map()
+  s.deadlines.clear()
+  const cut: Array<Peer.CutOff> = []
+  // One outcome for every call: an Exit is immutable, and the error is one value whoever receives it (`catchTag`
+  // matches its `_tag`), so failing N calls makes no N errors, causes or stack traces.
+  const exit = Exit.fail(error)
+  for (const call of calls.values()) {
+    cut.push({ direction: "outbound", id: call.id, method: call.method })
+    s.tombstones.add(call.id)
+    s.stats.failedByDisconnect++
+    complete(call, exit)
+  }
+  wakeIdle(s)
+  return cut
+}
+
+/**
+ * No answer can come any more: fail what waits for one, refuse new calls, tell whoever watches `closed`.
+ *
+ * @internal
+ */
+export const lose = (s: State, error: PeerError.Disconnect): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (s.disconnect === undefined) s.disconnect = error
+    failPending(s, s.disconnect)
+    return Effect.asVoid(Deferred.succeed(s.closed, s.disconnect))
+  })

@@ -1,0 +1,75 @@
+/**
+ * The reader fiber: bytes from `Transport.incoming` through the framing decoder (the loop `Framing.decode` uses too),
+ * each frame parsed and classified, and handed to `inbound.ts`. It handles frames in plain code for as long as each is
+ * done at once, and ends the connection when the input ends or fails.
+ *
+ * @internal
+ */
+import * as Framing from "@lifeline/jsonrpc/Framing"
+import * as Message from "@lifeline/jsonrpc/Message"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import { messageOf } from "./codecs.js"
+import { peerClosed } from "./errors.js"
+import { onBatch, onItem } from "./inbound.js"
+import { lose } from "./outbound.js"
+import type { State } from "./state.js"
+
+const onFrame = (s: State, body: Uint8Array): Effect.Effect<void> => {
+  const incoming = Message.parse(body)
+  return incoming._tag === "Single" ? onItem(s, incoming.item) : onBatch(s, incoming.items)
+}
+
+/**
+ * Handles frames in order, in plain code for as long as each one is done at once (an answer matched, a handler
+ * started, a frame queued), stepping into the Effect only for the frame that has to wait.
+ */
+const onFrames = (
+  s: State,
+  frames: ReadonlyArray<Uint8Array>,
+  from: number,
+  error: Framing.FramingError | undefined
+): Effect.Effect<void, Framing.FramingError> => {
+  for (let i = from; i < frames.length; i++) {
+    const effect = onFrame(s, frames[i])
+    if (effect !== Effect.void) {
+      return i + 1 === frames.length && error === undefined
+        ? effect
+        : Effect.andThen(effect, Effect.suspend(() => onFrames(s, frames, i + 1, error)))
+    }
+  }
+  return error === undefined ? Effect.void : Effect.fail(error)
+}
+
+/**
+ * The reader fiber's loop. The framing decoder is driven here rather than through `Framing.decode`'s Channel: one
+ * stage less per chunk.
+ *
+ * @internal
+ */
+export const run = (s: State): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const decoder = s.framing.unsafeMakeDecoder(s.limits)
+    return s.transport.incoming.pipe(
+      Stream.runForEachArray((chunks) =>
+        Effect.suspend(() => {
+          const step = Framing.decodeChunks(decoder, chunks)
+          return onFrames(s, step.frames, 0, step.error)
+        })
+      ),
+      Effect.andThen(Effect.suspend(() => {
+        const error = decoder.end()
+        return error === undefined ? Effect.void : Effect.fail(error)
+      }))
+    )
+  }).pipe(
+    Effect.matchCauseEffect({
+      onSuccess: () => lose(s, peerClosed("TransportClosed")),
+      onFailure: (cause) =>
+        Cause.hasInterruptsOnly(cause) ? Effect.void : Effect.andThen(
+          Effect.logWarning("the connection to the peer failed", cause),
+          lose(s, peerClosed("TransportFailed", messageOf(Cause.squash(cause))))
+        )
+    })
+  )
