@@ -310,8 +310,9 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
     const cancelOnWire = (cut: ReadonlyArray<Peer.CutOff>, why: string): Effect.Effect<void> =>
       Effect.suspend(() => {
         const spelling = cancellation
+        if (spelling === undefined) return Effect.void
         const ids = cut.flatMap((c) => c.direction === "outbound" && c.id !== null ? [c.id] : [])
-        if (spelling === undefined || ids.length === 0) return Effect.void
+        if (ids.length === 0) return Effect.void
         return Effect.gen(function*() {
           if (yield* peer.isClosed) return
           cancelling = true
