@@ -41,14 +41,22 @@ export const HostMonitorLive: Layer.Layer<HostMonitor.HostMonitor> = HostMonitor
  *   or went away (`EndOfInput`, `HostExited`);
  * - 1 when the connection failed (`Failed`: a fatal framing error such as a `Content-Length` over the limit, a read
  *   error): the host is still there and did not ask it to stop, so whoever watches the process must see a failure;
- * - 143, 130, 129 after SIGTERM, SIGINT, SIGHUP (the checklist ran), 2 or 3 when a second signal forced the stop.
+ *   also when it could not start: an invalid `LIFELINE_SHUTDOWN_POLICY` or `LIFELINE_DRAIN_TIMEOUT` (logged, naming
+ *   the variable);
+ * - 143, 130, 129 after SIGTERM, SIGINT, SIGHUP: the checklist ran (a drain included) while the connection to the host
+ *   was still open, then the run was interrupted; 2 or 3 when a second signal forced the stop.
  */
 export const runExtension = <S, Res>(extension: Extension.Extension<S, Res, never>): void =>
   NodeSignals.runMain(
     Extension.run(extension).pipe(
       Effect.tap((outcome) =>
         Effect.logInfo(`${extension.options.name} ended: ${outcome._tag}`).pipe(
-          Effect.annotateLogs({ reason: String(outcome.reason), failures: outcome.failures.join("; ") })
+          Effect.annotateLogs({
+            reason: String(outcome.reason),
+            failures: outcome.failures.join("; "),
+            cancelled: outcome.cancelled,
+            refusedCommands: outcome.refusedCommands
+          })
         )
       ),
       Effect.flatMap((outcome) =>
@@ -119,7 +127,8 @@ export const splitCommandLine = (line: string): Array<string> => {
 const toProcess = (child: NodeChildProcess.Child): Spawner.Process => ({
   pid: child.pid,
   transport: child.transport,
-  exit: Effect.map(child.exit, (status) => ({ code: status.exitCode, signal: status.signal })),
+  exit: child.exit,
+  // To the child's process group: the host's stop sequence reaches whatever the extension started.
   kill: (signal) => child.kill(signal),
   stderrTail: child.stderrTail
 })
@@ -138,8 +147,8 @@ export interface SpawnerOptions {
 }
 
 /**
- * Real child processes. The host runs the polite part of the stop sequence itself (`shutdown`, then SIGTERM or
- * SIGKILL); closing the spawn's Scope runs NodeChildProcess's bounded sequence for whatever is left.
+ * Real child processes. The host runs the stop sequence itself (the kernel's `StopSequence`: `shutdown`, the end of
+ * stdin, then SIGTERM or SIGKILL); closing the spawn's Scope runs NodeChildProcess's own, for whatever is left.
  */
 export const makeSpawner = (options?: SpawnerOptions): Spawner.Spawner.Service => ({
   spawn: (spec) => {
@@ -154,10 +163,7 @@ export const makeSpawner = (options?: SpawnerOptions): Spawner.Spawner.Service =
       stderrLogLevel: "Debug",
       stop: { shutdownTimeout: "1 second" },
       journal: options?.journal
-    }).pipe(
-      Effect.map(toProcess),
-      Effect.mapError((error) => new Spawner.SpawnError({ command: error.command, detail: error.detail }))
-    )
+    }).pipe(Effect.map(toProcess))
     return options?.owner === undefined ? spawned : Effect.provideService(spawned, Journal.Owner, options.owner)
   }
 })

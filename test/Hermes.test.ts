@@ -192,16 +192,22 @@ describe("Hermes: the headless host and real extension processes", () => {
       assert.deepStrictEqual(report.exit, { code: null, signal: "SIGKILL" })
     }), { timeout: 60_000 })
 
-  it.live("an error answer to shutdown is reported, and the process is still terminated", () =>
-    Effect.gen(function*() {
-      const { report } = yield* runHost(["--extension", misbehaving("error-shutdown")], tempDir())
-      assert.strictEqual(report.outcome, "ok")
-      assert.isTrue(report.shutdown.responded)
-      assert.isFalse(report.shutdown.success)
-      assert.strictEqual(report.shutdown.error, "-32000 Shutdown failed: disk full")
-      // It ignores SIGTERM too, so SIGKILL ends it.
-      assert.deepStrictEqual(report.exit, { code: null, signal: "SIGKILL" })
-    }), { timeout: 60_000 })
+  it.live(
+    "an error answer to shutdown is reported (shutdown-error, exit code 1), and the process still terminated",
+    () =>
+      Effect.gen(function*() {
+        const { code, report } = yield* runHost(["--extension", misbehaving("error-shutdown")], tempDir())
+        // A shutdown that failed is not ok (the extension may have lost its state): the run says so.
+        assert.strictEqual(report.outcome, "shutdown-error")
+        assert.strictEqual(code, 1)
+        assert.isTrue(report.shutdown.responded)
+        assert.isFalse(report.shutdown.success)
+        assert.strictEqual(report.shutdown.error, "-32000 Shutdown failed: disk full")
+        // It ignores SIGTERM too, so SIGKILL ends it.
+        assert.deepStrictEqual(report.exit, { code: null, signal: "SIGKILL" })
+      }),
+    { timeout: 60_000 }
+  )
 
   it.live("an extension that crashes mid-command: crashed, with its exit code", () =>
     Effect.gen(function*() {
@@ -466,7 +472,7 @@ describe("Hermes: ExtensionHost and SDK extensions as real processes", () => {
         let history = yield* extension.history
         assert.deepStrictEqual(
           ofTag(history, "Exited").map((e) => ({ generation: e.generation, status: e.status, expected: e.expected })),
-          [{ generation: 1, status: { code: 1, signal: null }, expected: false }]
+          [{ generation: 1, status: { exitCode: 1, signal: null }, expected: false }]
         )
         assert.deepStrictEqual(ofTag(history, "Restarting").map((e) => [e.restart, e.maxRestarts]), [[1, 1]])
         assert.deepStrictEqual(ofTag(history, "Initializing").map((e) => e.generation), [1, 2])
@@ -489,7 +495,7 @@ describe("Hermes: ExtensionHost and SDK extensions as real processes", () => {
         process.kill(secondPid, "SIGKILL")
         assert.strictEqual(yield* afterCrash(extension), "Failed")
         history = yield* extension.history
-        assert.deepStrictEqual(ofTag(history, "Exited")[1].status, { code: null, signal: "SIGKILL" })
+        assert.deepStrictEqual(ofTag(history, "Exited")[1].status, { exitCode: null, signal: "SIGKILL" })
         assert.include(ofTag(history, "Failed")[0].reason, "restart budget (1) is exhausted")
         assert.lengthOf(ofTag(history, "Spawned"), 2)
         const refused = yield* Effect.flip(extension.execute("probe.sign"))

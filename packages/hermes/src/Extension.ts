@@ -9,6 +9,7 @@
  */
 import type * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
 import type * as Transport from "@lifeline/kernel/Transport"
+import type * as Config from "effect/Config"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as FileSystem from "effect/FileSystem"
@@ -72,7 +73,10 @@ export interface StateOptions<S, I> {
  * @category models
  */
 export interface Options<S, Res, R> {
-  /** The extension's name: letters, digits, `.`, `_` and `-`, since it names its data directory. */
+  /**
+   * The extension's name: 1 to 128 letters, digits, `.`, `_` or `-`, not dots only, since it names its data directory
+   * (`HermesProtocol.isExtensionName`, the rule hosts check). Any other name is a defect of `run`.
+   */
   readonly name: string
   readonly version: string
   readonly commands: { readonly [id: string]: Command<S, Res, R> }
@@ -83,8 +87,10 @@ export interface Options<S, Res, R> {
    */
   readonly resources?: Effect.Effect<Res, unknown, R | Scope.Scope> | undefined
   /**
-   * What happens to running commands at shutdown. Default: the `ShutdownPolicy` service when provided, else the
-   * policy in `LIFELINE_SHUTDOWN_POLICY` / `LIFELINE_DRAIN_TIMEOUT`, else fail-fast (cancel them at once).
+   * What happens to running commands at shutdown. Default: the kernel's one rule, `ShutdownPolicy.resolve`: the
+   * `ShutdownPolicy` service when provided, else the policy in `LIFELINE_SHUTDOWN_POLICY` / `LIFELINE_DRAIN_TIMEOUT`,
+   * else fail-fast (cancel them at once). An invalid value in the environment fails `run` with the `ConfigError` that
+   * names the variable (logged at Error level first): it is never replaced by another policy.
    */
   readonly policy?: ShutdownPolicy.Policy | undefined
   /**
@@ -92,6 +98,39 @@ export interface Options<S, Res, R> {
    * (docs/protocol.md, "Lifecycle"), and the answer needs time to travel.
    */
   readonly shutdownBudget?: Duration.Input | undefined
+  /**
+   * Commands that run at once; one more `command/execute` waits for a slot. At least 1. Default 16
+   * ({@link defaultCommandLimits}).
+   */
+  readonly maxConcurrentCommands?: number | undefined
+  /**
+   * Commands that may wait for a slot, in the order they came. One more `command/execute` is refused: a notification
+   * cannot be answered, so it is counted (`Outcome.refusedCommands`) and logged at Warning level (the first of a burst
+   * with its id, escaped; then how many the burst refused). Waiting commands that have not started when the shutdown
+   * begins never start (they count as `cancelled`). At least 0. Default 64 ({@link defaultCommandLimits}).
+   */
+  readonly maxQueuedCommands?: number | undefined
+}
+
+/**
+ * The bounds on the commands an extension holds at once, and why:
+ *
+ * - `maxConcurrentCommands` 16: a person starts commands one click at a time, and a command that waits for the host
+ *   holds a slot only while it waits; 16 at once is far beyond what a user does, small enough that a stuck host
+ *   cannot make the extension hold thousands of fibers.
+ * - `maxQueuedCommands` 64: a burst of clicks (or a script) is queued, not lost. Without the bound, 100,000
+ *   `command/execute` notifications made an SDK extension hold them all (1.75 GB RSS); with it, the same flood leaves
+ *   the process within a few MB of its size at rest (test/HermesCommandFlood.test.ts).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const defaultCommandLimits: {
+  readonly maxConcurrentCommands: number
+  readonly maxQueuedCommands: number
+} = {
+  maxConcurrentCommands: 16,
+  maxQueuedCommands: 64
 }
 
 /**
@@ -125,8 +164,12 @@ export interface Outcome {
   readonly _tag: "Shutdown" | "EndOfInput" | "HostExited" | "Interrupted" | "Failed"
   readonly reason: HermesProtocol.ShutdownReason | undefined
   readonly failures: ReadonlyArray<string>
-  /** Commands cancelled by the shutdown (after the drain, if any). */
+  /**
+   * Commands cancelled by the shutdown (after the drain, if any), and commands waiting for a slot that never started.
+   */
   readonly cancelled: number
+  /** `command/execute` notifications refused because `maxConcurrentCommands` ran and `maxQueuedCommands` waited. */
+  readonly refusedCommands: number
 }
 
 /**
@@ -177,6 +220,12 @@ export const make = <S = void, Res = void, R = never>(
  * "Goes away" is the end of its input, or, when the context has a `HostMonitor` and `initialize` carries a `hostPid`
  * other than 0, the exit of that process even though the input stays open (outcome `HostExited`).
  *
+ * Under `NodeSignals.runMain` (a context with `GracefulShutdown`), the first SIGTERM, SIGINT or SIGHUP runs the
+ * checklist, a drain included, while the connection to the host is still open; then the run is interrupted. A second
+ * signal cuts the drain short. The connection itself is not registered: it closes after the checklist.
+ *
+ * It fails only when no policy is given in code or by a layer and the environment's is invalid (`ConfigError`).
+ *
  * `initialize` may leave out any of its params, or all of them (docs/protocol.md, "initialize"): the data directory is
  * then `HERMES_DATA_DIR` from the `ConfigProvider` (the environment), else `$HOME/.hermes`, and the host's pid is
  * unknown (nothing is watched).
@@ -197,6 +246,6 @@ export const run: <S, Res, R>(
   extension: Extension<S, Res, R>
 ) => Effect.Effect<
   Outcome,
-  never,
+  Config.ConfigError,
   Transport.Transport | FileSystem.FileSystem | Path.Path | Exclude<R, Editor.Editor | Scope.Scope>
 > = internal.run

@@ -3,13 +3,15 @@
  * (else the extension is failed and its process killed), sends `initialized`, offers the extension's commands and
  * sends `command/execute`, serves `editor/*` from the `MessageStore` and `ui/openWindow` through `Windows`, and stops
  * it with `shutdown(reason)`: 5 s for the answer, then SIGKILL; an error answer is logged and the process still
- * terminated (seed 000). Disable, reload and restart after a crash (at most N restarts within a window) are
- * published, like every step, as events. What an extension sends is bounded ({@link Limits}): a request over a bound
- * gets a typed JSON-RPC error, and the host keeps serving.
+ * terminated (seed 000). Every stop of a process runs the kernel's one stop ladder (`StopSequence`). Disable, reload
+ * and restart after a crash (at most N restarts within a window) are published, like every step, as events. What an
+ * extension sends is bounded ({@link Limits}): a request over a bound gets a typed JSON-RPC error, and the host keeps
+ * serving.
  *
  * @since 0.1.0
  */
 import * as ErrorCode from "@lifeline/jsonrpc/ErrorCode"
+import type * as Process from "@lifeline/kernel/Process"
 import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
@@ -48,7 +50,8 @@ export type Status = "Starting" | "Ready" | "Stopping" | "Restarting" | "Stopped
 export type InitializeFailure = "timeout" | "error" | "exited"
 
 /**
- * What a `shutdown` did.
+ * What a `shutdown` did: the answer to the protocol's `shutdown`, then what the stop sequence (`StopSequence`) had to
+ * do to end the process.
  *
  * @since 0.1.0
  * @category models
@@ -65,7 +68,11 @@ export interface ShutdownSummary {
   readonly killed: boolean
   /** SIGTERM was sent (after an error answer, or a process that did not exit by itself). */
   readonly terminated: boolean
-  readonly exit: Spawner.ExitStatus | undefined
+  /** How the process ended; undefined only when even SIGKILL was not followed by an exit (`Unkillable`). */
+  readonly exit: Process.ExitStatus | undefined
+  /** From `ShutdownStarted` to the end of the stop sequence (the kernel's `StopReport.elapsedMillis` and more). */
+  readonly elapsedMillis: number
+  /** @deprecated The same as `elapsedMillis`, under its former name. */
   readonly elapsedMs: number
 }
 
@@ -113,7 +120,7 @@ export type Event = Data.TaggedEnum<{
   Exited: {
     readonly at: number
     readonly generation: number
-    readonly status: Spawner.ExitStatus
+    readonly status: Process.ExitStatus
     /** `false` for a crash: it exited without being asked to. */
     readonly expected: boolean
     readonly stderrTail: ReadonlyArray<string>
@@ -243,11 +250,18 @@ export interface Options {
   readonly hostPid?: number | undefined
   /** Default 10 seconds (seed 002). */
   readonly initializeTimeout?: Duration.Input | undefined
-  /** Default 5 seconds (seed 000). */
+  /** The answer to `shutdown`; none in time, and the process gets SIGKILL at once. Default 5 seconds (seed 000). */
   readonly shutdownTimeout?: Duration.Input | undefined
-  /** How long a process that answered `shutdown` may take to exit by itself before it is killed. Default 2 seconds. */
+  /**
+   * How long a process that answered `shutdown` with success may take to exit by itself (after the end of its stdin)
+   * before it gets SIGTERM. Default 2 seconds (docs/protocol.md). The stop sequence's `exitGrace`.
+   */
   readonly exitGrace?: Duration.Input | undefined
-  /** Between SIGTERM and SIGKILL. Default 1 second. */
+  /**
+   * Between SIGTERM and SIGKILL; also how long a process whose `shutdown` failed (an error answer) may take to exit
+   * by itself before SIGTERM. Default 1 second. The stop sequence's `killGrace`; its `verifyTimeout`, after SIGKILL,
+   * is `killGrace` + 1 second.
+   */
   readonly killGrace?: Duration.Input | undefined
   /** Default: 3 restarts within 60 seconds. */
   readonly restart?: RestartBudget | undefined
@@ -342,6 +356,11 @@ export interface Extension {
 /**
  * Starts an extension and waits until it is `Ready` or `Failed`. It runs until `shutdown` or `disable`, or until the
  * Scope closes, which shuts it down with reason `closing`.
+ *
+ * Under `NodeSignals.runMain` (any program that provides `GracefulShutdown`), the host registers its stop for the life
+ * of the Scope: the first SIGTERM, SIGINT or SIGHUP sends `shutdown` with reason `closing` and runs the stop sequence
+ * before the main fiber is interrupted; the second forces it (the process gets SIGKILL at once). The extension's
+ * connection itself is not registered: it must stay open until `shutdown` has been answered.
  *
  * @example
  * ```ts

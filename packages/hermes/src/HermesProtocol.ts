@@ -118,6 +118,37 @@ export const CommandInfo = Schema.Struct({
 export type CommandInfo = typeof CommandInfo.Type
 
 /**
+ * The longest extension name a host accepts: the name becomes a directory name, and names are short words.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const MAX_NAME_LENGTH = 128
+
+const namePattern = new RegExp(`^[A-Za-z0-9._-]{1,${MAX_NAME_LENGTH}}$`)
+
+/**
+ * Whether `name` can name an extension: 1 to {@link MAX_NAME_LENGTH} letters, digits, ".", "_" or "-", not dots only.
+ * The name becomes the extension's data directory, `<dataDir>/extensions/<name>`, so it must be one path segment (no
+ * separator) and not "." or "..", the directory itself or its parent (Windows also drops the trailing dots of a
+ * segment). The host refuses an `initialize` answer whose name breaks the rule; the SDK refuses to run such an
+ * extension.
+ *
+ * @example
+ * ```ts
+ * import { HermesProtocol } from "@lifeline/hermes"
+ *
+ * HermesProtocol.isExtensionName("hl7-tools") // true
+ * HermesProtocol.isExtensionName("..") // false
+ * HermesProtocol.isExtensionName("../../x") // false
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const isExtensionName = (name: string): boolean => namePattern.test(name) && !/^\.+$/.test(name)
+
+/**
  * @since 0.1.0
  * @category schemas
  */

@@ -4,10 +4,10 @@
  *
  * @since 0.1.0
  */
+import type * as KernelProcess from "@lifeline/kernel/Process"
 import type * as Transport from "@lifeline/kernel/Transport"
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 
 /**
@@ -24,25 +24,6 @@ export interface Spec {
 }
 
 /**
- * How a process ended: an exit code, or the signal that killed it.
- *
- * @since 0.1.0
- * @category models
- */
-export interface ExitStatus {
-  readonly code: number | null
-  readonly signal: string | null
-}
-
-/**
- * A signal the host may send.
- *
- * @since 0.1.0
- * @category models
- */
-export type Signal = "SIGTERM" | "SIGKILL"
-
-/**
  * A started extension.
  *
  * @since 0.1.0
@@ -53,31 +34,20 @@ export interface Process {
   /** Its stdin and stdout. `end` closes stdin. */
   readonly transport: Transport.Transport.Service
   /** Completes when the process has exited, however it ended. */
-  readonly exit: Effect.Effect<ExitStatus>
-  /** Sends a signal; does not wait for the exit. */
-  readonly kill: (signal: Signal) => Effect.Effect<void>
+  readonly exit: Effect.Effect<KernelProcess.ExitStatus>
+  /**
+   * Sends a signal (to the process group where the spawner makes one); does not wait for the exit. The host's stop
+   * sequence (`StopSequence`, over this process) is what sends them.
+   */
+  readonly kill: (signal: KernelProcess.Signal) => Effect.Effect<void>
   /** The last lines it wrote to stderr. */
   readonly stderrTail: Effect.Effect<ReadonlyArray<string>>
 }
 
 /**
- * The process could not be started (no such executable, permission denied).
- *
- * @since 0.1.0
- * @category errors
- */
-export class SpawnError extends Schema.TaggedError<SpawnError>("@lifeline/hermes/SpawnError")("SpawnError", {
-  command: Schema.String,
-  detail: Schema.String
-}) {
-  override get message(): string {
-    return `could not start ${this.command}: ${this.detail}`
-  }
-}
-
-/**
- * The spawner. `spawn` starts the process in the current Scope; closing the Scope makes sure it is gone (SIGKILL if it
- * is still running), since the host has already asked it politely by then.
+ * The spawner. `spawn` starts the process in the current Scope, or fails with the kernel's `Process.SpawnError`;
+ * closing the Scope makes sure it is gone (SIGKILL if it is still running), since the host's stop sequence has already
+ * asked it politely by then.
  *
  * @example
  * ```ts
@@ -105,6 +75,6 @@ export declare namespace Spawner {
    * @category models
    */
   export interface Service {
-    readonly spawn: (spec: Spec) => Effect.Effect<Process, SpawnError, Scope.Scope>
+    readonly spawn: (spec: Spec) => Effect.Effect<Process, KernelProcess.SpawnError, Scope.Scope>
   }
 }

@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import type * as Process from "@lifeline/kernel/Process"
 import * as TestTransport from "@lifeline/kernel/TestTransport"
 import * as Transport from "@lifeline/kernel/Transport"
 import * as Deferred from "effect/Deferred"
@@ -56,8 +57,8 @@ export const make = (route: (spec: Spawner.Spec, index: number) => Behaviour): E
         const index = spawned.length
         spawned.push(spec)
         const pair = yield* TestTransport.makePair()
-        const exit = yield* Deferred.make<Spawner.ExitStatus>()
-        let signal: Spawner.Signal | undefined
+        const exit = yield* Deferred.make<Process.ExitStatus>()
+        let signal: Process.Signal | undefined
         const fiber = yield* route(spec, index).pipe(
           Effect.provideService(Transport.Transport, pair.right),
           Effect.onExit((result) =>
@@ -67,8 +68,8 @@ export const make = (route: (spec: Spawner.Spec, index: number) => Behaviour): E
               Deferred.succeed(
                 exit,
                 signal !== undefined
-                  ? { code: null, signal }
-                  : { code: Exit.isSuccess(result) ? 0 : 1, signal: null }
+                  ? { exitCode: null, signal }
+                  : { exitCode: Exit.isSuccess(result) ? 0 : 1, signal: null }
               )
             )
           ),
@@ -77,7 +78,7 @@ export const make = (route: (spec: Spawner.Spec, index: number) => Behaviour): E
         )
         // Like a signal: the sender does not wait for the process to handle it.
         const interruptFork = Effect.sync(() => fiber.interruptUnsafe())
-        const kill = (sent: Spawner.Signal): Effect.Effect<void> =>
+        const kill = (sent: Process.Signal): Effect.Effect<void> =>
           Effect.suspend(() => {
             if (signal === "SIGKILL") return Effect.void
             signal = sent
@@ -86,7 +87,7 @@ export const make = (route: (spec: Spawner.Spec, index: number) => Behaviour): E
             return Effect.all([
               pair.leftToRight.close,
               pair.rightToLeft.close,
-              Deferred.succeed(exit, { code: null, signal: "SIGKILL" }),
+              Deferred.succeed(exit, { exitCode: null, signal: "SIGKILL" }),
               interruptFork
             ], { discard: true })
           })

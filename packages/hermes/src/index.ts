@@ -11,8 +11,9 @@ export * as Editor from "./Editor.js"
 /**
  * The extension SDK: what an extension author writes (a name, a version, commands with handlers, optional resources
  * and state) and the one call that runs it over a `Transport`. The SDK answers `initialize`, runs commands, and
- * does seed 000's shutdown checklist itself: stop accepting work, cancel or drain commands under the shutdown policy,
- * close windows and release resources through their finalizers, persist state atomically, answer, exit.
+ * does the protocol's shutdown checklist itself (docs/protocol.md, "shutdown"): stop accepting work, cancel or drain
+ * commands under the shutdown policy, close windows and release resources through their finalizers, persist state
+ * atomically, answer, exit.
  *
  * @since 0.1.0
  */
@@ -23,8 +24,10 @@ export * as Extension from "./Extension.js"
  * (else the extension is failed and its process killed), sends `initialized`, offers the extension's commands and
  * sends `command/execute`, serves `editor/*` from the `MessageStore` and `ui/openWindow` through `Windows`, and stops
  * it with `shutdown(reason)`: 5 s for the answer, then SIGKILL; an error answer is logged and the process still
- * terminated (seed 000). Disable, reload and restart after a crash (at most N restarts within a window) are
- * published, like every step, as events.
+ * terminated (seed 000). Every stop of a process runs the kernel's one stop ladder (`StopSequence`). Disable, reload
+ * and restart after a crash (at most N restarts within a window) are published, like every step, as events. What an
+ * extension sends is bounded ({@link Limits}): a request over a bound gets a typed JSON-RPC error, and the host keeps
+ * serving.
  *
  * @since 0.1.0
  */
@@ -85,7 +88,8 @@ export * as TestSpawner from "./TestSpawner.js"
 /**
  * How the host shows the windows extensions open with `ui/openWindow`. Hermes' UI opens a browser window; the
  * headless presenter records the window, fetches its URL once when it is a loopback http URL (127.0.0.1, localhost,
- * [::1]) to prove the server behind it is up, never any other address, and closes it.
+ * [::1]) to prove the server behind it is up, never any other address, and closes it. Its fetches are bounded: a few
+ * at a time, a timeout each, and a cap on the bytes read.
  *
  * @since 0.1.0
  */

@@ -1,9 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Editor, Extension, HermesProtocol, HostMonitor, MessageStore } from "@lifeline/hermes"
 import { RpcError } from "@lifeline/jsonrpc"
-import { Peer, ShutdownPolicy, TestTransport, Transport } from "@lifeline/kernel"
+import { GracefulShutdown, Peer, ShutdownPolicy, TestTransport, Transport } from "@lifeline/kernel"
 import type { Duration, Path } from "effect"
 import {
+  Cause,
   ConfigProvider,
   Deferred,
   Effect,
@@ -93,6 +94,8 @@ const harness = <S, Res>(
     readonly monitor?: HostMonitor.HostMonitor.Service
     readonly layer?: Layer.Layer<FileSystem.FileSystem | Path.Path>
     readonly logger?: (message: string) => void
+    /** Provided to the extension, as `NodeSignals.runMain` does. */
+    readonly registry?: GracefulShutdown.GracefulShutdown.Service
   } = {}
 ) =>
   Effect.gen(function*() {
@@ -106,6 +109,9 @@ const harness = <S, Res>(
       logger === undefined ? (self) => self : Effect.provide(Logger.layer([
         Logger.make(({ message }) => logger((Array.isArray(message) ? message : [message]).map(String).join(" ")))
       ])),
+      options.registry === undefined
+        ? (self) => self
+        : Effect.provideService(GracefulShutdown.GracefulShutdown, options.registry),
       Effect.forkChild
     )
     const host = yield* Peer.make({
@@ -206,7 +212,13 @@ describe("Extension", () => {
       assert.strictEqual(writes[1], `sync ${writes[0].slice(5)}`)
       assert.strictEqual(writes[2], `rename ${writes[0].slice(5)} ${stateFile}`)
       const outcome = yield* Fiber.join(fiber)
-      assert.deepStrictEqual(outcome, { _tag: "Shutdown", reason: "closing", failures: [], cancelled: 1 })
+      assert.deepStrictEqual(outcome, {
+        _tag: "Shutdown",
+        reason: "closing",
+        failures: [],
+        cancelled: 1,
+        refusedCommands: 0
+      })
       // The extension ended its side: the host sees the connection close.
       assert.strictEqual((yield* host.closed)._tag, "PeerClosed")
     }))
@@ -352,7 +364,13 @@ describe("Extension", () => {
       // Nobody closes the transport: only the monitor can end the run.
       yield* adjust("500 millis")
       const outcome = yield* Fiber.join(fiber)
-      assert.deepStrictEqual(outcome, { _tag: "HostExited", reason: undefined, failures: [], cancelled: 1 })
+      assert.deepStrictEqual(outcome, {
+        _tag: "HostExited",
+        reason: undefined,
+        failures: [],
+        cancelled: 1,
+        refusedCommands: 0
+      })
       assert.deepStrictEqual(yield* Ref.get(probe.released), ["server"])
       assert.deepStrictEqual(JSON.parse(fs.files.get(stateFile)!), { runs: 1 })
     }))
@@ -574,7 +592,8 @@ describe("Extension", () => {
           _tag: "Shutdown",
           reason: "closing",
           failures: [],
-          cancelled: 1
+          cancelled: 1,
+          refusedCommands: 0
         })
         const line = logs.find((l) => l.includes("unknown reason"))!
         assert.isDefined(line, logs.join("\n"))
@@ -683,6 +702,273 @@ describe("Extension", () => {
         assert.strictEqual((yield* Fiber.join(fiber)).failures.length, 1)
       }))
   })
+})
+
+describe("Extension: the policy rule, the name rule, bounded commands, signals", () => {
+  const initializeRequest = { jsonrpc: "2.0", id: 1, method: "initialize", params: { dataDir } }
+
+  /** An extension that names no policy: the rule decides. */
+  const plain = Extension.make({ name: "plain", version: "1.0.0", commands: {} })
+
+  const collect = (logs: Array<string>) =>
+    Logger.layer([
+      Logger.make(({ message }) => logs.push((Array.isArray(message) ? message : [message]).map(String).join(" ")))
+    ])
+
+  it.effect("an invalid shutdown policy in the environment fails the run with the ConfigError naming it, logged first", () =>
+    Effect.gen(function*() {
+      const cases = [
+        [{ LIFELINE_SHUTDOWN_POLICY: "drian" }, "LIFELINE_SHUTDOWN_POLICY"],
+        [{ LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "soon" }, "LIFELINE_DRAIN_TIMEOUT"]
+      ] as const
+      for (const [env, variable] of cases) {
+        const logs: Array<string> = []
+        const pair = yield* TestTransport.makePair()
+        const error = yield* Extension.run(plain).pipe(
+          Effect.provideService(Transport.Transport, pair.right),
+          Effect.provide(makeMemoryFs().layer),
+          Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnv({ env })),
+          Effect.provide(collect(logs)),
+          Effect.flip
+        )
+        assert.strictEqual(error._tag, "ConfigError")
+        assert.include(error.message, variable)
+        const line = logs.find((l) => l.includes("cannot start"))
+        assert.isDefined(line, logs.join("\n"))
+        assert.include(line, `the shutdown policy in the environment is invalid`)
+        assert.include(line, variable)
+        assert.notInclude(line, "\n")
+      }
+    }))
+
+  it.effect("a policy given in code wins over the environment, a valid one is read from it", () =>
+    Effect.gen(function*() {
+      // In code: the invalid environment is never read.
+      const chosen = Extension.make({
+        name: "chosen",
+        version: "1.0.0",
+        policy: ShutdownPolicy.FailFast(),
+        commands: {}
+      })
+      const { fiber, raw } = yield* runRaw(chosen, makeMemoryFs(), { env: { LIFELINE_SHUTDOWN_POLICY: "drian" } })
+      yield* raw.send(initializeRequest)
+      assert.strictEqual((yield* raw.next).result?.name, "chosen")
+      yield* raw.send({ jsonrpc: "2.0", id: 2, method: "shutdown" })
+      assert.deepStrictEqual((yield* raw.next).result, { success: true })
+      assert.strictEqual((yield* Fiber.join(fiber))._tag, "Shutdown")
+
+      // From the environment: a drain of 3 s lets a two-second command finish.
+      const probe = yield* makeProbe
+      const fromEnv = Extension.make({ ...counter(probe).options, policy: undefined })
+      const run = yield* runRaw(fromEnv, makeMemoryFs(), {
+        env: { LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "3 seconds" }
+      })
+      yield* run.raw.send(initializeRequest)
+      yield* run.raw.next
+      yield* run.raw.send({ jsonrpc: "2.0", method: "initialized" })
+      yield* run.raw.send({ jsonrpc: "2.0", method: "command/execute", params: { command: "counter.slow" } })
+      yield* Deferred.await(probe.started)
+      yield* run.raw.send({ jsonrpc: "2.0", id: 2, method: "shutdown" })
+      yield* adjust("2 seconds")
+      assert.deepStrictEqual((yield* run.raw.next).result, { success: true })
+      assert.strictEqual(yield* Ref.get(probe.finished), 1)
+      assert.strictEqual((yield* Fiber.join(run.fiber)).cancelled, 0)
+    }))
+
+  it.effect("the SDK accepts exactly the names hosts accept: 1 to 128 of [A-Za-z0-9._-], not dots only", () =>
+    Effect.gen(function*() {
+      const refused = ["", ".", "..", "...", "../evil", "a/b", "a\\b", "a b", "C:x", "é", "x".repeat(129)]
+      for (const name of refused) {
+        assert.isFalse(HermesProtocol.isExtensionName(name), name)
+        const exit = yield* Extension.run(Extension.make({ name, version: "1", commands: {} })).pipe(
+          Effect.provideService(Transport.Transport, {} as Transport.Transport.Service),
+          Effect.provide(makeMemoryFs().layer),
+          Effect.exit
+        )
+        assert.isTrue(Exit.isFailure(exit) && Cause.hasDies(exit.cause), name)
+        const defect = Exit.isFailure(exit) ? String(Cause.squash(exit.cause)) : ""
+        assert.include(defect, "is not an extension name: 1 to 128 letters", name)
+      }
+      // Names an earlier SDK refused (a leading dot, "..", "-" or "_" first) and hosts accept.
+      for (const name of ["a", ".config", "a..b", "-", "_", "_x", "x".repeat(128), "hl7.anonymise_2-b"]) {
+        assert.isTrue(HermesProtocol.isExtensionName(name), name)
+        const { fiber, raw } = yield* runRaw(Extension.make({ name, version: "1", commands: {} }), makeMemoryFs())
+        yield* raw.send(initializeRequest)
+        assert.strictEqual((yield* raw.next).result?.name, name)
+        yield* raw.send({ jsonrpc: "2.0", id: 2, method: "shutdown" })
+        yield* raw.next
+        yield* Fiber.join(fiber)
+      }
+    }))
+
+  /** `jobs.run` counts its starts, works for `work`, then counts its ends. */
+  const jobs = (
+    counts: { readonly started: Ref.Ref<number>; readonly finished: Ref.Ref<number> },
+    options: {
+      readonly work: Duration.Input
+      readonly maxConcurrentCommands?: number
+      readonly maxQueuedCommands?: number
+      readonly policy?: ShutdownPolicy.Policy
+    }
+  ) =>
+    Extension.make({
+      name: "jobs",
+      version: "1.0.0",
+      policy: options.policy ?? ShutdownPolicy.FailFast(),
+      maxConcurrentCommands: options.maxConcurrentCommands,
+      maxQueuedCommands: options.maxQueuedCommands,
+      commands: {
+        "jobs.run": {
+          title: "Run",
+          run: () =>
+            Ref.update(counts.started, (n) => n + 1).pipe(
+              Effect.andThen(Effect.sleep(options.work)),
+              Effect.andThen(Ref.update(counts.finished, (n) => n + 1))
+            )
+        }
+      }
+    })
+
+  const execute = (raw: { readonly send: (message: unknown) => Effect.Effect<void, unknown> }, command: string) =>
+    raw.send({ jsonrpc: "2.0", method: "command/execute", params: { command } })
+
+  it.effect("command/execute is bounded: N run, M wait in order, the rest are refused, counted and logged once", () =>
+    Effect.gen(function*() {
+      const started = yield* Ref.make(0)
+      const finished = yield* Ref.make(0)
+      const logs: Array<string> = []
+      const pair = yield* TestTransport.makePair()
+      const fiber = yield* Extension.run(
+        jobs({ started, finished }, { work: "1 second", maxConcurrentCommands: 2, maxQueuedCommands: 3 })
+      ).pipe(
+        Effect.provideService(Transport.Transport, pair.right),
+        Effect.provide(makeMemoryFs().layer),
+        Effect.provide(collect(logs)),
+        Effect.forkChild
+      )
+      const raw = yield* makeRaw(pair.left)
+      yield* raw.send(initializeRequest)
+      yield* raw.next
+      yield* raw.send({ jsonrpc: "2.0", method: "initialized" })
+      for (let i = 0; i < 10; i++) yield* execute(raw, "jobs.run")
+      // An unknown id is logged escaped: it is the host's text.
+      yield* execute(raw, "nope\n\u001b[31m")
+      yield* eventually(Effect.map(Ref.get(started), (n) => n === 2), "two commands run")
+      yield* adjust("999 millis")
+      assert.strictEqual(yield* Ref.get(started), 2, "the others wait for a slot")
+      yield* adjust("1 milli")
+      yield* eventually(Effect.map(Ref.get(started), (n) => n === 4), "the first two waiting took the slots")
+      assert.strictEqual(yield* Ref.get(finished), 2)
+      yield* adjust("1 second")
+      yield* eventually(Effect.map(Ref.get(started), (n) => n === 5), "the third waiting one started")
+      yield* adjust("1 second")
+      yield* eventually(Effect.map(Ref.get(finished), (n) => n === 5), "every accepted command finished")
+      assert.strictEqual(yield* Ref.get(started), 5, "the five refused ones never ran")
+      yield* raw.send({ jsonrpc: "2.0", id: 2, method: "shutdown" })
+      assert.deepStrictEqual((yield* raw.next).result, { success: true })
+      const outcome = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(outcome, {
+        _tag: "Shutdown",
+        reason: undefined,
+        failures: [],
+        cancelled: 0,
+        refusedCommands: 5
+      })
+      const refusals = logs.filter((l) => l.includes("refused"))
+      assert.deepStrictEqual(refusals, [
+        "command \"jobs.run\" refused: 2 command(s) run and 3 wait (maxConcurrentCommands, maxQueuedCommands); the " +
+        "refusals that follow are counted until one is accepted",
+        "5 command(s) refused in all while 2 ran and 3 waited (5 since the start)"
+      ])
+      assert.include(logs, "unknown command \"nope\\n\\u001b[31m\"")
+    }))
+
+  it.effect("commands still waiting when the shutdown begins never start: counted as cancelled", () =>
+    Effect.gen(function*() {
+      for (const policy of [ShutdownPolicy.FailFast(), ShutdownPolicy.drain("3 seconds")]) {
+        const started = yield* Ref.make(0)
+        const finished = yield* Ref.make(0)
+        const extension = jobs({ started, finished }, {
+          work: "1 second",
+          maxConcurrentCommands: 1,
+          maxQueuedCommands: 2,
+          policy
+        })
+        const { fiber, raw } = yield* runRaw(extension, makeMemoryFs())
+        yield* raw.send(initializeRequest)
+        yield* raw.next
+        yield* raw.send({ jsonrpc: "2.0", method: "initialized" })
+        for (let i = 0; i < 3; i++) yield* execute(raw, "jobs.run")
+        yield* eventually(Effect.map(Ref.get(started), (n) => n === 1), "one runs")
+        yield* raw.send({ jsonrpc: "2.0", id: 2, method: "shutdown" })
+        // Under drain the running one finishes; the two waiting never start.
+        if (policy._tag === "Drain") yield* adjust("1 second")
+        assert.deepStrictEqual((yield* raw.next).result, { success: true })
+        const outcome = yield* Fiber.join(fiber)
+        assert.strictEqual(yield* Ref.get(started), 1, policy._tag)
+        assert.strictEqual(yield* Ref.get(finished), policy._tag === "Drain" ? 1 : 0)
+        assert.strictEqual(outcome.cancelled, policy._tag === "Drain" ? 2 : 3)
+        assert.strictEqual(outcome.refusedCommands, 0)
+      }
+    }))
+
+  it.effect("a signal (GracefulShutdown.stop) runs the checklist while the connection is open: a draining command still reaches the host", () =>
+    Effect.gen(function*() {
+      const registry = yield* GracefulShutdown.make
+      const late = Extension.make({
+        name: "late",
+        version: "1.0.0",
+        policy: ShutdownPolicy.drain("3 seconds"),
+        state: { schema: State, initial: { runs: 0 } },
+        commands: {
+          "late.mark": {
+            title: "Mark after a second",
+            run: ({ state }) =>
+              Effect.gen(function*() {
+                yield* Effect.sleep("1 second")
+                yield* SubscriptionRef.update(state, (s) => ({ runs: s.runs + 1 }))
+                yield* Editor.patchMessage([{ path: "PID-5.1", value: "LATE" }])
+              })
+          }
+        }
+      })
+      const { fiber, fs, host, initialize, store } = yield* harness(late, makeMemoryFs(), { registry })
+      yield* initialize
+      // The extension's stop is registered; its connection is not (it must outlive the checklist).
+      assert.strictEqual(yield* registry.size, 1)
+      yield* host.notify(HermesProtocol.ExecuteCommand, { command: "late.mark" })
+      const stopping = yield* Effect.forkChild(registry.stop)
+      yield* adjust("999 millis")
+      assert.isTrue(Option.isNone(yield* poll(stopping)), "draining")
+      yield* adjust("1 milli")
+      yield* Fiber.join(stopping)
+      // The command's request was served over the open connection, and the state was saved.
+      assert.include(yield* store.current, "LATE")
+      assert.deepStrictEqual(JSON.parse(fs.files.get("/data/extensions/late/state.json")!), { runs: 1 })
+      // The run itself goes on until it is interrupted, as runMain does next; the checklist does not run again.
+      assert.isTrue(Option.isNone(yield* poll(fiber)))
+      yield* Fiber.interrupt(fiber)
+      assert.isTrue(Exit.hasInterrupts(yield* Fiber.await(fiber)))
+    }))
+
+  it.effect("a second signal (GracefulShutdown.force) cuts the drain short at once", () =>
+    Effect.gen(function*() {
+      const registry = yield* GracefulShutdown.make
+      const probe = yield* makeProbe
+      const extension = counter(probe, { policy: ShutdownPolicy.drain("30 seconds"), budget: "20 seconds" })
+      const { host, initialize } = yield* harness(extension, makeMemoryFs(), { registry })
+      yield* initialize
+      yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.slow" })
+      yield* Deferred.await(probe.started)
+      const stopping = yield* Effect.forkChild(registry.stop)
+      yield* adjust("1 second")
+      assert.isTrue(Option.isNone(yield* poll(stopping)), "draining")
+      // No clock moves from here on.
+      yield* registry.force
+      yield* Fiber.join(stopping)
+      assert.strictEqual(yield* Ref.get(probe.cancelled), 1)
+      assert.strictEqual(yield* Ref.get(probe.finished), 0)
+    }))
 })
 
 /** Runs `extension` over a pair driven by hand, with the environment `env` for its Config. */

@@ -9,7 +9,7 @@ import {
   TestSpawner,
   Windows
 } from "@lifeline/hermes"
-import { ShutdownPolicy, Transport } from "@lifeline/kernel"
+import { GracefulShutdown, ShutdownPolicy, Transport } from "@lifeline/kernel"
 import type { Duration } from "effect"
 import { Deferred, Effect, Fiber, Option, Queue, Ref, Schema, SubscriptionRef } from "effect"
 import type { Raw } from "./utils.js"
@@ -137,7 +137,7 @@ describe("ExtensionHost", () => {
         yield* extension.awaitQuiet("300 millis").pipe(Effect.forkChild, Effect.tap(adjust("300 millis")))
         const summary = Option.getOrThrow(yield* extension.shutdown("closing"))
         assert.deepStrictEqual(
-          { ...summary, elapsedMs: 0 },
+          { ...summary, elapsedMillis: 0, elapsedMs: 0 },
           {
             reason: "closing",
             responded: true,
@@ -145,7 +145,8 @@ describe("ExtensionHost", () => {
             error: undefined,
             killed: false,
             terminated: false,
-            exit: { code: 0, signal: null },
+            exit: { exitCode: 0, signal: null },
+            elapsedMillis: 0,
             elapsedMs: 0
           }
         )
@@ -179,7 +180,7 @@ describe("ExtensionHost", () => {
         const failed = history.find((e) => e._tag === "InitializeFailed")
         assert.strictEqual(failed?._tag === "InitializeFailed" && failed.reason, "timeout")
         const exited = history.find((e) => e._tag === "Exited")
-        assert.deepStrictEqual(exited?._tag === "Exited" && exited.status, { code: null, signal: "SIGKILL" })
+        assert.deepStrictEqual(exited?._tag === "Exited" && exited.status, { exitCode: null, signal: "SIGKILL" })
         assert.strictEqual((yield* Effect.flip(extension.execute("anything"))).reason, "NotReady")
       }).pipe((self) => layers(self, spawner))
     }))
@@ -264,7 +265,7 @@ describe("ExtensionHost", () => {
           // It never hears `initialized`, and its process is stopped.
           assert.deepStrictEqual(yield* Queue.clear(seen), [])
           const exited = history.find((e) => e._tag === "Exited")
-          assert.deepStrictEqual(exited?._tag === "Exited" && exited.status, { code: null, signal: "SIGKILL" })
+          assert.deepStrictEqual(exited?._tag === "Exited" && exited.status, { exitCode: null, signal: "SIGKILL" })
         }).pipe((self) => layers(self, spawner))
       }
       // The protocol's characters, up to 128 of them, are accepted, dots included where they are not all there is.
@@ -301,7 +302,7 @@ describe("ExtensionHost", () => {
         yield* adjust("2 seconds")
         const summary = Option.getOrThrow(yield* Fiber.join(stopping))
         assert.isTrue(summary.responded && summary.success && !summary.killed)
-        assert.strictEqual(summary.elapsedMs, 2000)
+        assert.strictEqual(summary.elapsedMillis, 2000)
         assert.strictEqual(yield* extension.status, "Disabled")
         assert.strictEqual((yield* Effect.flip(extension.execute("marker.mark"))).reason, "NotReady")
       }).pipe((self) => layers(self, spawner))
@@ -319,8 +320,8 @@ describe("ExtensionHost", () => {
         const summary = Option.getOrThrow(yield* Fiber.join(stopping))
         assert.isFalse(summary.responded)
         assert.isTrue(summary.killed)
-        assert.deepStrictEqual(summary.exit, { code: null, signal: "SIGKILL" })
-        assert.strictEqual(summary.elapsedMs, 5000)
+        assert.deepStrictEqual(summary.exit, { exitCode: null, signal: "SIGKILL" })
+        assert.strictEqual(summary.elapsedMillis, 5000)
         assert.strictEqual(summary.error, "no answer within 5s")
         assert.strictEqual(yield* extension.status, "Stopped")
       }).pipe((self) => layers(self, spawner))
@@ -355,7 +356,7 @@ describe("ExtensionHost", () => {
         assert.isTrue(summary.responded)
         assert.isFalse(summary.success)
         assert.match(summary.error!, /^-32000 Shutdown failed: Could not save state to disk: /)
-        assert.deepStrictEqual(summary.exit, { code: 0, signal: null })
+        assert.deepStrictEqual(summary.exit, { exitCode: 0, signal: null })
       }).pipe((self) => layers(self, sdk))
       yield* Effect.gen(function*() {
         const extension = yield* ExtensionHost.start(spec, options)
@@ -363,7 +364,7 @@ describe("ExtensionHost", () => {
         assert.strictEqual(summary.error, "-32000 Shutdown failed: Could not save state to disk")
         assert.isTrue(summary.terminated)
         assert.isFalse(summary.killed)
-        assert.deepStrictEqual(summary.exit, { code: null, signal: "SIGTERM" })
+        assert.deepStrictEqual(summary.exit, { exitCode: null, signal: "SIGTERM" })
       }).pipe((self) => layers(self, stubborn))
     }))
 
@@ -519,5 +520,80 @@ describe("ExtensionHost", () => {
       )
       yield* Effect.scoped(ExtensionHost.start(spec, options)).pipe((self) => layers(self, spawner))
       assert.strictEqual(yield* Deferred.await(reason), "closing")
+    }))
+
+  it.effect("under GracefulShutdown (NodeSignals.runMain), a stop sends shutdown (closing) and runs the ladder", () =>
+    Effect.gen(function*() {
+      const registry = yield* GracefulShutdown.make
+      // The extension runs in this process: it gets a registry of its own, as a process of its own would.
+      const itsOwn = yield* GracefulShutdown.make
+      const reason = yield* Deferred.make<string>()
+      const spawner = yield* TestSpawner.make(() =>
+        marker().pipe(
+          Effect.tap((outcome) => Deferred.succeed(reason, String(outcome.reason))),
+          Effect.provideService(GracefulShutdown.GracefulShutdown, itsOwn)
+        )
+      )
+      yield* Effect.gen(function*() {
+        const extension = yield* ExtensionHost.start(spec, options)
+        // The host's stop is registered; the extension's connection is not: it must carry `shutdown` first.
+        assert.strictEqual(yield* registry.size, 1)
+        yield* registry.stop
+        assert.strictEqual(yield* Deferred.await(reason), "closing")
+        assert.strictEqual(yield* extension.status, "Stopped")
+        const finished = (yield* extension.history).find((e) => e._tag === "ShutdownFinished")
+        assert.deepStrictEqual(
+          finished?._tag === "ShutdownFinished" && { ...finished.summary, elapsedMillis: 0, elapsedMs: 0 },
+          {
+            reason: "closing",
+            responded: true,
+            success: true,
+            error: undefined,
+            killed: false,
+            terminated: false,
+            exit: { exitCode: 0, signal: null },
+            elapsedMillis: 0,
+            elapsedMs: 0
+          }
+        )
+        // Closing the Scope afterwards finds it stopped: nothing runs twice.
+        assert.isTrue(Option.isNone(yield* extension.shutdown()))
+      }).pipe(
+        Effect.scoped,
+        Effect.provideService(GracefulShutdown.GracefulShutdown, registry),
+        (self) => layers(self, spawner)
+      )
+      assert.strictEqual(yield* registry.size, 0)
+    }))
+
+  it.effect("a forced stop (a second signal) cuts the wait for the answer short: SIGKILL at once", () =>
+    Effect.gen(function*() {
+      const registry = yield* GracefulShutdown.make
+      const spawner = yield* TestSpawner.make(() => raw((raw) => Effect.andThen(answerInitialize(raw), Effect.never)))
+      yield* Effect.gen(function*() {
+        const extension = yield* ExtensionHost.start(spec, options)
+        assert.strictEqual(yield* registry.size, 1)
+        const stopping = yield* Effect.forkChild(registry.stop)
+        yield* adjust("1 second")
+        assert.isTrue(Option.isNone(yield* poll(stopping)), "waiting for the answer")
+        // No clock moves from here on.
+        yield* registry.force
+        yield* Fiber.join(stopping)
+        const finished = (yield* extension.history).find((e) => e._tag === "ShutdownFinished")
+        const summary = finished?._tag === "ShutdownFinished" ? finished.summary : undefined
+        assert.deepStrictEqual(summary && [summary.responded, summary.killed, summary.terminated, summary.exit], [
+          false,
+          true,
+          false,
+          { exitCode: null, signal: "SIGKILL" }
+        ])
+        assert.strictEqual(summary?.error, "no answer before the stop was forced")
+        assert.strictEqual(summary?.elapsedMillis, 1000)
+        assert.strictEqual(yield* extension.status, "Stopped")
+      }).pipe(
+        Effect.scoped,
+        Effect.provideService(GracefulShutdown.GracefulShutdown, registry),
+        (self) => layers(self, spawner)
+      )
     }))
 })

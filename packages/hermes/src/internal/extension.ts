@@ -6,6 +6,7 @@
  */
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
 import * as Connection from "@lifeline/kernel/Connection"
+import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import type * as Peer from "@lifeline/kernel/Peer"
 import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
 import * as Transport from "@lifeline/kernel/Transport"
@@ -26,7 +27,8 @@ import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Editor from "../Editor.js"
-import type * as Extension from "../Extension.js"
+// A cycle that is safe: its values are only used inside functions, after both modules have loaded.
+import * as Extension from "../Extension.js"
 import * as HermesProtocol from "../HermesProtocol.js"
 import * as HostMonitor from "../HostMonitor.js"
 import * as StateFile from "./stateFile.js"
@@ -35,8 +37,6 @@ type ExtensionPeer = Peer.Peer<
   typeof HermesProtocol.Extension.serves[number],
   typeof HermesProtocol.Extension.calls[number]
 >
-
-const validName = /^[A-Za-z0-9][A-Za-z0-9._-]*$/
 
 /** Time kept back from a drain for releasing resources and writing the state. */
 const cleanupReserve = Duration.seconds(1)
@@ -85,22 +85,11 @@ const quote = (text: string): string => {
 
 const knownReasons = HermesProtocol.ShutdownReason.literals.join(", ")
 
-const resolvePolicy = (given: ShutdownPolicy.Policy | undefined) =>
-  given !== undefined ? Effect.succeed(given) : Effect.flatMap(
-    Effect.serviceOption(ShutdownPolicy.ShutdownPolicy),
-    Option.match({
-      onSome: Effect.succeed,
-      onNone: () =>
-        ShutdownPolicy.config.pipe(
-          Effect.catch((error) =>
-            Effect.as(
-              Effect.logWarning(`ignoring the shutdown policy in the environment: ${error}`),
-              ShutdownPolicy.FailFast()
-            )
-          )
-        )
-    })
-  )
+/** A count option: a whole number, at least `min`; `Infinity` stays (no bound), `NaN` is the default. */
+const count = (value: number | undefined, fallback: number, min: number) => {
+  const whole = Math.floor(value ?? fallback)
+  return Number.isNaN(whole) ? fallback : Math.max(min, whole)
+}
 
 const describe = (cause: Cause.Cause<unknown>): string => {
   const error = Cause.squash(cause)
@@ -112,30 +101,51 @@ interface Checklist {
   readonly cancelled: number
 }
 
+/** A `command/execute` accepted while every slot was taken: it starts when a running command ends. */
+interface Queued<S, Res, R> {
+  readonly id: string
+  readonly command: Extension.Command<S, Res, R>
+  readonly args: ReadonlyArray<unknown>
+}
+
 /** @internal */
 export const run = <S, Res, R>(
   extension: Extension.Extension<S, Res, R>
 ): Effect.Effect<
   Extension.Outcome,
-  never,
+  Config.ConfigError,
   Transport.Transport | FileSystem.FileSystem | Path.Path | Exclude<R, Editor.Editor | Scope.Scope>
 > =>
   Effect.gen(function*() {
     const options = extension.options
     const name = options.name
-    if (!validName.test(name) || name.includes("..")) {
+    if (!HermesProtocol.isExtensionName(name)) {
+      const rule = `1 to ${HermesProtocol.MAX_NAME_LENGTH} letters, digits, ".", "_" or "-", not dots only`
       return yield* Effect.die(
-        new Error(`BUG: the extension name "${name}" names a directory: use letters, digits, ".", "_" and "-"`)
+        new Error(
+          `BUG: ${quote(name)} is not an extension name: ${rule} (it names the extension's data directory; hosts ` +
+            "refuse any other)"
+        )
       )
     }
     const transport = yield* Transport.Transport
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const context = (yield* Effect.context<never>()) as Context.Context<Exclude<R, Editor.Editor | Scope.Scope>>
-    const policy = yield* resolvePolicy(options.policy)
+    // The one rule (option, service, environment, fail-fast). A policy someone wrote down wrong in the environment is
+    // not replaced by another: the run fails before it reads a byte, and says why.
+    const policy = yield* ShutdownPolicy.resolve(options.policy).pipe(
+      Effect.tapError((error) =>
+        Effect.logError(
+          `cannot start: the shutdown policy in the environment is invalid: ${error.message.replace(/\s*\n\s*/g, " ")}`
+        )
+      )
+    )
     const monitor = yield* Effect.serviceOption(HostMonitor.HostMonitor)
     const runScope = yield* Effect.scope
     const budget = Duration.fromInputUnsafe(options.shutdownBudget ?? Duration.seconds(4))
+    const maxConcurrent = count(options.maxConcurrentCommands, Extension.defaultCommandLimits.maxConcurrentCommands, 1)
+    const maxQueued = count(options.maxQueuedCommands, Extension.defaultCommandLimits.maxQueuedCommands, 0)
 
     const commands = yield* FiberSet.make<void, never>()
     const resourcesScope = yield* Scope.make()
@@ -151,6 +161,13 @@ export const run = <S, Res, R>(
     // `window/closed` can overtake the fiber that registers the window it names (docs/protocol.md: notifications
     // arrive at any time): remember such ids for the registration.
     const closedEarly = new Set<string>()
+    // Commands running and waiting: `command/execute` is a notification, so nothing else bounds how many a host sends.
+    const waiting: Array<Queued<S, Res, R>> = []
+    let runningCommands = 0
+    let refusedCommands = 0
+    let refusedInBurst = 0
+    // Completed by a forced stop (a second signal under `NodeSignals.runMain`): a drain in progress ends at once.
+    const forced = yield* Deferred.make<void>()
     const peerReady = yield* Deferred.make<ExtensionPeer>()
     const shutdownRequested = yield* Deferred.make<HermesProtocol.ShutdownReason | undefined>()
     // Completed with the host's pid when the monitor reports that the host exited without closing our stdin.
@@ -208,6 +225,47 @@ export const run = <S, Res, R>(
         Effect.withSpan(`hermes.command ${id}`)
       )
 
+    /** Starts `next` in the set; when it ends, the first command waiting takes its slot (not once shutting down). */
+    const startCommand = (next: Queued<S, Res, R>): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        runningCommands++
+        return Effect.asVoid(FiberSet.run(
+          commands,
+          runCommand(next.id, next.command, next.args).pipe(
+            Effect.ensuring(Effect.suspend(() => {
+              runningCommands--
+              const following = accepting ? waiting.shift() : undefined
+              return following === undefined ? Effect.void : startCommand(following)
+            }))
+          ),
+          // Starts after the handler returns, as Effect 3's fork did (Effect 4 would run it here up to a wait).
+          { startImmediately: false }
+        ))
+      })
+
+    /**
+     * Says how many commands a burst of refusals refused, once it is over: a flood of notifications must not become
+     * a flood of log lines (each refusal is counted, the first one of a burst is logged with its id).
+     */
+    const endBurst = Effect.suspend(() => {
+      const refused = refusedInBurst
+      refusedInBurst = 0
+      return refused <= 1 ? Effect.void : Effect.logWarning(
+        `${refused} command(s) refused in all while ${maxConcurrent} ran and ${maxQueued} waited ` +
+          `(${refusedCommands} since the start)`
+      )
+    })
+
+    const refuse = (id: string) =>
+      Effect.suspend(() => {
+        refusedCommands++
+        refusedInBurst++
+        return refusedInBurst > 1 ? Effect.void : Effect.logWarning(
+          `command ${quote(id)} refused: ${maxConcurrent} command(s) run and ${maxQueued} wait ` +
+            "(maxConcurrentCommands, maxQueuedCommands); the refusals that follow are counted until one is accepted"
+        )
+      })
+
     // -- the shutdown checklist (docs/protocol.md, "shutdown"), run once whatever ends the extension ---------------
 
     const checklistDone = yield* Deferred.make<Checklist>()
@@ -226,22 +284,32 @@ export const run = <S, Res, R>(
           )
         const failures: Array<string> = []
 
-        // 1. Stop accepting work: later `command/execute` notifications are dropped.
+        // 1. Stop accepting work: later `command/execute` notifications are dropped, and so are those that wait for
+        // a slot: they never started.
         accepting = false
+        const dropped = waiting.length
+        waiting.length = 0
+        yield* endBurst
+        if (dropped > 0) yield* Effect.logInfo(`dropping ${dropped} waiting command(s) that never started`)
 
-        // 2. Cancel or drain the commands in flight, as the policy says.
+        // 2. Cancel or drain the commands in flight, as the policy says; a forced stop ends the drain at once.
         const running = yield* FiberSet.size(commands)
-        if (running > 0 && policy._tag === "Drain") {
+        if (running > 0 && policy._tag === "Drain" && !Deferred.isDoneUnsafe(forced)) {
           const drainFor = Duration.min(policy.timeout, yield* remaining(cleanupReserve))
           yield* Effect.logInfo(`draining ${running} command(s) for at most ${Duration.format(drainFor)}`)
-          yield* FiberSet.awaitEmpty(commands).pipe(Effect.interruptible, Effect.timeoutOption(drainFor))
+          yield* FiberSet.awaitEmpty(commands).pipe(
+            Effect.raceFirst(Deferred.await(forced)),
+            Effect.interruptible,
+            Effect.timeoutOption(drainFor)
+          )
         }
-        const cancelled = yield* FiberSet.size(commands)
-        if (cancelled > 0) {
-          yield* Effect.logInfo(`cancelling ${cancelled} command(s)`)
+        const interrupted = yield* FiberSet.size(commands)
+        if (interrupted > 0) {
+          yield* Effect.logInfo(`cancelling ${interrupted} command(s)`)
           const stopped = yield* bounded(FiberSet.clear(commands), interruptBound)
-          if (Option.isNone(stopped)) failures.push(`${cancelled} command(s) did not stop within 500 ms`)
+          if (Option.isNone(stopped)) failures.push(`${interrupted} command(s) did not stop within 500 ms`)
         }
+        const cancelled = interrupted + dropped
 
         // 3. Windows: Hermes closes them; whoever waits for one is released.
         for (const signal of windows.values()) Deferred.doneUnsafe(signal, Exit.void)
@@ -372,13 +440,16 @@ export const run = <S, Res, R>(
         }),
       "command/execute": ({ arguments: args, command }) =>
         Effect.suspend(() => {
-          if (!accepting) return Effect.logWarning(`command ${command} ignored: shutting down`)
+          if (!accepting) return Effect.logWarning(`command ${quote(command)} ignored: shutting down`)
           const definition = Object.hasOwn(options.commands, command) ? options.commands[command] : undefined
-          if (definition === undefined) return Effect.logWarning(`unknown command ${command}`)
-          // Starts after this handler returns, as Effect 3's fork did (Effect 4 would run it here up to a wait).
-          return Effect.asVoid(
-            FiberSet.run(commands, runCommand(command, definition, args ?? []), { startImmediately: false })
-          )
+          if (definition === undefined) return Effect.logWarning(`unknown command ${quote(command)}`)
+          const next: Queued<S, Res, R> = { id: command, command: definition, args: args ?? [] }
+          if (runningCommands < maxConcurrent) return Effect.andThen(endBurst, startCommand(next))
+          if (waiting.length < maxQueued) {
+            waiting.push(next)
+            return endBurst
+          }
+          return refuse(command)
         }),
       "window/closed": ({ windowId }) =>
         Effect.sync(() => {
@@ -397,9 +468,23 @@ export const run = <S, Res, R>(
       transport,
       handlers,
       handshake: Connection.accept("initialize", { notifications: ["initialized"] }),
-      policy
+      policy,
+      // A signal must not close the connection before the checklist: commands drain through `editor/*` calls.
+      gracefulShutdown: false
     }).pipe(Effect.orDie)
     yield* Deferred.succeed(peerReady, connection.peer)
+
+    // Under `NodeSignals.runMain`, the first signal runs the checklist (a drain included) while the connection is
+    // still open, before the run is interrupted; the second one cuts the drain short. Registered before the finalizer
+    // below, so it is still registered while that finalizer runs: the second signal interrupts the run first, then
+    // forces what is registered.
+    yield* GracefulShutdown.register({
+      name: `extension ${name}`,
+      stop: checklist.pipe(Effect.annotateLogs({ "hermes.extension": name })),
+      stopNow: Effect.andThen(Deferred.succeed(forced, void 0), checklist).pipe(
+        Effect.annotateLogs({ "hermes.extension": name })
+      )
+    })
 
     // Registered after the connection, so it runs first: on interruption, commands drain while the host is still
     // reachable, and the connection is torn down after.
@@ -426,7 +511,13 @@ export const run = <S, Res, R>(
       ending._tag === "Shutdown" ? "RemoteShutdown" : ending._tag === "HostExited" ? "Stop" : "TransportClosed"
     )
     const result = yield* checklist
-    return { _tag: ending._tag, reason: ending.reason, failures: result.failures, cancelled: result.cancelled }
+    return {
+      _tag: ending._tag,
+      reason: ending.reason,
+      failures: result.failures,
+      cancelled: result.cancelled,
+      refusedCommands
+    }
   }).pipe(
     Effect.scoped,
     Effect.onInterrupt(() => Effect.logInfo("interrupted: the shutdown checklist ran as a finalizer")),

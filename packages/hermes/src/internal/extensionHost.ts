@@ -6,9 +6,12 @@
  */
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
 import * as Connection from "@lifeline/kernel/Connection"
+import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import type * as Peer from "@lifeline/kernel/Peer"
 import * as PeerError from "@lifeline/kernel/PeerError"
+import * as Process from "@lifeline/kernel/Process"
 import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
+import * as StopSequence from "@lifeline/kernel/StopSequence"
 import * as Arr from "effect/Array"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -39,7 +42,7 @@ interface Generation {
   readonly number: number
   readonly scope: Scope.Closeable
   readonly process: Spawner.Process
-  readonly exit: Deferred.Deferred<Spawner.ExitStatus>
+  readonly exit: Deferred.Deferred<Process.ExitStatus>
   readonly windows: FiberMap.FiberMap<string>
   /** One permit per window that may be open: taken by `ui/openWindow`, given back when the window has closed. */
   readonly windowSlots: Semaphore.Semaphore
@@ -48,16 +51,13 @@ interface Generation {
   stopping: boolean
 }
 
-/** At most `duration` of `self`, interruptible even when the caller is not (a finalizer). */
-const within = <A, E, R>(self: Effect.Effect<A, E, R>, duration: Duration.Duration) =>
-  self.pipe(Effect.interruptible, Effect.timeoutOption(duration))
-
 const describeWireError = (error: RpcError.RpcError): string =>
   `${error.code} ${error.message}${
     error.data === undefined ? "" : `: ${typeof error.data === "string" ? error.data : JSON.stringify(error.data)}`
   }`
 
-const unknownExit: Spawner.ExitStatus = { code: null, signal: null }
+/** The status reported for a process that did not exit even after SIGKILL (`Unkillable`). */
+const unknownExit: Process.ExitStatus = { exitCode: null, signal: null }
 
 /** A count option: a whole number, at least `min`; `Infinity` stays (no bound), `NaN` is the default. */
 const count = (value: number | undefined, fallback: number, min: number) => {
@@ -95,21 +95,15 @@ const quote = (text: string): string => {
   return text.length <= 64 ? shown : `${shown}… (${text.length - 64} more characters)`
 }
 
-/** The longest extension name the host accepts: it becomes a directory name, and names are short words. */
-const MAX_NAME_LENGTH = 128
-
-const namePattern = new RegExp(`^[A-Za-z0-9._-]{1,${MAX_NAME_LENGTH}}$`)
-
 /**
- * Why `name` cannot name an extension, or `undefined` if it can. The name becomes the extension's data directory,
- * `<dataDir>/extensions/<name>`, so it must be one path segment, of the protocol's characters (no separator), and not
- * dots only: "." and ".." are the directory itself and its parent, and Windows drops the trailing dots of a segment.
+ * Why `name` cannot name an extension, or `undefined` if it can (`HermesProtocol.isExtensionName`, the rule the SDK
+ * checks too): the name becomes the extension's data directory, `<dataDir>/extensions/<name>`.
  */
 const invalidName = (name: string): string | undefined =>
-  namePattern.test(name) && !/^\.+$/.test(name)
+  HermesProtocol.isExtensionName(name)
     ? undefined
-    : `initialize: ${quote(name)} is not an extension name: 1 to ${MAX_NAME_LENGTH} letters, digits, ".", "_" or ` +
-      `"-", not dots only (it names the extension's data directory)`
+    : `initialize: ${quote(name)} is not an extension name: 1 to ${HermesProtocol.MAX_NAME_LENGTH} letters, digits, ` +
+      `".", "_" or "-", not dots only (it names the extension's data directory)`
 
 /** @internal */
 export const start = (
@@ -408,21 +402,37 @@ export const start = (
 
     // -- processes --------------------------------------------------------------------------------------------
 
-    /** Waits for the exit at most `grace`; `None` if it is still running. */
-    const awaitExit = (generation: Generation, grace: Duration.Duration) =>
-      within(Deferred.await(generation.exit), grace)
+    // Completed by a forced stop (a second signal to a program under `NodeSignals.runMain`): every stop sequence
+    // running or to come cuts its waits short and goes to SIGKILL.
+    const forced = yield* Deferred.make<void>()
+    const verifyTimeout = Duration.sum(killGrace, Duration.seconds(1))
 
-    /** SIGKILL, then the exit (bounded: a process the OS cannot kill is reported with an unknown status). */
+    /**
+     * The generation's process as the kernel's stop sequence sees it. The `Spawner` knows no process groups: the
+     * sequence takes the process's own exit for the group's.
+     */
+    const targetOf = (generation: Generation): StopSequence.Target => ({
+      exit: Deferred.await(generation.exit),
+      exitStatus: Effect.flatMap(Deferred.poll(generation.exit), Effect.transposeOption),
+      signal: generation.process.kill,
+      endInput: generation.process.transport.end
+    })
+
+    /**
+     * The stop sequence, forced from the start: SIGKILL at once, then the exit (bounded: a process the OS cannot kill
+     * is reported with an unknown status). For a process the host gives up on (a failed `initialize`, a lost
+     * connection): it is owed no `shutdown`, and its input is left to the generation's Scope, so that it cannot exit by
+     * itself at the end of its input first (protocol: "its process killed").
+     */
     const kill = (generation: Generation) =>
-      Effect.andThen(
-        generation.process.kill("SIGKILL"),
-        Effect.map(
-          awaitExit(generation, Duration.sum(killGrace, Duration.seconds(1))),
-          Option.getOrElse(() => unknownExit)
-        )
+      Effect.map(
+        StopSequence.run({ ...targetOf(generation), endInput: Effect.void }, { forced: Effect.void }, {
+          verifyTimeout
+        }),
+        (report) => report.exit ?? unknownExit
       )
 
-    const exited = (generation: Generation, exitStatus: Spawner.ExitStatus, expected: boolean) =>
+    const exited = (generation: Generation, exitStatus: Process.ExitStatus, expected: boolean) =>
       Effect.flatMap(
         generation.process.stderrTail,
         (stderrTail) =>
@@ -448,7 +458,7 @@ export const start = (
       }
       const process = spawned.success
       yield* emit((at) => ExtensionHost.Event.Spawned({ at, generation: number, pid: process.pid }))
-      const exit = yield* Deferred.make<Spawner.ExitStatus>()
+      const exit = yield* Deferred.make<Process.ExitStatus>()
       yield* process.exit.pipe(Effect.flatMap((s) => Deferred.succeed(exit, s)), Effect.forkIn(scope))
       const windowFibers = yield* Scope.provide(FiberMap.make<string>(), scope)
       const generation: Generation = {
@@ -488,6 +498,8 @@ export const start = (
           { timeout: initializeTimeout }
         ),
         policy: ShutdownPolicy.FailFast(),
+        // Not stopped by a signal on its own: the host's stop (registered in `start`) asks `shutdown` over it first.
+        gracefulShutdown: false,
         requestTimeout: options.requestTimeout
       }).pipe(Scope.provide(scope), Effect.result)
 
@@ -545,10 +557,12 @@ export const start = (
         generation.stopping = true
         current = undefined
         info = Option.none()
-        const exitStatus = Option.getOrUndefined(yield* awaitExit(generation, Duration.millis(100))) ??
-          (yield* kill(generation))
+        // A process whose connection was lost is usually exiting: a moment for that, then the forced ladder.
+        const exitStatus = Option.getOrUndefined(
+          yield* Effect.timeoutOption(Deferred.await(generation.exit), Duration.millis(100))
+        ) ?? (yield* kill(generation))
         yield* exited(generation, exitStatus, false)
-        yield* Effect.logWarning(`extension crashed (code ${exitStatus.code}, signal ${exitStatus.signal})`).pipe(
+        yield* Effect.logWarning(`extension crashed (${Process.describe(exitStatus)})`).pipe(
           Effect.annotateLogs({ extension: label })
         )
         const now = yield* Clock.currentTimeMillis
@@ -568,7 +582,11 @@ export const start = (
         yield* Effect.forkDetach(Scope.close(generation.scope, Exit.void))
       })
 
-    /** Seed 000's sequence: `shutdown` within the timeout, then the process exits by itself or is made to. */
+    /**
+     * Seed 000's sequence on the kernel's one stop ladder (`StopSequence`): `shutdown` within `shutdownTimeout` (no
+     * answer: SIGKILL at once), the connection closed (the end of stdin), then `exitGrace` to exit after a successful
+     * answer (`killGrace` after an error answer), SIGTERM, `killGrace`, SIGKILL (docs/protocol.md, "Lifecycle").
+     */
     const stopGeneration = (generation: Generation, reason: HermesProtocol.ShutdownReason) =>
       Effect.gen(function*() {
         generation.stopping = true
@@ -577,68 +595,81 @@ export const start = (
         yield* emit((at) => ExtensionHost.Event.ShutdownStarted({ at, reason }))
         yield* FiberMap.clear(generation.windows)
         const connection = generation.connection!
-        const answer = yield* connection.peer.call(HermesProtocol.Shutdown, { reason }, { timeout: shutdownTimeout })
-          .pipe(
-            Effect.interruptible,
-            Effect.exit
-          )
         let responded = false
         let success = false
         let error: string | undefined
-        let timedOut = false
-        if (Exit.isSuccess(answer)) {
-          responded = true
-          success = answer.value.success
-          if (!success) error = "the extension answered { success: false }"
-        } else {
-          const failure = Cause.findErrorOption(answer.cause)
-          if (Option.isSome(failure) && failure.value instanceof RpcError.RpcError) {
-            responded = true
-            error = text(describeWireError(failure.value))
-            yield* Effect.logWarning(`shutdown answered with an error: ${error}`).pipe(
-              Effect.annotateLogs({ extension: label })
-            )
-          } else if (Option.isSome(failure) && failure.value instanceof PeerError.RequestTimeout) {
-            timedOut = true
-            error = `no answer within ${Duration.format(shutdownTimeout)}`
-          } else {
-            error = Option.match(failure, { onNone: () => Cause.pretty(answer.cause), onSome: (e) => e.message })
+        // Fails unless the answer is `{ success: true }`: the ladder then gives the process `killGrace`, not
+        // `exitGrace`. The call's own timeout is longer than `shutdownTimeout`, so the ladder's bound is what ends it.
+        const ask = Effect.suspend(() => {
+          if (Deferred.isDoneUnsafe(forced)) {
+            error = "not asked: the stop was forced"
+            return Effect.fail(error)
           }
+          return connection.peer.call(HermesProtocol.Shutdown, { reason }, {
+            timeout: Duration.sum(shutdownTimeout, Duration.seconds(1))
+          }).pipe(
+            Effect.exit,
+            Effect.flatMap((answer) => {
+              if (Exit.isSuccess(answer)) {
+                responded = true
+                success = answer.value.success
+                if (success) return Effect.void
+                error = "the extension answered { success: false }"
+                return Effect.fail(error)
+              }
+              const failure = Cause.findErrorOption(answer.cause)
+              if (Option.isSome(failure) && failure.value instanceof RpcError.RpcError) {
+                responded = true
+                const described = text(describeWireError(failure.value))
+                error = described
+                return Effect.andThen(
+                  Effect.logWarning(`shutdown answered with an error: ${described}`).pipe(
+                    Effect.annotateLogs({ extension: label })
+                  ),
+                  Effect.fail(described)
+                )
+              }
+              error = Option.match(failure, { onNone: () => Cause.pretty(answer.cause), onSome: (e) => e.message })
+              return Effect.fail(error)
+            })
+          )
+        })
+        const close = (stop: (reason?: "Stop") => Effect.Effect<unknown>) =>
+          Effect.andThen(stop("Stop"), connection.awaitShutdown)
+        const report = yield* StopSequence.run(
+          targetOf(generation),
+          {
+            shutdown: ask,
+            close: close(connection.stop),
+            closeNow: close(connection.stopNow),
+            forced: Deferred.await(forced)
+          },
+          { shutdownTimeout, exitGrace, killGrace, verifyTimeout, policy: ShutdownPolicy.FailFast() }
+        )
+        if (!responded && error === undefined) {
+          error = report.shutdown === "TimedOut"
+            ? report.forced
+              ? "no answer before the stop was forced"
+              : `no answer within ${Duration.format(shutdownTimeout)}`
+            : report.shutdown === "Skipped"
+            ? "not asked: the extension had already exited"
+            : "the extension exited before it answered"
         }
-        // Ends stdin: a well-behaved extension exits now if it has not already.
-        yield* connection.stop("Stop")
-        let killed = false
-        let terminated = false
-        let exitStatus: Option.Option<Spawner.ExitStatus> = Option.none()
-        if (timedOut) {
-          killed = true
-          exitStatus = Option.some(yield* kill(generation))
-        } else {
-          exitStatus = yield* awaitExit(generation, responded && success ? exitGrace : killGrace)
-          if (Option.isNone(exitStatus)) {
-            terminated = true
-            yield* generation.process.kill("SIGTERM")
-            exitStatus = yield* awaitExit(generation, killGrace)
-          }
-          if (Option.isNone(exitStatus)) {
-            killed = true
-            exitStatus = Option.some(yield* kill(generation))
-          }
-        }
-        const exitValue = Option.getOrElse(exitStatus, () => unknownExit)
         yield* Scope.close(generation.scope, Exit.void)
+        const elapsed = (yield* Clock.currentTimeMillis) - startedAt
         const summary: ExtensionHost.ShutdownSummary = {
           reason,
           responded,
           success,
           error,
-          killed,
-          terminated,
-          exit: exitValue,
-          elapsedMs: (yield* Clock.currentTimeMillis) - startedAt
+          killed: report.signals.includes("SIGKILL"),
+          terminated: report.signals.includes("SIGTERM"),
+          exit: report.exit,
+          elapsedMillis: elapsed,
+          elapsedMs: elapsed
         }
         yield* emit((at) => ExtensionHost.Event.ShutdownFinished({ at, summary }))
-        yield* exited(generation, exitValue, true)
+        yield* exited(generation, report.exit ?? unknownExit, true)
         if (current === generation) {
           current = undefined
           info = Option.none()
@@ -658,6 +689,15 @@ export const start = (
         yield* setStatus(reason === "disabled" ? "Disabled" : "Stopped")
         return Option.some(summary)
       }))
+
+    // Under `NodeSignals.runMain`, a signal stops the extension as `shutdown` does, before the main fiber is
+    // interrupted; a second one forces the stop. Registered before the finalizer below, so it is still registered
+    // while that finalizer runs: the second signal interrupts the main fiber first, then forces what is registered.
+    yield* GracefulShutdown.register({
+      name: `extension ${label}`,
+      stop: shutdown("closing"),
+      stopNow: Effect.andThen(Deferred.succeed(forced, void 0), shutdown("closing"))
+    })
 
     // Run in a fiber of its own: a finalizer of an interrupted fiber could not wait on the Clock-bound steps.
     yield* Effect.addFinalizer(() => Effect.flatMap(Effect.forkDetach(shutdown("closing")), Fiber.join))
