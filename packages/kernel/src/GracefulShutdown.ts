@@ -135,8 +135,12 @@ export const make: Effect.Effect<GracefulShutdown.Service> = Effect.sync(() => {
     force: Effect.suspend(() => {
       if (phase === "Forced") return awaitAll
       phase = "Forced"
+      // Also the entries whose graceful stop still runs but whose Scope has already closed (interrupting the main
+      // fiber closes the Scopes entries registered in, unregistering them): forcing must reach them too.
+      const targets = new Set(entries)
+      for (const [entry, done] of running) if (!Deferred.isDoneUnsafe(done)) targets.add(entry)
       return Effect.andThen(
-        Effect.forEach(Array.from(entries), (entry) => start(entry, "stopNow"), { discard: true }),
+        Effect.forEach(Array.from(targets), (entry) => start(entry, "stopNow"), { discard: true }),
         awaitAll
       )
     }),

@@ -52,6 +52,22 @@ describe("GracefulShutdown", () => {
       yield* Fiber.join(stopping)
     }))
 
+  it.effect("force reaches an entry whose Scope closed while its graceful stop still runs", () =>
+    Effect.gen(function*() {
+      const registry = yield* GracefulShutdown.make
+      const log: Array<string> = []
+      const scope = yield* Scope.make()
+      yield* registry.register(yield* makeEntry("a", 60_000, log)).pipe(Scope.provide(scope))
+      const stopping = yield* Effect.forkChild(registry.stop)
+      yield* yieldTimes(10)
+      // What interrupting the main fiber does: the Scope the entry registered in closes, unregistering it.
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(yield* registry.size, 0)
+      yield* registry.force
+      assert.deepStrictEqual(log, ["a stop", "a stopNow"])
+      yield* Fiber.join(stopping)
+    }))
+
   it.effect("force stops every entry fail-fast, cutting a graceful stop short", () =>
     Effect.gen(function*() {
       const registry = yield* GracefulShutdown.make

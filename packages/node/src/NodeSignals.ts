@@ -297,8 +297,10 @@ export const runMain = <A, E>(
     } else if (count === 2) {
       Effect.runFork(withLogger(Effect.gen(function*() {
         yield* Effect.logWarning(`${signal} again: forcing the stop`)
-        interruptMain()
+        // Entries that interrupting main unregisters meanwhile are still forced: the registry forces every stop
+        // that is still running, registered or not.
         yield* Effect.forkChild(registry.force)
+        interruptMain()
         yield* Effect.sleep(forceTimeout)
         yield* Effect.logError(`still not stopped ${Duration.format(forceTimeout)} after the second signal: exiting`)
         exit(ExitCode.Abandoned)
