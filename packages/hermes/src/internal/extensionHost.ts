@@ -7,6 +7,7 @@
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
 import * as Connection from "@lifeline/kernel/Connection"
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
+import * as Lifecycle from "@lifeline/kernel/Lifecycle"
 import type * as Peer from "@lifeline/kernel/Peer"
 import * as PeerError from "@lifeline/kernel/PeerError"
 import * as Process from "@lifeline/kernel/Process"
@@ -119,6 +120,8 @@ export const start = (
     const store = yield* MessageStore.MessageStore
     const windows = yield* Windows.Windows
     const initializeTimeout = Duration.fromInputUnsafe(options.initializeTimeout ?? HermesProtocol.INITIALIZE_TIMEOUT)
+    // How much later than `initializeTimeout` the kernel's handshake bound is: the host's own bound fires first.
+    const handshakeMargin = Duration.seconds(1)
     const shutdownTimeout = Duration.fromInputUnsafe(options.shutdownTimeout ?? HermesProtocol.SHUTDOWN_TIMEOUT)
     const exitGrace = Duration.fromInputUnsafe(options.exitGrace ?? Duration.seconds(2))
     const killGrace = Duration.fromInputUnsafe(options.killGrace ?? Duration.seconds(1))
@@ -485,17 +488,32 @@ export const start = (
         handlers: makeHandlers(generation),
         handshake: Connection.initiate<HermesProtocol.HostServes, HermesProtocol.HostCalls>(
           (peer) =>
-            peer.call(HermesProtocol.Initialize, params, { timeout: initializeTimeout }).pipe(
-              Effect.tap((result) => {
-                // Refused as a result that does not match its Schema is: the name is part of what the protocol says.
-                const refused = invalidName(result.name)
-                if (refused !== undefined) return Effect.fail(RpcError.RpcError.internalError(refused))
-                answer = result
-                return Effect.void
-              }),
-              Effect.tap(() => peer.notify(HermesProtocol.Initialized, undefined))
-            ),
-          { timeout: initializeTimeout }
+            peer.call(HermesProtocol.Initialize, params, { timeout: Duration.sum(initializeTimeout, handshakeMargin) })
+              .pipe(
+                // The protocol kills an extension that did not answer in time, and the kill comes first: a failed
+                // handshake closes the connection, and an extension that exits at the end of its input would
+                // otherwise win that race and look as if it had stopped by itself.
+                Effect.timeoutOrElse({
+                  duration: initializeTimeout,
+                  orElse: () =>
+                    Effect.andThen(
+                      kill(generation),
+                      Effect.fail(
+                        new Lifecycle.HandshakeTimeout({ timeoutMillis: Duration.toMillis(initializeTimeout) })
+                      )
+                    )
+                }),
+                Effect.tap((result) => {
+                  // Refused as a result that does not match its Schema is: the name is part of what the protocol says.
+                  const refused = invalidName(result.name)
+                  if (refused !== undefined) return Effect.fail(RpcError.RpcError.internalError(refused))
+                  answer = result
+                  return Effect.void
+                }),
+                Effect.tap(() => peer.notify(HermesProtocol.Initialized, undefined))
+              ),
+          // Later than the host's own bound above, which kills before it fails the handshake.
+          { timeout: Duration.sum(initializeTimeout, handshakeMargin) }
         ),
         policy: ShutdownPolicy.FailFast(),
         // Not stopped by a signal on its own: the host's stop (registered in `start`) asks `shutdown` over it first.
@@ -506,11 +524,12 @@ export const start = (
       if (Result.isFailure(made) || answer === undefined) {
         const error = Result.isFailure(made) ? made.failure : undefined
         const hasExited = yield* Deferred.isDone(exit)
-        const reason: ExtensionHost.InitializeFailure = hasExited || error instanceof PeerError.PeerClosed ||
-            error instanceof PeerError.PeerExited
-          ? "exited"
-          : error?._tag === "HandshakeTimeout" || error?._tag === "RequestTimeout"
+        // A timeout first: the host's own bound kills the process before it fails the handshake, so it has exited.
+        const reason: ExtensionHost.InitializeFailure = error?._tag === "HandshakeTimeout" ||
+            error?._tag === "RequestTimeout"
           ? "timeout"
+          : hasExited || error instanceof PeerError.PeerClosed || error instanceof PeerError.PeerExited
+          ? "exited"
           : "error"
         const detail = text(
           error === undefined
