@@ -23,6 +23,7 @@ import * as Windows from "@lifeline/hermes/Windows"
 import * as DurationInput from "@lifeline/kernel/DurationInput"
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import * as Journal from "@lifeline/kernel/Journal"
+import type * as Process from "@lifeline/kernel/Process"
 import * as Recovery from "@lifeline/kernel/Recovery"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
 import * as SqliteJournal from "@lifeline/node/SqliteJournal"
@@ -44,7 +45,11 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
 import * as Util from "node:util"
+import * as Conformance from "./headless-host/conformance.js"
 import { makeSpawner, splitCommandLine, visible, visibleJson } from "./hermes-node.js"
+
+// `--conformance` runs the conformance kit instead (examples/headless-host/conformance.ts), which exits by itself.
+if (process.argv.includes("--conformance")) await Conformance.main(process.argv.slice(2))
 
 const usage = `hermes-host: run a Hermes extension without Hermes' UI
 
@@ -68,6 +73,8 @@ const usage = `hermes-host: run a Hermes extension without Hermes' UI
   --verbose          also log the host's and the extension's own log lines on stderr
 
   A DURATION is ${DurationInput.forms}.
+  hermes-host --conformance --extension "<command line>" [--json] [--html FILE] checks an extension against
+  docs/protocol.md (hermes-host --conformance --help).
   SIGTERM, SIGINT or SIGHUP: the extension is shut down (reason closing) and the report printed; a second forces.
 
   Exit code: 0 when the outcome is ok and no requested command was refused, 1 otherwise, 2 for bad arguments,
@@ -323,8 +330,8 @@ const printEdit = (previous: string, next: string) => {
   }
 }
 
-const describeExit = (status: { readonly code: number | null; readonly signal: string | null }) =>
-  status.signal !== null ? `killed by ${status.signal}` : `exit code ${status.code}`
+const describeExit = (status: Process.ExitStatus) =>
+  status.signal !== null ? `killed by ${status.signal}` : `exit code ${status.exitCode}`
 
 /** The events that an extension can make as many of as it likes: printed and kept up to `detailLimit`. */
 const isDetail = (event: ExtensionHost.Event) =>
@@ -479,7 +486,7 @@ const program = Effect.gen(function*() {
             ? (s.success ? "← { success: true }" : `← error ${quote(s.error ?? "", 200)}`)
             : `✘ ${quote(s.error ?? "", 200)}`
           const ending = s.killed ? ", SIGKILL" : s.terminated ? ", SIGTERM" : ""
-          return line(at, "shutdown", `${answer} (${s.elapsedMs} ms${ending})`)
+          return line(at, "shutdown", `${answer} (${s.elapsedMillis} ms${ending})`)
         }
         case "Exited":
           exited = event
@@ -521,10 +528,7 @@ const program = Effect.gen(function*() {
           makeSpawner({ journal: recording.journal, owner }).spawn(spec),
           (child) => Effect.sync(() => spawned.push(child))
         )
-    }),
-    // The host stops its extension itself, with `shutdown`, when a signal comes (below): the connection must not be
-    // stopped by the signal before that (fail-fast, without a word), so it registers with a registry of its own.
-    Effect.provideService(GracefulShutdown.GracefulShutdown, yield* GracefulShutdown.make)
+    })
   )
   const printer = yield* extension.events.pipe(Stream.runForEach(record), Effect.forkChild)
 
@@ -638,9 +642,10 @@ const program = Effect.gen(function*() {
         success: finished.success,
         error: finished.error ?? null,
         killed: finished.killed,
-        elapsedMs: finished.elapsedMs
+        elapsedMs: finished.elapsedMillis
       },
-      exit: exited === undefined ? null : exited.status,
+      // The report's own shape, `{ code, signal }` (docs/hosting.md), whatever the kernel calls the fields.
+      exit: exited === undefined ? null : { code: exited.status.exitCode, signal: exited.status.signal },
       refused,
       journal: { file: journalFile, recording: recording.journal !== undefined, warning: recording.warning ?? null },
       reaped: recording.reaped.map(({ at, ...orphan }) => ({ ...orphan, atMs: at })),

@@ -1,0 +1,159 @@
+/**
+ * `hermes-host --conformance`: the conformance kit. It runs one extension command line, in any language, through
+ * every rule of docs/protocol.md (fresh processes, each with a data directory of its own, several at once), and
+ * prints a scorecard: one check per rule with a stable id, `pass`, `fail`, `warn` or `n/a`, and the evidence. `--json`
+ * prints the same as one JSON report, `--html FILE` writes a self-contained page with the scorecard and a timeline.
+ * Exit code 0 when no check failed, 1 otherwise, 2 for bad arguments; 130/143/129 after SIGINT/SIGTERM/SIGHUP (every
+ * process it started is killed first).
+ */
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Url from "node:url"
+import * as Util from "node:util"
+import { splitCommandLine, visible } from "../hermes-node.js"
+import { judge } from "./conformanceChecks.js"
+import { killAll } from "./conformanceDriver.js"
+import { html } from "./conformanceHtml.js"
+import type { Summary } from "./conformanceReport.js"
+import { conformant, json, scorecard } from "./conformanceReport.js"
+import { runAll } from "./conformanceScenarios.js"
+import { answerOf, messageOf } from "./conformanceVerdict.js"
+
+const usage = `hermes-host --conformance: check an extension against docs/protocol.md
+
+  hermes-host --conformance [--extension "<command line>"] [--json] [--html FILE] [--keep-data]
+
+  --extension   the extension's command line (default: the HL7 example extension)
+  --json        print one JSON report instead of the scorecard:
+                { extension, checks: [{ id, status, evidence, ms?, rule }], passed, failed, warned, ... }
+  --html FILE   also write a self-contained HTML report: the scorecard and a timeline of the main run
+  --keep-data   keep the runs' data directories (HERMES_DATA_DIR of each run) and print where they are
+
+  Each check is pass, fail, warn (acceptable, with a remark) or n/a. Exit code: 0 when no check failed, 1 otherwise,
+  2 for bad arguments.`
+
+const fail = (message: string): never => {
+  process.stderr.write(
+    `hermes-host: ${visible(message.replace(/\s*\n\s*/g, " "))} (hermes-host --help shows the usage)\n`
+  )
+  process.exit(2)
+}
+
+const isExecutableFile = (file: string) => {
+  try {
+    Fs.accessSync(file, Fs.constants.X_OK)
+    return Fs.statSync(file).isFile()
+  } catch {
+    return false
+  }
+}
+
+/** The HL7 example extension, found above this file (or above its bundle in node_modules/.cache). */
+const defaultExtension = (): string => {
+  let dir = Path.dirname(Url.fileURLToPath(import.meta.url))
+  while (!Fs.existsSync(Path.join(dir, "scripts", "run-bundled.mjs"))) {
+    const up = Path.dirname(dir)
+    if (up === dir) return fail("cannot find the HL7 example extension: pass --extension")
+    dir = up
+  }
+  return Path.join(dir, "examples", "hl7-extension", "bin", "hl7-extension")
+}
+
+/** Runs the kit with the command line's arguments and exits the process: it never returns. */
+export const main = async (argv: ReadonlyArray<string>): Promise<never> => {
+  const args = (() => {
+    try {
+      return Util.parseArgs({
+        args: [...argv],
+        options: {
+          conformance: { type: "boolean", default: false },
+          extension: { type: "string" },
+          json: { type: "boolean", default: false },
+          html: { type: "string" },
+          "keep-data": { type: "boolean", default: false },
+          help: { type: "boolean", default: false }
+        }
+      }).values
+    } catch (error) {
+      return fail(error instanceof Error ? error.message : String(error))
+    }
+  })()
+  if (args.help) {
+    process.stdout.write(usage + "\n")
+    process.exit(0)
+  }
+  const command = args.extension ?? defaultExtension()
+  const words = splitCommandLine(command)
+  if (words.length === 0) fail("--extension is empty")
+  const onPath = (name: string) =>
+    (process.env.PATH ?? "").split(Path.delimiter).some((dir) => dir !== "" && isExecutableFile(Path.join(dir, name)))
+  if (words[0].includes("/") ? !isExecutableFile(words[0]) : !onPath(words[0])) {
+    fail(`--extension: ${words[0]} is ${words[0].includes("/") ? "not an executable file" : "not on PATH"}`)
+  }
+  if (args.html !== undefined && !Fs.existsSync(Path.dirname(Path.resolve(args.html)))) {
+    fail(`--html: the directory of ${args.html} does not exist`)
+  }
+
+  const tmp = Fs.mkdtempSync(Path.join(Os.tmpdir(), "hermes-conformance-"))
+  const cleanUp = () => {
+    if (args["keep-data"]) return
+    try {
+      Fs.rmSync(tmp, { recursive: true, force: true })
+    } catch (error) {
+      process.stderr.write(`hermes-host: could not remove ${tmp}: ${visible(String(error))}\n`)
+    }
+  }
+  const started = performance.now()
+  const fiber = Effect.runFork(Effect.map(runAll({ argv: words, tmp }), (runs) => ({ runs, checks: judge(runs) })))
+
+  // The first signal stops the runs (their Scopes kill every process group); a second one kills at once.
+  const codes = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const
+  let signalled: number | undefined
+  for (const [signal, code] of Object.entries(codes)) {
+    process.on(signal, () => {
+      if (signalled !== undefined) {
+        killAll()
+        cleanUp()
+        process.exit(code)
+      }
+      signalled = code
+      Effect.runFork(Fiber.interrupt(fiber))
+    })
+  }
+  const exit = await Effect.runPromise(Fiber.await(fiber))
+  if (signalled !== undefined || Exit.isFailure(exit)) {
+    killAll()
+    cleanUp()
+    if (signalled === undefined) process.stderr.write(`hermes-host: the conformance kit failed: ${String(exit)}\n`)
+    process.exit(signalled ?? 1)
+  }
+  const { checks, runs } = exit.value
+  const ready = runs.main?.extensionName !== undefined ? answerOf(runs.main.initialize) : undefined
+  const result = ready === undefined ? undefined : messageOf(ready).result
+  const summary: Summary = {
+    command,
+    name: result?.name ?? null,
+    version: result?.version ?? null,
+    commands: result?.commands ?? [],
+    checks,
+    elapsedMs: Math.round(performance.now() - started),
+    timeline: runs.main?.session?.marks ?? []
+  }
+  if (args.html !== undefined) {
+    try {
+      Fs.writeFileSync(args.html, html(summary))
+    } catch (error) {
+      process.stderr.write(`hermes-host: cannot write ${visible(args.html)}: ${visible(String(error))}\n`)
+    }
+  }
+  process.stdout.write(
+    args.json ? json(summary) : scorecard(summary, process.stdout.isTTY === true && process.env.NO_COLOR === undefined)
+  )
+  if (args["keep-data"]) process.stderr.write(`hermes-host: the runs' data directories are in ${tmp}\n`)
+  cleanUp()
+  process.exit(conformant(checks) ? 0 : 1)
+}
