@@ -1,7 +1,7 @@
 /**
  * The lifecycle of a peer as a state machine: `Starting → Initializing → Ready → Closing → Closed`, and `Failed` from
  * any state that has not ended. Only the transitions in one table are possible; each one is published as an event
- * stamped by the Clock and logged, so tests, UIs and telemetry all read the same story.
+ * stamped by the Clock and logged at Debug, so tests, UIs and telemetry all read the same story.
  *
  * @since 0.1.0
  */
@@ -392,7 +392,9 @@ const annotations = (event: Event): Record<string, string> => {
 
 const record = (event: Event): Effect.Effect<void> => {
   const fields = annotations(event)
-  return Effect.logInfo(`lifecycle ${fields.from} → ${fields.to}`).pipe(
+  // Debug: a transition is routine (a host with many children logs four per child); what went wrong is logged at
+  // its own level where it is known (a drain that cut work off warns, a failed handshake fails `make`).
+  return Effect.logDebug(`lifecycle ${fields.from} → ${fields.to}`).pipe(
     Effect.annotateLogs(fields),
     Effect.andThen(
       Effect.currentSpan.pipe(

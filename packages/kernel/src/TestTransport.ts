@@ -1,7 +1,8 @@
 /**
  * An in-memory pair of linked transports for tests: what one side sends, the other side's `incoming` receives. Each
  * direction is a `Link` that the test controls to inject faults: latency, lost or re-split chunks, garbage, a closed
- * or failed connection, and a reader that stalls.
+ * or failed connection, and a reader that stalls. `serve` puts a peer that serves a protocol on the far end of a pair,
+ * in one line.
  *
  * @since 0.1.0
  */
@@ -11,11 +12,15 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Latch from "effect/Latch"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
+import type * as Method from "./Method.js"
+import * as Peer from "./Peer.js"
+import type * as Protocol from "./Protocol.js"
 import * as Transport from "./Transport.js"
 
 /**
@@ -418,3 +423,111 @@ const makeLink = (capacity: number, direction: string): Effect.Effect<LinkIntern
       terminate
     }
   })
+
+/**
+ * A far end that serves a protocol, made by {@link serve}: the near end's `transport`, the far end's `peer`, and the
+ * pair between them (`pair.left` is the near end, `pair.leftToRight` what it sends), for faults.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Method, Protocol, TestTransport } from "@lifeline/kernel"
+ *
+ * const Ping = Method.request("ping", { params: Schema.Struct({}), result: Schema.String })
+ *
+ * const program = Effect.gen(function*() {
+ *   const served = yield* TestTransport.serve(Protocol.make({ serves: [Ping] }), { ping: () => Effect.succeed("pong") })
+ *   yield* served.pair.leftToRight.delay("100 millis") // what the code under test sends arrives late
+ *   return served.transport
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Served<Serves extends Method.Any, Calls extends Method.Any> {
+  readonly transport: Transport.Transport.Service
+  readonly peer: Peer.Peer<Serves, Calls>
+  readonly pair: Pair
+}
+
+/**
+ * Options of {@link serve}: the pair's, and the far end peer's (its framing must be the near end's; default
+ * Content-Length, as for every peer).
+ *
+ * @example
+ * ```ts
+ * import { Framing } from "@lifeline/jsonrpc"
+ * import { TestTransport } from "@lifeline/kernel"
+ *
+ * const options: TestTransport.ServeOptions<never, never, never> = { framing: Framing.ndjson, capacity: 16 }
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ServeOptions<Serves extends Method.Any, Calls extends Method.Any, R>
+  extends Omit<Peer.Options<Serves, Calls, R>, "protocol" | "handlers" | "transport">, PairOptions
+{}
+
+/**
+ * The far end in one line: a `Peer` that serves `protocol` with `handlers` on the right of a pair, and the left
+ * transport for the code under test. The far end's handlers run on the test's `Clock` (`TestClock` drives them) and
+ * may call back through `peer`. Both live in the current Scope.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Method, Peer, Protocol, TestTransport } from "@lifeline/kernel"
+ *
+ * const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
+ * const Server = Protocol.make({ serves: [Add] })
+ *
+ * const program = Effect.gen(function*() {
+ *   const { transport } = yield* TestTransport.serve(Server, { add: ([a, b]) => Effect.succeed(a + b) })
+ *   const client = yield* Peer.make({ protocol: Protocol.flip(Server), transport, handlers: {} })
+ *   return yield* client.call(Add, [1, 2]) // 3
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @since 0.1.0
+ * @category testing
+ */
+export const serve = <Serves extends Method.Any, Calls extends Method.Any, R = never>(
+  protocol: Protocol.Protocol<Serves, Calls>,
+  handlers: Peer.Handlers<Serves, R>,
+  options?: ServeOptions<Serves, Calls, R>
+): Effect.Effect<Served<Serves, Calls>, never, Scope.Scope | R> =>
+  Effect.gen(function*() {
+    const { capacity, ...peerOptions } = options ?? {}
+    const pair = yield* makePair(capacity === undefined ? undefined : { capacity })
+    const peer = yield* Peer.make<Serves, Calls, R>({ ...peerOptions, protocol, handlers, transport: pair.right })
+    return { transport: pair.left, peer, pair }
+  })
+
+/**
+ * {@link serve} as the `Transport` layer of the code under test: swap it in where the real one (a child process,
+ * stdio, a socket) is provided.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Method, Protocol, TestTransport } from "@lifeline/kernel"
+ *
+ * const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
+ *
+ * // Layer<Transport.Transport>: the other side answers `add`.
+ * const TransportTest = TestTransport.layerServe(Protocol.make({ serves: [Add] }), {
+ *   add: ([a, b]) => Effect.succeed(a + b)
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category testing
+ */
+export const layerServe = <Serves extends Method.Any, Calls extends Method.Any, R = never>(
+  protocol: Protocol.Protocol<Serves, Calls>,
+  handlers: Peer.Handlers<Serves, R>,
+  options?: ServeOptions<Serves, Calls, R>
+): Layer.Layer<Transport.Transport, never, Exclude<R, Scope.Scope>> =>
+  Layer.effect(Transport.Transport, Effect.map(serve(protocol, handlers, options), (served) => served.transport))

@@ -12,7 +12,8 @@ export * as Cancellation from "./Cancellation.js"
  * A peer with a lifecycle: the handshake that makes it `Ready`, the gates that refuse traffic in the wrong state, and
  * a synchronous, idempotent `stop` that shuts it down under a `ShutdownPolicy` (fail-fast or timeout-bounded drain).
  * Its lifetime is the Scope it is made in; closing that Scope stops it under the same policy, and so does a request to
- * stop the whole program (`GracefulShutdown`, which `NodeSignals.runMain` provides).
+ * stop the whole program (`GracefulShutdown`, which `NodeSignals.runMain` provides). Layer-first, `Service` declares a
+ * connection of one protocol as a service of its own, built by `layer` over the `Transport` service.
  *
  * @since 0.1.0
  */
@@ -49,7 +50,7 @@ export * as Journal from "./Journal.js"
 /**
  * The lifecycle of a peer as a state machine: `Starting → Initializing → Ready → Closing → Closed`, and `Failed` from
  * any state that has not ended. Only the transitions in one table are possible; each one is published as an event
- * stamped by the Clock and logged, so tests, UIs and telemetry all read the same story.
+ * stamped by the Clock and logged at Debug, so tests, UIs and telemetry all read the same story.
  *
  * @since 0.1.0
  */
@@ -81,6 +82,16 @@ export * as Peer from "./Peer.js"
 export * as PeerError from "./PeerError.js"
 
 /**
+ * A peer's traffic as Effect metrics (`effect/Metric`), for any exporter that reads the metric registry. Two tiers:
+ * the peer's own counters (calls, failures, pending, served, active), read from its stats when the registry is read,
+ * so they cost nothing per message; and, on request, per-method series (`rpc.method`) of calls, failures and
+ * durations, updated per call.
+ *
+ * @since 0.1.0
+ */
+export * as PeerMetrics from "./PeerMetrics.js"
+
+/**
  * An operating-system process as every host sees it, whatever spawns it (`@lifeline/node`'s `NodeChildProcess`, the
  * Hermes host's `Spawner`): how it ended, the signals a host sends it, and why it could not be started. Plain data:
  * no Node here.
@@ -100,7 +111,8 @@ export * as PromiseClient from "./PromiseClient.js"
 
 /**
  * A protocol seen from one side: the methods this side serves and the methods it calls, and how the protocol cancels
- * a request on the wire, if it can. The other side's view is the same protocol flipped.
+ * a request on the wire, if it can. The other side's view is the same protocol flipped. `client` derives from it a
+ * typed record of the methods a peer calls.
  *
  * @since 0.1.0
  */
@@ -138,7 +150,8 @@ export * as StopSequence from "./StopSequence.js"
 /**
  * An in-memory pair of linked transports for tests: what one side sends, the other side's `incoming` receives. Each
  * direction is a `Link` that the test controls to inject faults: latency, lost or re-split chunks, garbage, a closed
- * or failed connection, and a reader that stalls.
+ * or failed connection, and a reader that stalls. `serve` puts a peer that serves a protocol on the far end of a pair,
+ * in one line.
  *
  * @since 0.1.0
  */

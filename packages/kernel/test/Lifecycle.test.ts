@@ -268,7 +268,7 @@ describe("Lifecycle", () => {
         )
       }))
 
-    it.effect("every transition is logged at Info with from and to, and added to the current span", () =>
+    it.effect("every transition is logged at Debug with from and to, and added to the current span", () =>
       Effect.gen(function*() {
         const lines: Array<{ level: string; message: unknown; annotations: Record<string, unknown> }> = []
         const logger = Logger.make(({ fiber, logLevel, message }) => {
@@ -292,11 +292,15 @@ describe("Lifecycle", () => {
           // are span events too, so keep only ours.
           return (span as unknown as { events: Array<[string, bigint, Record<string, unknown>]> }).events
             .filter(([name]) => name === "lifeline.lifecycle.transition")
-        }).pipe(Effect.withSpan("test"), Effect.provide(Logger.layer([logger], { mergeWithExisting: true })))
+        }).pipe(
+          Effect.withSpan("test"),
+          Effect.provide(Logger.layer([logger], { mergeWithExisting: true })),
+          Effect.provideService(References.MinimumLogLevel, "Debug")
+        )
         assert.deepStrictEqual(lines.map((line) => [line.level, line.annotations]), [
-          ["INFO", { from: "Starting", to: "Ready" }],
-          ["INFO", { from: "Ready", to: "Closing", reason: "RemoteShutdown" }],
-          ["INFO", { from: "Closing", to: "Failed", error: "PeerClosed" }]
+          ["DEBUG", { from: "Starting", to: "Ready" }],
+          ["DEBUG", { from: "Ready", to: "Closing", reason: "RemoteShutdown" }],
+          ["DEBUG", { from: "Closing", to: "Failed", error: "PeerClosed" }]
         ])
         assert.deepStrictEqual(spanEvents, [
           ["lifeline.lifecycle.transition", 3_000_000n, { from: "Starting", to: "Ready" }],
@@ -307,6 +311,22 @@ describe("Lifecycle", () => {
             error: "PeerClosed"
           }]
         ])
+      }))
+
+    it.effect("at the default log level (Info) a transition prints nothing", () =>
+      Effect.gen(function*() {
+        const levels: Array<string> = []
+        const logger = Logger.make(({ logLevel }) => {
+          levels.push(logLevel)
+        })
+        yield* Effect.gen(function*() {
+          const lifecycle = yield* Lifecycle.make
+          yield* lifecycle.transition(Lifecycle.Ready())
+          yield* lifecycle.beginStop("Stop")
+          yield* lifecycle.transition(Lifecycle.Closed())
+          yield* Effect.logWarning("a warning still shows")
+        }).pipe(Effect.scoped, Effect.provide(Logger.layer([logger])))
+        assert.deepStrictEqual(levels, ["Warn"])
       }))
   })
 

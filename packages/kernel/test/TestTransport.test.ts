@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import { TestTransport } from "@lifeline/kernel"
-import type { Transport } from "@lifeline/kernel"
-import { Effect, Exit, Fiber, Option, Queue, Scope, Stream } from "effect"
+import { Framing } from "@lifeline/jsonrpc"
+import { Method, Peer, Protocol, TestTransport, Transport } from "@lifeline/kernel"
+import { Effect, Exit, Fiber, Option, Queue, Schema, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as fc from "fast-check"
 import { poll, yieldTimes } from "./utils.js"
@@ -265,4 +265,75 @@ describe("TestTransport", () => {
       yield* TestClock.adjust("1 hour") // the delayed chunk was discarded, not just held
       assert.strictEqual(yield* Queue.size(leftReader.received), 0)
     }))
+
+  describe("serve", () => {
+    const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
+    const WhoAreYou = Method.request("whoAreYou", { params: Schema.Struct({}), result: Schema.String })
+    /** The far end serves `add` and calls `whoAreYou` back. */
+    const Server = Protocol.make({ serves: [Add], calls: [WhoAreYou] })
+
+    it.effect("the far end serves the protocol in one line; the near end is an ordinary transport", () =>
+      Effect.gen(function*() {
+        const { peer: far, transport } = yield* TestTransport.serve(Server, { add: ([a, b]) => Effect.succeed(a + b) })
+        const near = yield* Peer.make({
+          protocol: Protocol.flip(Server),
+          transport,
+          handlers: { whoAreYou: () => Effect.succeed("the near end") }
+        })
+        assert.strictEqual(yield* near.call(Add, [20, 22]), 42)
+        assert.strictEqual(yield* far.call(WhoAreYou, {}), "the near end", "the far end calls back through its peer")
+      }).pipe(Effect.scoped))
+
+    it.effect("its handlers run on the test's Clock, and the pair's links still inject faults", () =>
+      Effect.gen(function*() {
+        const { pair, transport } = yield* TestTransport.serve(Server, {
+          add: ([a, b]) => Effect.as(Effect.sleep("10 seconds"), a + b)
+        })
+        const near = yield* Peer.make({
+          protocol: Protocol.flip(Server),
+          transport,
+          handlers: { whoAreYou: () => Effect.succeed("near") },
+          requestTimeout: "1 minute"
+        })
+        const call = yield* Effect.forkChild(near.call(Add, [1, 2]))
+        yield* yieldTimes(20)
+        yield* TestClock.adjust("10 seconds")
+        assert.strictEqual(yield* Fiber.join(call), 3)
+        yield* pair.rightToLeft.close // the far end goes away
+        const reason = yield* near.closed
+        assert.strictEqual(reason._tag, "PeerClosed")
+      }).pipe(Effect.scoped))
+
+    it.effect("layerServe is the Transport layer of the code under test, for the life of the layer", () =>
+      Effect.gen(function*() {
+        const program = Effect.gen(function*() {
+          const transport = yield* Transport.Transport
+          const near = yield* Peer.make({
+            protocol: Protocol.flip(Server),
+            transport,
+            handlers: { whoAreYou: () => Effect.succeed("near") }
+          })
+          return yield* near.call(Add, [2, 3])
+        }).pipe(Effect.scoped)
+        const sum = yield* program.pipe(
+          Effect.provide(TestTransport.layerServe(Server, { add: ([a, b]) => Effect.succeed(a + b) }))
+        )
+        assert.strictEqual(sum, 5)
+      }))
+
+    it.effect("options reach the far end's peer: its framing must be the near end's", () =>
+      Effect.gen(function*() {
+        const { transport } = yield* TestTransport.serve(Server, { add: ([a, b]) => Effect.succeed(a * b) }, {
+          framing: Framing.ndjson,
+          capacity: 4
+        })
+        const near = yield* Peer.make({
+          protocol: Protocol.flip(Server),
+          transport,
+          framing: Framing.ndjson,
+          handlers: { whoAreYou: () => Effect.succeed("near") }
+        })
+        assert.strictEqual(yield* near.call(Add, [6, 7]), 42)
+      }).pipe(Effect.scoped))
+  })
 })

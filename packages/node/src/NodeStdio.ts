@@ -2,7 +2,8 @@
  * The process's own stdin and stdout as a `Transport`, for the child side (an extension, a language server). stdout
  * carries frames only: while the transport is installed, Effect logs go to stderr, and `console.log` (and friends) or
  * a stray `process.stdout.write` from user code is redirected to stderr, so it cannot corrupt a frame. The end of
- * stdin ends `incoming`: the host is gone, and the peer on top stops.
+ * stdin ends `incoming`: the host is gone, and the peer on top stops. The reading and writing are `NodeStream`'s; what
+ * this module adds is the guard of the process's own stdout, console and logger.
  *
  * @since 0.1.0
  */
@@ -21,8 +22,9 @@ import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { Console } from "node:console"
 import * as internalLogger from "./internal/logger.js"
+import * as internalStream from "./internal/nodeStream.js"
 import * as Processes from "./internal/processes.js"
-import { describeFailure, fromReadable, makeWriter, unsafeGuard, type WriteFailure } from "./internal/streams.js"
+import { unsafeGuard } from "./internal/streams.js"
 import * as NodeSignals from "./NodeSignals.js"
 
 /**
@@ -30,7 +32,10 @@ import * as NodeSignals from "./NodeSignals.js"
  * @category models
  */
 export interface Options {
-  /** Default `process.stdin`; tests pass their own streams. */
+  /**
+   * Default `process.stdin`; tests pass their own streams. For streams other than the process's own (a socket, a
+   * worker, a child someone else spawned), use `NodeStream`, which touches no globals.
+   */
   readonly stdin?: NodeJS.ReadableStream | undefined
   /** Default `process.stdout`. */
   readonly stdout?: NodeJS.WritableStream | undefined
@@ -175,43 +180,14 @@ export const make = (options: Options = {}): Effect.Effect<Transport.Transport.S
       yield* guardConsole(stderr)
       rawWrite = yield* guardWrites(stdout, stderr)
     }
-    const writer = makeWriter(stdout, { write: rawWrite })
-    // Registered after the guards, so it runs before they are lifted: frames first, then whatever else.
-    yield* Effect.addFinalizer(() =>
-      writer.flushed.pipe(
-        Effect.timeoutOption(flushTimeout),
-        Effect.flatMap((flushed) =>
-          Option.isNone(flushed)
-            ? Effect.logWarning(`stdout did not drain within ${Duration.format(flushTimeout)}`)
-            : Effect.void
-        )
-      )
-    )
-
-    const writeError = (failure: WriteFailure) =>
-      new Transport.TransportError({
-        reason: failure._tag === "Closed" ? "Closed" : "Write",
-        message: `writing stdout failed: ${describeFailure(failure)}`,
-        ...(failure._tag === "Failed" ? { cause: failure.error } : {})
-      })
-    const transport: Transport.Transport.Service = {
-      incoming: fromReadable(
-        stdin,
-        (cause) =>
-          new Transport.TransportError({
-            reason: "Read",
-            message: `reading stdin failed: ${cause instanceof Error ? cause.message : String(cause)}`,
-            cause
-          }),
-        // A broken stdout (EPIPE: the host stopped reading, or died with stdin still held open elsewhere) fails the
-        // transport now, so the peer closes and the shutdown runs, rather than at a next send that may never come.
-        { failWhen: (fail) => writer.onBroken((failure) => fail(writeError(failure))) }
-      ),
-      send: (chunks) => Effect.mapError(writer.write(chunks), writeError),
-      end: writer.end,
-      unsafeTrySend: writer.trySend
-    }
-    return transport
+    return yield* internalStream.make({
+      readable: stdin,
+      writable: stdout,
+      readName: "stdin",
+      writeName: "stdout",
+      flushTimeout,
+      write: rawWrite
+    })
   })
 
 /**
@@ -279,8 +255,8 @@ export const awaitHostExit = (
  * @since 0.1.0
  * @category models
  */
-export interface ConnectionOptions<Serves extends Method.Any, Calls extends Method.Any, R>
-  extends Omit<Connection.Options<Serves, Calls, R>, "transport">
+export interface ConnectionOptions<Serves extends Method.Any, Calls extends Method.Any, R, E = never>
+  extends Omit<Connection.Options<Serves, Calls, R, E>, "transport">
 {
   readonly stdio?: Options | undefined
 }
@@ -317,17 +293,17 @@ export interface ConnectionOptions<Serves extends Method.Any, Calls extends Meth
  * @since 0.1.0
  * @category constructors
  */
-export const makeConnection = <Serves extends Method.Any, Calls extends Method.Any, R = never>(
-  options: ConnectionOptions<Serves, Calls, R>
+export const makeConnection = <Serves extends Method.Any, Calls extends Method.Any, R = never, E = never>(
+  options: ConnectionOptions<Serves, Calls, R, E>
 ): Effect.Effect<
   Connection.Connection<Serves, Calls>,
-  Lifecycle.Failure | Lifecycle.IllegalTransition | Config.ConfigError,
+  Lifecycle.Failure | E | Lifecycle.IllegalTransition | Config.ConfigError,
   Scope.Scope | R
 > =>
   Effect.gen(function*() {
     const { stdio, ...rest } = options
     const transport = yield* make(stdio)
-    const connection = yield* Connection.make<Serves, Calls, R>({ ...rest, transport })
+    const connection = yield* Connection.make<Serves, Calls, R, E>({ ...rest, transport })
     const signals = yield* Effect.serviceOption(NodeSignals.NodeSignals)
     if (Option.isSome(signals)) {
       yield* Effect.forkDetach(Effect.raceFirst(

@@ -46,11 +46,21 @@ export * as NodeSignals from "./NodeSignals.js"
  * The process's own stdin and stdout as a `Transport`, for the child side (an extension, a language server). stdout
  * carries frames only: while the transport is installed, Effect logs go to stderr, and `console.log` (and friends) or
  * a stray `process.stdout.write` from user code is redirected to stderr, so it cannot corrupt a frame. The end of
- * stdin ends `incoming`: the host is gone, and the peer on top stops.
+ * stdin ends `incoming`: the host is gone, and the peer on top stops. The reading and writing are `NodeStream`'s; what
+ * this module adds is the guard of the process's own stdout, console and logger.
  *
  * @since 0.1.0
  */
 export * as NodeStdio from "./NodeStdio.js"
+
+/**
+ * A `Transport` over any Node `Readable` and `Writable`: a socket, a worker's pipes, the stdio of a child that
+ * someone else spawned. It touches nothing but the two streams: no console, logger or `process` stream is redirected
+ * (that is `NodeStdio`'s job, for the process's own stdio), and the streams stay the caller's to destroy.
+ *
+ * @since 0.1.0
+ */
+export * as NodeStream from "./NodeStream.js"
 
 /**
  * The embedded default journal: SQLite through Node's built-in `node:sqlite` (no native addon), in WAL mode, with every

@@ -1,0 +1,379 @@
+/**
+ * A peer's traffic as Effect metrics (`effect/Metric`), for any exporter that reads the metric registry. Two tiers:
+ * the peer's own counters (calls, failures, pending, served, active), read from its stats when the registry is read,
+ * so they cost nothing per message; and, on request, per-method series (`rpc.method`) of calls, failures and
+ * durations, updated per call.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Metric from "effect/Metric"
+import type * as Scope from "effect/Scope"
+import * as State from "./internal/peer/state.js"
+import type * as Method from "./Method.js"
+import type * as Peer from "./Peer.js"
+
+/**
+ * Outbound requests sent (the peer's `requestsSent`). Observed: read from the peer's stats when the registry is read.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Metric } from "effect"
+ * import { PeerMetrics } from "@lifeline/kernel"
+ *
+ * // Requests sent, one series per connection (`lifeline.peer`).
+ * const series = Effect.map(Metric.snapshot, (all) => all.filter((s) => s.id === PeerMetrics.calls.id))
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const calls: Metric.Counter<number> = Metric.counter("lifeline.calls", {
+  description: "Outbound JSON-RPC requests sent"
+})
+
+/**
+ * Outbound calls that got no answer: timed out, or failed because the connection ended (`timedOut +
+ * failedByDisconnect`). Error responses are answers; the per-method tier counts them. Observed.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Metric } from "effect"
+ * import { PeerMetrics } from "@lifeline/kernel"
+ *
+ * // Calls that got no answer, per connection.
+ * const series = Effect.map(Metric.snapshot, (all) => all.filter((s) => s.id === PeerMetrics.failures.id))
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const failures: Metric.Counter<number> = Metric.counter("lifeline.failures", {
+  description: "Outbound JSON-RPC calls that got no answer (timed out or disconnected)"
+})
+
+/**
+ * Outbound calls waiting for their answer (`pendingOutbound`). Observed.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Metric } from "effect"
+ * import { PeerMetrics } from "@lifeline/kernel"
+ *
+ * // Calls waiting for their answer now, per connection.
+ * const series = Effect.map(Metric.snapshot, (all) => all.filter((s) => s.id === PeerMetrics.pending.id))
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const pending: Metric.Gauge<number> = Metric.gauge("lifeline.pending", {
+  description: "Outbound JSON-RPC calls waiting for an answer"
+})
+
+/**
+ * Inbound requests received (`requestsReceived`). Observed.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Metric } from "effect"
+ * import { PeerMetrics } from "@lifeline/kernel"
+ *
+ * // Requests received, per connection.
+ * const series = Effect.map(Metric.snapshot, (all) => all.filter((s) => s.id === PeerMetrics.served.id))
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const served: Metric.Counter<number> = Metric.counter("lifeline.served", {
+  description: "Inbound JSON-RPC requests received"
+})
+
+/**
+ * Inbound requests and notifications whose handler is running (`activeInbound`). Observed.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Metric } from "effect"
+ * import { PeerMetrics } from "@lifeline/kernel"
+ *
+ * // Handlers running now, per connection.
+ * const series = Effect.map(Metric.snapshot, (all) => all.filter((s) => s.id === PeerMetrics.active.id))
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const active: Metric.Gauge<number> = Metric.gauge("lifeline.active", {
+  description: "Inbound JSON-RPC handlers running"
+})
+
+/**
+ * Per method (`rpc.method`), outbound calls made through Effect (`peer.call`, `Protocol.client`), counted when they
+ * end. Updated per call: only with `perMethod`.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Metric } from "effect"
+ * import { PeerMetrics } from "@lifeline/kernel"
+ *
+ * // Calls per method (`rpc.method`), with `perMethod`.
+ * const series = Effect.map(Metric.snapshot, (all) => all.filter((s) => s.id === PeerMetrics.methodCalls.id))
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const methodCalls: Metric.Counter<number> = Metric.counter("lifeline.rpc.calls", {
+  description: "Outbound JSON-RPC calls, per method"
+})
+
+/**
+ * Per method (`rpc.method`), outbound calls that failed: an error response, a timeout, a disconnect, an interruption.
+ * Only with `perMethod`.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Metric } from "effect"
+ * import { PeerMetrics } from "@lifeline/kernel"
+ *
+ * // Failed calls per method, with `perMethod`.
+ * const series = Effect.map(Metric.snapshot, (all) => all.filter((s) => s.id === PeerMetrics.methodFailures.id))
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const methodFailures: Metric.Counter<number> = Metric.counter("lifeline.rpc.failures", {
+  description: "Outbound JSON-RPC calls that failed, per method"
+})
+
+/**
+ * The histogram's boundaries in milliseconds: 0.05 ms to about 26 s, doubling.
+ *
+ * @example
+ * ```ts
+ * import { PeerMetrics } from "@lifeline/kernel"
+ *
+ * const first = PeerMetrics.durationBoundaries[0] // 0.05 ms
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const durationBoundaries: ReadonlyArray<number> = Metric.exponentialBoundaries({
+  start: 0.05,
+  factor: 2,
+  count: 20
+})
+
+/**
+ * Per method (`rpc.method`), how long outbound calls took, in milliseconds on the `Clock` (so `TestClock` drives it).
+ * Only with `perMethod`.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Metric } from "effect"
+ * import { PeerMetrics } from "@lifeline/kernel"
+ *
+ * // Call durations per method, in milliseconds, with `perMethod`.
+ * const series = Effect.map(Metric.snapshot, (all) => all.filter((s) => s.id === PeerMetrics.methodDuration.id))
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const methodDuration: Metric.Histogram<number> = Metric.histogram("lifeline.rpc.duration", {
+  description: "Duration of outbound JSON-RPC calls in milliseconds, per method",
+  boundaries: durationBoundaries
+})
+
+/**
+ * @example
+ * ```ts
+ * import { Connection, Protocol, TestTransport } from "@lifeline/kernel"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const { left } = yield* TestTransport.makePair()
+ *   return yield* Connection.make({
+ *     protocol: Protocol.make({}),
+ *     transport: left,
+ *     handlers: {},
+ *     metrics: { name: "language-server", perMethod: true }
+ *   })
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /**
+   * The `lifeline.peer` attribute of every series. Default `connection-<n>`, unique in the process: name the peers an
+   * exporter should tell apart across restarts.
+   */
+  readonly name?: string | undefined
+  /**
+   * Per-method series (`lifeline.rpc.calls`, `lifeline.rpc.failures`, `lifeline.rpc.duration`, with `rpc.method`):
+   * three metric updates and two Clock reads per call, on calls made through Effect (a `PromiseClient` goes around
+   * them). Default false.
+   */
+  readonly perMethod?: boolean | undefined
+}
+
+let unnamed = 0
+
+/**
+ * The `lifeline.peer` name `options` gives, or the next `connection-<n>`.
+ *
+ * @example
+ * ```ts
+ * import { PeerMetrics } from "@lifeline/kernel"
+ *
+ * const named = PeerMetrics.nameOf({ name: "worker" }) // "worker"
+ * const unnamed = PeerMetrics.nameOf(undefined) // "connection-1", "connection-2", ...
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const nameOf = (options: Options | undefined): string => options?.name ?? `connection-${++unnamed}`
+
+/**
+ * Registers the observed series of `peer` (`calls`, `failures`, `pending`, `served`, `active`, attribute
+ * `lifeline.peer`) in the registry of the current context, for the life of the current Scope: reading them reads the
+ * peer's stats, so they cost nothing per message. `Connection.make` calls it; call it for a `Peer.make` peer.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Metric } from "effect"
+ * import { Peer, PeerMetrics, Protocol, TestTransport } from "@lifeline/kernel"
+ *
+ * const program = Effect.gen(function*() {
+ *   const { left } = yield* TestTransport.makePair()
+ *   const peer = yield* Peer.make({ protocol: Protocol.make({}), transport: left, handlers: {} })
+ *   yield* PeerMetrics.register(peer, "worker")
+ *   return yield* Metric.snapshot // lifeline.calls{lifeline.peer="worker"} and the others
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const register = (
+  peer: Peer.Peer<any, any>,
+  name: string
+): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.contextWith((context: Context.Context<never>) => {
+    const attributes = { "lifeline.peer": name }
+    const observe = <S>(metric: Metric.Metric<number, S>, get: (stats: Peer.Stats) => S) =>
+      Metric.registerUnsafe(Metric.withAttributes(metric, attributes), context, {
+        get: () => get(peer.unsafeStats()),
+        update: () => {},
+        modify: () => {}
+      })
+    const counter = (read: (stats: Peer.Stats) => number) => (stats: Peer.Stats) => ({
+      count: read(stats),
+      incremental: true
+    })
+    const gauge = (read: (stats: Peer.Stats) => number) => (stats: Peer.Stats) => ({ value: read(stats) })
+    const registrations = [
+      observe(calls, counter((stats) => stats.requestsSent)),
+      observe(failures, counter((stats) => stats.timedOut + stats.failedByDisconnect)),
+      observe(pending, gauge((stats) => stats.pendingOutbound)),
+      observe(served, counter((stats) => stats.requestsReceived)),
+      observe(active, gauge((stats) => stats.activeInbound))
+    ]
+    return Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        for (const registration of registrations) registration.remove()
+      })
+    )
+  })
+
+interface MethodSeries {
+  readonly calls: Metric.Metric<number, unknown>
+  readonly failures: Metric.Metric<number, unknown>
+  readonly duration: Metric.Metric<number, unknown>
+}
+
+/**
+ * `peer` with its Effect calls counted and timed per method (`lifeline.rpc.calls`, `lifeline.rpc.failures`,
+ * `lifeline.rpc.duration`, attributes `lifeline.peer` and `rpc.method`), in the registry of the current context. The
+ * series of each method are made once, on its first call; each call then makes three synchronous updates when it
+ * ends. The result is the same peer for `PromiseClient`, whose calls are not counted. `Connection.make` uses it when
+ * `metrics.perMethod` is set.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Method, Peer, PeerMetrics, Protocol, TestTransport } from "@lifeline/kernel"
+ *
+ * const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
+ * const Server = Protocol.make({ serves: [Add] })
+ *
+ * const program = Effect.gen(function*() {
+ *   const { left, right } = yield* TestTransport.makePair()
+ *   yield* Peer.make({ protocol: Server, transport: left, handlers: { add: ([a, b]) => Effect.succeed(a + b) } })
+ *   const raw = yield* Peer.make({ protocol: Protocol.flip(Server), transport: right, handlers: {} })
+ *   const peer = yield* PeerMetrics.instrument(raw, "calculator")
+ *   return yield* peer.call(Add, [1, 2]) // lifeline.rpc.calls{rpc.method="add"} is now 1
+ * }).pipe(Effect.scoped)
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const instrument = <Serves extends Method.Any, Calls extends Method.Any>(
+  peer: Peer.Peer<Serves, Calls>,
+  name: string
+): Effect.Effect<Peer.Peer<Serves, Calls>> =>
+  Effect.contextWith((context: Context.Context<never>) => {
+    const clock = Context.get(context, Clock.Clock)
+    const series = new Map<string, MethodSeries>()
+    const seriesOf = (method: string): MethodSeries => {
+      let found = series.get(method)
+      if (found === undefined) {
+        // Attributes given at construction: the series key is computed once, not merged on every update.
+        const attributes = { "lifeline.peer": name, "rpc.method": method }
+        found = {
+          calls: Metric.counter(methodCalls.id, { description: methodCalls.description, attributes }),
+          failures: Metric.counter(methodFailures.id, { description: methodFailures.description, attributes }),
+          duration: Metric.histogram(methodDuration.id, {
+            description: methodDuration.description,
+            attributes,
+            boundaries: durationBoundaries
+          })
+        }
+        // A method that never failed shows 0 failures rather than no series.
+        found.failures.updateUnsafe(0, context)
+        series.set(method, found)
+      }
+      return found
+    }
+    const measured = <A, E>(method: string, call: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+      Effect.suspend(() => {
+        const metrics = seriesOf(method)
+        const start = clock.currentTimeNanosUnsafe()
+        return Effect.onExitPrimitive(call, (exit) => {
+          metrics.calls.updateUnsafe(1, context)
+          if (Exit.isFailure(exit)) metrics.failures.updateUnsafe(1, context)
+          metrics.duration.updateUnsafe(Number(clock.currentTimeNanosUnsafe() - start) / 1_000_000, context)
+          return undefined
+        })
+      })
+    const instrumented: Peer.Peer<Serves, Calls> = {
+      ...peer,
+      call: (method, params, options) => measured(method.name, peer.call(method, params, options)),
+      callUntyped: (method, params, options) => measured(method, peer.callUntyped(method, params, options))
+    }
+    // `PromiseClient` finds the peer's engine by the peer object: the instrumented one is the same engine.
+    const state = State.of(peer)
+    if (state !== undefined) State.register(instrumented, state)
+    return Effect.succeed(instrumented)
+  })
