@@ -26,7 +26,7 @@ import * as Layer from "effect/Layer"
 import * as ChildProcess from "effect/process/ChildProcess"
 
 /**
- * The host's pid from `initialize`, checked once a second: a host that was SIGKILLed while a grandchild holds our stdin
+ * The host's pid from `initialize`, checked every 250 ms: a host that was SIGKILLed while a grandchild holds our stdin
  * open never ends that stdin, and the extension must not outlive it.
  */
 export const HostMonitorLive: Layer.Layer<HostMonitor.HostMonitor> = HostMonitor.layer({

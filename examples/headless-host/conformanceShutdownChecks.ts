@@ -235,13 +235,13 @@ export const shutdownChecks: ReadonlyArray<Check> = [
     1_000,
     "docs/protocol.md § Lifecycle, \"The end of stdin\" (the checklist, and an exit \"at once when it is idle\")"
   ),
-  // Noticing takes up to the check interval (the SDK's Node wiring checks once a second), then the exit follows as
-  // at the end of stdin: 2 s in all.
+  // Noticing takes up to the check interval (the SDK's Node wiring checks every 250 ms), then the exit follows as at
+  // the end of stdin: within 1 s in all.
   abnormal(
     "abnormal.host-pid-gone",
     "host-pid",
-    2_000,
+    1_000,
     "docs/protocol.md § initialize, \"The host's pid\" (once it is gone: the checklist, and exit; \"the Node " +
-      "wiring checks once a second\"), then as at \"The end of stdin\""
+      "wiring checks every 250 ms\"), then as at \"The end of stdin\""
   )
 ]

@@ -221,7 +221,8 @@ export const layer = (options: Options = {}): Layer.Layer<Transport.Transport> =
   }))
 
 /**
- * Completes when process `pid` is gone, checking every `interval` (default 1 second) on the Clock. An extension
+ * Completes when process `pid` is gone, checking every `interval` (default 250 ms: a `kill(pid, 0)`, so four a second cost nothing) on the Clock, so
+ * that it notices within a quarter of a second. An extension
  * whose handshake tells it the host's pid races this against its work, so that it never outlives the host even when
  * its stdin is held open by someone else. The default pid is the parent's at the time of the call.
  *
@@ -243,7 +244,7 @@ export const awaitHostExit = (
 ): Effect.Effect<void> =>
   Effect.sync(() => Processes.isAlive(pid)).pipe(
     Effect.repeat({
-      schedule: Schedule.spaced(options.interval ?? Duration.seconds(1)),
+      schedule: Schedule.spaced(options.interval ?? Duration.millis(250)),
       while: (alive) => alive
     }),
     Effect.asVoid
