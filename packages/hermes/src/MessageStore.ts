@@ -238,8 +238,14 @@ const countSegments = (text: string): number => {
   return segments
 }
 
-/** UTF-8 bytes of `text` without encoding it (a lone surrogate counts as the 3 bytes of the U+FFFD it is sent as). */
-const utf8Bytes = (text: string): number => {
+/**
+ * UTF-8 bytes of `text` without encoding it (a lone surrogate counts as the 3 bytes of the U+FFFD it is sent as): how
+ * the host's size bounds are counted.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const utf8Bytes = (text: string): number => {
   let bytes = text.length
   for (let i = 0; i < text.length; i++) {
     const code = text.charCodeAt(i)

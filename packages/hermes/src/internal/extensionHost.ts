@@ -70,23 +70,6 @@ const count = (value: number | undefined, fallback: number, min: number) => {
 const cut = (text: string, max: number): string =>
   text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more characters)`
 
-/** UTF-8 bytes of `text` without encoding it (a lone surrogate counts as the 3 bytes of the U+FFFD it is sent as). */
-const utf8Bytes = (text: string): number => {
-  let bytes = text.length
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i)
-    if (code < 0x80) continue
-    if (code < 0x800) {
-      bytes += 1
-      continue
-    }
-    bytes += 2
-    // A surrogate pair: 2 UTF-16 units, 4 bytes.
-    if (code >= 0xd800 && code <= 0xdbff && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) i++
-  }
-  return bytes
-}
-
 /** `text` quoted for a message, every character outside printable ASCII escaped, at most 64 characters of it. */
 const quote = (text: string): string => {
   const shown = JSON.stringify(text.slice(0, 64)).replace(
@@ -317,9 +300,9 @@ export const start = (
       let total = 0
       for (let index = 0; index < patches.length; index++) {
         const { path, value } = patches[index]
-        const valueBytes = value === null ? 0 : utf8Bytes(value)
+        const valueBytes = value === null ? 0 : MessageStore.utf8Bytes(value)
         if (valueBytes > maxPatchValueBytes) return tooLarge("ValueTooLarge", maxPatchValueBytes, valueBytes, index)
-        total += utf8Bytes(path) + valueBytes
+        total += MessageStore.utf8Bytes(path) + valueBytes
       }
       if (total > maxPatchRequestBytes) return tooLarge("PatchesTooLarge", maxPatchRequestBytes, total)
       return undefined
