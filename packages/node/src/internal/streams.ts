@@ -34,6 +34,29 @@ export interface Reader<E> {
 }
 
 /**
+ * How a {@link unsafeMakeReader} reader behaves.
+ *
+ * @internal
+ */
+export interface ReaderOptions<E> {
+  /**
+   * Ends the stream early with an error: given a callback that fails the stream, returns how to stop listening.
+   * (A plain callback, not `Stream.interruptWhen`, which races every pull against the signal: that tripled a round
+   * trip's CPU.)
+   */
+  readonly failWhen?: ((fail: (error: E) => void) => () => void) | undefined
+  /**
+   * What happens to the Node stream once the reader is released. `"pause"` (the default) stops reading, so an idle
+   * `process.stdin` no longer keeps the process alive. `"discard"` keeps it flowing into nothing: a child that still
+   * writes after its connection closed (more than a pipe holds, 64 KiB) would otherwise block on a full pipe and need
+   * SIGTERM instead of exiting at the end of its input.
+   */
+  readonly onRelease?: "pause" | "discard" | undefined
+}
+
+const ignoreError = () => {}
+
+/**
  * Reads `readable` in flowing mode, from now on. Data waits in a small buffer that the consumer empties chunk by
  * chunk; while the buffer holds more than 64 KiB the stream is paused, which is how a slow consumer pushes back on the
  * writer at the other end of the pipe. The stream ends at `end` (or at `close` without `end`) and fails with `onError`
@@ -45,26 +68,10 @@ export interface Reader<E> {
  *
  * @internal
  */
-const ignoreError = () => {}
-
 export const unsafeMakeReader = <E>(
   readable: Readable | NodeJS.ReadableStream,
   onError: (error: unknown) => E,
-  options: {
-    /**
-     * Ends the stream early with an error: given a callback that fails the stream, returns how to stop listening.
-     * (A plain callback, not `Stream.interruptWhen`, which races every pull against the signal: that tripled a
-     * round trip's CPU.)
-     */
-    readonly failWhen?: ((fail: (error: E) => void) => () => void) | undefined
-    /**
-     * What happens to the Node stream once the reader is released. `"pause"` (the default) stops reading, so an idle
-     * `process.stdin` no longer keeps the process alive. `"discard"` keeps it flowing into nothing: a child that
-     * still writes after its connection closed (more than a pipe holds, 64 KiB) would otherwise block on a full pipe
-     * and need SIGTERM instead of exiting at the end of its input.
-     */
-    readonly onRelease?: "pause" | "discard" | undefined
-  } = {}
+  options: ReaderOptions<E> = {}
 ): Reader<E> => {
   let buffered: Array<Uint8Array> = []
   let bytes = 0
@@ -157,16 +164,7 @@ export const unsafeMakeReader = <E>(
 export const fromReadable = <E>(
   readable: Readable | NodeJS.ReadableStream,
   onError: (error: unknown) => E,
-  options: {
-    readonly failWhen?: ((fail: (error: E) => void) => () => void) | undefined
-    /**
-     * What happens to the Node stream once the reader is released. `"pause"` (the default) stops reading, so an idle
-     * `process.stdin` no longer keeps the process alive. `"discard"` keeps it flowing into nothing: a child that
-     * still writes after its connection closed (more than a pipe holds, 64 KiB) would otherwise block on a full pipe
-     * and need SIGTERM instead of exiting at the end of its input.
-     */
-    readonly onRelease?: "pause" | "discard" | undefined
-  } = {}
+  options: ReaderOptions<E> = {}
 ): Stream.Stream<Uint8Array, E> => Stream.unwrap(Effect.sync(() => unsafeMakeReader(readable, onError, options).stream))
 
 /**
