@@ -350,12 +350,12 @@ const program = Effect.gen(function*() {
 
   // A signal interrupts the program only once every registered entry has stopped (NodeSignals.runMain): this one
   // waits for the report, so that SIGTERM, SIGINT and SIGHUP still print it (the run reacts to `stopRequested`). A
-  // second signal forces the stop: the extension gets SIGKILL, so that nothing waits for it any more.
-  const spawned: Array<Spawner.Process> = []
+  // second signal forces the stop: the extension host registered itself too, and its forced stop runs the ladder
+  // straight to SIGKILL, so nothing here has to kill anything.
   yield* GracefulShutdown.register({
     name: "hermes-host's report",
     stop: Deferred.await(reported),
-    stopNow: Effect.forEach(spawned, (child) => child.kill("SIGKILL"), { discard: true })
+    stopNow: Effect.void
   })
 
   print(`Hermes headless host: ${commandLine.join(" ")}`)
@@ -522,13 +522,7 @@ const program = Effect.gen(function*() {
       restart: { maxRestarts: 0, within: "1 minute" }
     }
   ).pipe(
-    Effect.provideService(Spawner.Spawner, {
-      spawn: (spec) =>
-        Effect.tap(
-          makeSpawner({ journal: recording.journal, owner }).spawn(spec),
-          (child) => Effect.sync(() => spawned.push(child))
-        )
-    })
+    Effect.provideService(Spawner.Spawner, makeSpawner({ journal: recording.journal, owner }))
   )
   const printer = yield* extension.events.pipe(Stream.runForEach(record), Effect.forkChild)
 

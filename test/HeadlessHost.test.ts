@@ -412,6 +412,9 @@ describe("hermes-host: signals", () => {
         const exit = yield* awaitExit(host, 5000)
         assert.deepStrictEqual(exit, { code: 2, signal: null }, `${host.stdout()}\n${host.stderr()}`)
         yield* awaitGone(extension, 2000)
+        // One stop, cut short: the forced stop joins the one under way instead of asking a second time.
+        assert.strictEqual(host.stdout().split("→ shutdown").length - 1, 1, host.stdout())
+        assert.include(host.stdout(), "no answer before the stop was forced")
       }).pipe(Effect.scoped),
     { timeout: 60_000 }
   )

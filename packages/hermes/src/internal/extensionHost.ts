@@ -679,7 +679,7 @@ export const start = (
         return summary
       })
 
-    const shutdown = (reason: HermesProtocol.ShutdownReason = "closing") =>
+    const stopUnderLock = (reason: HermesProtocol.ShutdownReason) =>
       lock.withPermits(1)(Effect.gen(function*() {
         const generation = current
         if (generation === undefined) {
@@ -691,6 +691,28 @@ export const start = (
         yield* setStatus(reason === "disabled" ? "Disabled" : "Stopped")
         return Option.some(summary)
       }))
+    // The stop under way, joined by whoever asks meanwhile (a signal, the program, the finalizer) instead of starting
+    // a second one; it runs detached, so interrupting one caller (a second signal interrupts the main fiber) never
+    // leaves it half done, and a forced stop (`forced`) cuts that same ladder short.
+    let stopping: Fiber.Fiber<Option.Option<ExtensionHost.ShutdownSummary>> | undefined
+    const shutdown = (reason: HermesProtocol.ShutdownReason = "closing") =>
+      Effect.suspend(() => {
+        if (stopping !== undefined) return Fiber.join(stopping)
+        let fiber: Fiber.Fiber<Option.Option<ExtensionHost.ShutdownSummary>> | undefined
+        return Effect.flatMap(
+          Effect.forkDetach(Effect.ensuring(
+            stopUnderLock(reason),
+            Effect.sync(() => {
+              if (stopping === fiber) stopping = undefined
+            })
+          )),
+          (forked) => {
+            fiber = forked
+            stopping = forked
+            return Fiber.join(forked)
+          }
+        )
+      })
 
     // Under `NodeSignals.runMain`, a signal stops the extension as `shutdown` does, before the main fiber is
     // interrupted; a second one forces the stop. Registered before the finalizer below, so it is still registered
