@@ -388,7 +388,7 @@ const spawnFramed = (argv: ReadonlyArray<string>) =>
 
 describe("Hermes: ExtensionHost and SDK extensions as real processes", () => {
   it.live(
-    "window/closed reaches the extension while it waits for editor/patchMessage (seed 002)",
+    "window/closed reaches the extension while it waits for editor/patchMessage (docs/protocol.md)",
     () =>
       Effect.gen(function*() {
         const inner = yield* MessageStore.make(message)

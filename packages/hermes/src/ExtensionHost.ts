@@ -3,7 +3,7 @@
  * (else the extension is failed and its process killed), sends `initialized`, offers the extension's commands and
  * sends `command/execute`, serves `editor/*` from the `MessageStore` and `ui/openWindow` through `Windows`, and stops
  * it with `shutdown(reason)`: 5 s for the answer, then SIGKILL; an error answer is logged and the process still
- * terminated (seed 000). Every stop of a process runs the kernel's one stop ladder (`StopSequence`). Disable, reload
+ * terminated (docs/protocol.md, `shutdown`). Every stop of a process runs the kernel's one stop ladder (`StopSequence`). Disable, reload
  * and restart after a crash (at most N restarts within a window) are published, like every step, as events. What an
  * extension sends is bounded ({@link Limits}): a request over a bound gets a typed JSON-RPC error, and the host keeps
  * serving.
@@ -248,9 +248,9 @@ export interface Options {
    * its stdin stays open. Pass the host's own pid (`process.pid` in Node). Default 0 (unknown: nothing is watched).
    */
   readonly hostPid?: number | undefined
-  /** Default 10 seconds (seed 002). */
+  /** Default 10 seconds (docs/protocol.md). */
   readonly initializeTimeout?: Duration.Input | undefined
-  /** The answer to `shutdown`; none in time, and the process gets SIGKILL at once. Default 5 seconds (seed 000). */
+  /** The answer to `shutdown`; none in time, and the process gets SIGKILL at once. Default 5 seconds (docs/protocol.md, `shutdown`). */
   readonly shutdownTimeout?: Duration.Input | undefined
   /**
    * How long a process that answered `shutdown` with success may take to exit by itself (after the end of its stdin)

@@ -24,7 +24,7 @@ export * as Extension from "./Extension.js"
  * (else the extension is failed and its process killed), sends `initialized`, offers the extension's commands and
  * sends `command/execute`, serves `editor/*` from the `MessageStore` and `ui/openWindow` through `Windows`, and stops
  * it with `shutdown(reason)`: 5 s for the answer, then SIGKILL; an error answer is logged and the process still
- * terminated (seed 000). Every stop of a process runs the kernel's one stop ladder (`StopSequence`). Disable, reload
+ * terminated (docs/protocol.md, `shutdown`). Every stop of a process runs the kernel's one stop ladder (`StopSequence`). Disable, reload
  * and restart after a crash (at most N restarts within a window) are published, like every step, as events. What an
  * extension sends is bounded ({@link Limits}): a request over a bound gets a typed JSON-RPC error, and the host keeps
  * serving.

@@ -261,7 +261,7 @@ describe("Extension", () => {
       assert.strictEqual(yield* Ref.get(probe.cancelled), 1)
     }))
 
-  it.effect("a cleanup that fails answers -32000 with the reason in data (seed 000)", () =>
+  it.effect("a cleanup that fails answers -32000 with the reason in data (docs/protocol.md, `shutdown`)", () =>
     Effect.gen(function*() {
       const probe = yield* makeProbe
       const fs = makeMemoryFs({ [stateFile]: JSON.stringify({ runs: 7 }) })
@@ -429,7 +429,7 @@ describe("Extension", () => {
       ])
     }))
 
-  it.effect("window/closed may arrive while the extension waits for editor/patchMessage (seed 002)", () =>
+  it.effect("window/closed may arrive while the extension waits for editor/patchMessage (docs/protocol.md)", () =>
     Effect.gen(function*() {
       const closedSeen = yield* Deferred.make<string>()
       const patched = yield* Deferred.make<number>()

@@ -55,7 +55,7 @@ export const ServerErrorStart = -32099 as const
 
 /**
  * Upper bound of the range reserved for implementation-defined server errors (-32099 ..= -32000).
- * Hermes uses -32000 for "Shutdown failed" (seed 000).
+ * Hermes uses -32000 for "Shutdown failed" (docs/protocol.md, `shutdown`).
  *
  * @since 0.1.0
  * @category models

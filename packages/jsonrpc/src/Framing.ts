@@ -1,5 +1,5 @@
 /**
- * Message framing behind one interface, with two codecs: `Content-Length` headers (seed 002, identical to LSP) and
+ * Message framing behind one interface, with two codecs: `Content-Length` headers (docs/protocol.md, identical to LSP) and
  * newline-delimited JSON (what MCP uses over stdio). Pure: the decoders are incremental state machines over bytes.
  *
  * @since 0.1.0
@@ -96,7 +96,7 @@ export interface Framing {
 }
 
 /**
- * `Content-Length` framing (seed 002, LSP): `Content-Length: <bytes>\r\n\r\n<body>`. Header names are
+ * `Content-Length` framing (docs/protocol.md, LSP): `Content-Length: <bytes>\r\n\r\n<body>`. Header names are
  * case-insensitive, an optional `Content-Type` must be UTF-8, other headers are ignored. A malformed header block
  * (garbage, stray output, no `Content-Length`) is skipped up to the next line that starts with `Content-Length:`;
  * a header the decoder refuses (too large, conflicting lengths, other charset) is a fatal `FramingError`. The exact

@@ -9,7 +9,7 @@
 export * as ErrorCode from "./ErrorCode.js"
 
 /**
- * Message framing behind one interface, with two codecs: `Content-Length` headers (seed 002, identical to LSP) and
+ * Message framing behind one interface, with two codecs: `Content-Length` headers (docs/protocol.md, identical to LSP) and
  * newline-delimited JSON (what MCP uses over stdio). Pure: the decoders are incremental state machines over bytes.
  *
  * @since 0.1.0

@@ -345,7 +345,7 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R,
   readonly handshake?: HandshakeFor<Serves, Calls, E> | undefined
   /**
    * Default: `ShutdownPolicy.resolve`'s rule: the `ShutdownPolicy` service when one is provided, else
-   * `LIFELINE_SHUTDOWN_POLICY` / `LIFELINE_DRAIN_TIMEOUT`, else fail-fast (seed 003). An invalid environment fails
+   * `LIFELINE_SHUTDOWN_POLICY` / `LIFELINE_DRAIN_TIMEOUT`, else fail-fast (docs/lifecycle.md). An invalid environment fails
    * `make` with the `ConfigError` that names the variable.
    */
   readonly policy?: ShutdownPolicy.Policy | undefined

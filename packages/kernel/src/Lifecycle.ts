@@ -247,7 +247,7 @@ export class IllegalTransition extends Data.TaggedError("IllegalTransition")<{
 
 /**
  * What `beginStop` tells its caller: `Stopped` for the one call that moved the lifecycle to `Closing`,
- * `AlreadyClosing` for every other call (seed 003's `{:ok, :already_closing}`).
+ * `AlreadyClosing` for every other call (docs/lifecycle.md: a later caller learns the stop is already under way).
  *
  * @since 0.1.0
  * @category models

@@ -107,7 +107,7 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
   /** Default: `Content-Length` (LSP, Hermes). */
   readonly framing?: Framing.Framing | undefined
   readonly limits?: Partial<Framing.Limits> | undefined
-  /** Default timeout of an outbound call: 5 seconds (seed 002, "Extension Timeouts"). */
+  /** Default timeout of an outbound call: 5 seconds (docs/protocol.md, "extension's own calls to Hermes"). */
   readonly requestTimeout?: Duration.Input | undefined
   /** How long teardown waits for queued answers to be written before it ends the transport. Default 1 second. */
   readonly flushTimeout?: Duration.Input | undefined

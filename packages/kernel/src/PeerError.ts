@@ -43,7 +43,7 @@ export class PeerClosed extends Schema.TaggedError<PeerClosed>("@lifeline/kernel
 }
 
 /**
- * Our side is shutting down: the call was failed at once instead of waiting (seed 003, fail-fast), or it was still
+ * Our side is shutting down: the call was failed at once instead of waiting (fail-fast, docs/lifecycle.md), or it was still
  * pending when a drain deadline passed. `reason` says what started the shutdown, `phase` which lifecycle state the
  * call met it in.
  *

@@ -1,5 +1,5 @@
 /**
- * What a peer does with work in flight when it stops: fail it at once (`FailFast`, seed 003's default) or let it
+ * What a peer does with work in flight when it stops: fail it at once (`FailFast`, the default, docs/lifecycle.md) or let it
  * finish until a deadline (`Drain`). The policy is plain data, provided as a service so an app picks it per
  * environment without code changes; {@link resolve} is the one rule for where it comes from.
  *
@@ -343,7 +343,7 @@ export const layerConfig: Layer.Layer<ShutdownPolicy, Config.ConfigError> = Laye
  * 2. else the {@link ShutdownPolicy} service, when a layer provides one (`layerFailFast`, `layerDrain`, `layerConfig`);
  * 3. else the environment: `LIFELINE_SHUTDOWN_POLICY` and `LIFELINE_DRAIN_TIMEOUT`, read with {@link config} from the
  *    fiber's `ConfigProvider` (the process environment unless a test provides another);
- * 4. else fail-fast, the default of `LIFELINE_SHUTDOWN_POLICY` (seed 003).
+ * 4. else fail-fast, the default of `LIFELINE_SHUTDOWN_POLICY` (docs/lifecycle.md).
  *
  * An invalid value in the environment fails with the `ConfigError` that names the variable: a policy someone wrote
  * down is never silently replaced by another one.

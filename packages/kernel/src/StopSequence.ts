@@ -70,7 +70,7 @@ export interface Steps {
  *
  * | option | default | bounds |
  * | --- | --- | --- |
- * | `shutdownTimeout` | 5 s (Hermes, seed 000) | the answer to the protocol's shutdown request |
+ * | `shutdownTimeout` | 5 s (Hermes, docs/protocol.md) | the answer to the protocol's shutdown request |
  * | `closeTimeout` | the policy's drain timeout + `flushTimeout` + 1 s | closing the conversation under its policy; never less than drain + flush |
  * | `flushTimeout` | 1 s (the peer's) | writing queued frames before the input ends: only an input of `closeTimeout` |
  * | `exitGrace` | 1 s | after the end of input, the time to exit by itself before SIGTERM (`killGrace` when the shutdown request failed) |

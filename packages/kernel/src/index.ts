@@ -128,7 +128,7 @@ export * as Protocol from "./Protocol.js"
 export * as Recovery from "./Recovery.js"
 
 /**
- * What a peer does with work in flight when it stops: fail it at once (`FailFast`, seed 003's default) or let it
+ * What a peer does with work in flight when it stops: fail it at once (`FailFast`, the default, docs/lifecycle.md) or let it
  * finish until a deadline (`Drain`). The policy is plain data, provided as a service so an app picks it per
  * environment without code changes; {@link resolve} is the one rule for where it comes from.
  *

@@ -96,7 +96,7 @@ describe("ShutdownPolicy", () => {
   })
 
   describe("config", () => {
-    it.effect("defaults to fail-fast when nothing is set (seed 003)", () =>
+    it.effect("defaults to fail-fast when nothing is set (docs/lifecycle.md)", () =>
       Effect.gen(function*() {
         assert.deepStrictEqual(yield* read([]), ShutdownPolicy.FailFast())
       }))

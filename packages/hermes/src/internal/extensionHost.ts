@@ -1,5 +1,5 @@
 /**
- * The extension host's supervisor: one generation (process + connection) at a time, the stop sequence of seed 000,
+ * The extension host's supervisor: one generation (process + connection) at a time, the stop sequence of docs/protocol.md,
  * crash detection and the restart budget, and the event log.
  *
  * @internal
@@ -585,7 +585,7 @@ export const start = (
       })
 
     /**
-     * Seed 000's sequence on the kernel's one stop ladder (`StopSequence`): `shutdown` within `shutdownTimeout` (no
+     * docs/protocol.md's sequence on the kernel's one stop ladder (`StopSequence`): `shutdown` within `shutdownTimeout` (no
      * answer: SIGKILL at once), the connection closed (the end of stdin), then `exitGrace` to exit after a successful
      * answer (`killGrace` after an error answer), SIGTERM, `killGrace`, SIGKILL (docs/protocol.md, "Lifecycle").
      */

@@ -1,5 +1,5 @@
 /**
- * `Content-Length` framing (seed 002, identical to LSP base protocol): an incremental byte-level decoder and a
+ * `Content-Length` framing (docs/protocol.md, identical to LSP base protocol): an incremental byte-level decoder and a
  * one-buffer encoder.
  *
  * Accepted header block: one or more lines `name ":" value CRLF`, then an empty line (CRLF). `name` is an RFC 9110
