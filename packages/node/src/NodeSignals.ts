@@ -177,17 +177,17 @@ export const unsafeMakeController = (): Controller => {
 }
 
 /**
- * Runs `stop` when a second signal arrives before `until` completes, e.g. a connection's `stopFailFast` until its
- * `awaitClosed`. The watcher is a detached fiber: it must outlive the Scope whose finalizers are the graceful stop it
+ * Runs `stop` when a second signal arrives before `until` completes, e.g. a connection's `stopNow()` until its
+ * `awaitShutdown`. The watcher is a detached fiber: it must outlive the Scope whose finalizers are the graceful stop it
  * cuts short. Without a {@link NodeSignals} service (not run by `runMain`) it does nothing.
  *
  * @example
  * ```ts
- * import { Effect } from "effect"
+ * import type { Connection } from "@lifeline/kernel"
  * import { NodeSignals } from "@lifeline/node"
  *
- * declare const connection: { readonly stopFailFast: Effect.Effect<unknown>; readonly awaitClosed: Effect.Effect<unknown> }
- * const guard = NodeSignals.forceOnSecondSignal(connection.stopFailFast, connection.awaitClosed)
+ * declare const connection: Connection.Connection<never, never>
+ * const guard = NodeSignals.forceOnSecondSignal(connection.stopNow(), connection.awaitShutdown)
  * ```
  *
  * @since 0.1.0
