@@ -7,27 +7,22 @@
  *
  * @since 0.1.0
  */
-import * as RpcError from "@lifeline/jsonrpc/RpcError"
-import * as Clock from "effect/Clock"
-import * as Config from "effect/Config"
-import * as Context from "effect/Context"
-import * as Deferred from "effect/Deferred"
-import * as Duration from "effect/Duration"
-import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
-import * as Layer from "effect/Layer"
+import type * as Config from "effect/Config"
+import type * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
-import * as Cancellation from "./Cancellation.js"
-import * as GracefulShutdown from "./GracefulShutdown.js"
-import * as Lifecycle from "./Lifecycle.js"
+import * as internal from "./internal/connection.js"
+import * as internalHandshake from "./internal/connectionHandshake.js"
+import * as internalLayer from "./internal/connectionLayer.js"
+import type * as Lifecycle from "./Lifecycle.js"
 import type * as Method from "./Method.js"
-import * as Peer from "./Peer.js"
-import * as PeerError from "./PeerError.js"
-import * as PeerMetrics from "./PeerMetrics.js"
-import * as Protocol from "./Protocol.js"
-import * as ShutdownPolicy from "./ShutdownPolicy.js"
-import * as Transport from "./Transport.js"
+import type * as Peer from "./Peer.js"
+import type * as PeerMetrics from "./PeerMetrics.js"
+import type * as Protocol from "./Protocol.js"
+import type * as ShutdownPolicy from "./ShutdownPolicy.js"
+import type * as Transport from "./Transport.js"
 
 /**
  * How the connection becomes `Ready`.
@@ -188,12 +183,6 @@ export interface Accept<Request extends string = string, Notification extends st
   readonly timeout: Duration.Duration | undefined
 }
 
-// Effect 4 durations may be negative; a negative timeout is a zero one, as it was with Effect 3.
-const nonNegative = (input: Duration.Input): Duration.Duration =>
-  Duration.max(Duration.fromInputUnsafe(input), Duration.zero)
-
-const defaultHandshakeTimeout = Duration.seconds(10)
-
 /**
  * This side starts the handshake. Default timeout 10 seconds (Hermes' `initialize`). The timeout is the handshake's
  * calls' timeout too: while the handshake runs, a call made with the peer `run` gets has no shorter timeout than it
@@ -254,27 +243,7 @@ export const initiate: {
     run: (peer: Peer.Peer<Serves, Calls>) => Effect.Effect<unknown, E | Lifecycle.Failure>,
     options?: { readonly timeout?: Duration.Input | undefined }
   ): Initiate<Serves, Calls, E, never>
-} = ((first: any, params?: any, options?: any): Initiate<any, any, any, any> => {
-  if (typeof first === "function") {
-    return { _tag: "Initiate", run: first, timeout: nonNegative(params?.timeout ?? defaultHandshakeTimeout) }
-  }
-  const method = first as Method.AnyRequest
-  const then = options?.then as
-    | ((result: unknown, peer: Peer.Peer<any, any>) => Effect.Effect<unknown, unknown>)
-    | undefined
-  return {
-    _tag: "Initiate",
-    method,
-    run: (peer: Peer.Peer<any, any>) => {
-      const call = peer.call(method, params, options?.callOptions)
-      return (then === undefined ? call : Effect.flatMap(call, (result) => then(result, peer))) as Effect.Effect<
-        unknown,
-        any
-      >
-    },
-    timeout: nonNegative(options?.timeout ?? defaultHandshakeTimeout)
-  }
-}) as any
+} = internalHandshake.initiate as any
 
 /**
  * The other side starts the handshake with `request`; its handler (in `handlers`) does the work. The request and the
@@ -310,7 +279,7 @@ export const accept = <
   notifications: (options?.notifications ?? []).map((n) => typeof n === "string" ? n : n.name) as Array<
     NameOf<Notifications[number]>
   >,
-  timeout: options?.timeout === undefined ? undefined : nonNegative(options.timeout)
+  timeout: options?.timeout === undefined ? undefined : internalHandshake.nonNegative(options.timeout)
 })
 
 type NameOf<N> = N extends string ? N : N extends Method.AnyNotification ? N["name"] : never
@@ -393,63 +362,6 @@ export interface Connection<Serves extends Method.Any, Calls extends Method.Any>
 }
 
 /**
- * The peer as an initiating handshake sees it: while the lifecycle is `Starting` or `Initializing`, a call with no
- * timeout of its own (from its options or its method) waits longer than the handshake, so the handshake's timeout is
- * what ends it, with `HandshakeTimeout`. Once the handshake is over, calls are the peer's own again.
- */
-const handshakePeer = <Serves extends Method.Any, Calls extends Method.Any>(
-  peer: Peer.Peer<Serves, Calls>,
-  lifecycle: Lifecycle.Lifecycle,
-  timeout: Duration.Duration
-): Peer.Peer<Serves, Calls> => {
-  // Longer than the handshake, so that its timeout always fires first, even on a TestClock that wakes both at once.
-  const bound = Duration.sum(timeout, Duration.seconds(1))
-  const during = () => {
-    const state = lifecycle.unsafeState()._tag
-    return state === "Starting" || state === "Initializing"
-  }
-  return {
-    ...peer,
-    call: (method, params, callOptions) =>
-      Effect.suspend(() =>
-        peer.call(
-          method,
-          params,
-          callOptions?.timeout !== undefined || method.timeout !== undefined || !during()
-            ? callOptions
-            : { ...callOptions, timeout: bound }
-        )
-      ),
-    callUntyped: (method, params, callOptions) =>
-      Effect.suspend(() =>
-        peer.callUntyped(
-          method,
-          params,
-          callOptions?.timeout !== undefined || !during() ? callOptions : { ...callOptions, timeout: bound }
-        )
-      )
-  }
-}
-
-const asFailure = (error: unknown): Lifecycle.Failure =>
-  error instanceof RpcError.RpcError
-    ? error
-    : RpcError.make(
-      -32000,
-      error instanceof Error && error.message !== "" ? error.message : "The handshake failed",
-      error
-    )
-
-const isFailure = (error: unknown): error is Lifecycle.Failure =>
-  error instanceof RpcError.RpcError ||
-  error instanceof Lifecycle.HandshakeTimeout ||
-  error instanceof Transport.TransportError ||
-  error instanceof PeerError.RequestTimeout ||
-  error instanceof PeerError.PeerClosed ||
-  error instanceof PeerError.ShutdownError ||
-  error instanceof PeerError.PeerExited
-
-/**
  * Starts a connection in the current Scope.
  *
  * @example
@@ -474,276 +386,13 @@ const isFailure = (error: unknown): error is Lifecycle.Failure =>
  * @since 0.1.0
  * @category constructors
  */
-export const make = <Serves extends Method.Any, Calls extends Method.Any, R = never, E = never>(
+export const make: <Serves extends Method.Any, Calls extends Method.Any, R = never, E = never>(
   options: Options<Serves, Calls, R, E>
-): Effect.Effect<
+) => Effect.Effect<
   Connection<Serves, Calls>,
   Lifecycle.Failure | E | Lifecycle.IllegalTransition | Config.ConfigError,
   Scope.Scope | R
-> =>
-  Effect.gen(function*() {
-    const policy = yield* ShutdownPolicy.resolve(options.policy)
-    const cancellation = Cancellation.spelling(options.cancellation ?? options.protocol.cancellation)
-    const flushTimeout = Duration.fromInputUnsafe(options.flushTimeout ?? Duration.seconds(1))
-    const lifecycle = yield* Lifecycle.make
-    const handshake = options.handshake
-    const handshakeMessages = new Set(
-      handshake?._tag === "Accept" ? [handshake.request, ...handshake.notifications] : []
-    )
-    const accepting = handshake?._tag === "Accept"
-
-    const handlers = { ...options.handlers } as Record<string, Peer.RequestHandler<any, R>>
-    if (handshake?._tag === "Accept") {
-      const serve = handlers[handshake.request]
-      if (serve !== undefined) {
-        handlers[handshake.request] = (params, context) =>
-          lifecycle.transition(Lifecycle.Initializing(), { from: "Starting" }).pipe(
-            // The gate admits handshake requests until Ready: only the one that moves Starting on may run.
-            Effect.mapError(() =>
-              RpcError.RpcError.invalidRequest(`${handshake.request}: the handshake is already running`)
-            ),
-            Effect.andThen(serve(params, context)),
-            Effect.tap(() => Effect.ignore(lifecycle.transition(Lifecycle.Ready(), { from: "Initializing" }))),
-            Effect.tapError((error) =>
-              Effect.ignore(
-                lifecycle.transition(Lifecycle.Failed({ error: asFailure(error) }), { from: "Initializing" })
-              )
-            )
-          )
-      }
-    }
-
-    const peer = yield* Peer.make<Serves, Calls, R>({
-      ...options,
-      handlers: handlers as Peer.Handlers<Serves, R>,
-      gate: {
-        inbound: (method) => {
-          const isHandshake = handshakeMessages.has(method)
-          const state = lifecycle.unsafeState()
-          // The side that initiates serves what the other side asks while the handshake runs.
-          if (!accepting && !Lifecycle.isShuttingDown(state)) return undefined
-          return Lifecycle.inboundGate(state, method, isHandshake)
-        },
-        inboundNotification: (method) => {
-          const state = lifecycle.unsafeState()
-          if (Lifecycle.isShuttingDown(state)) return false
-          return !accepting || state._tag === "Ready" || handshakeMessages.has(method)
-        },
-        // Open for the cancellations of what a teardown cut off, and only for them (see `cancelOnWire`).
-        outbound: () => cancelling ? undefined : lifecycle.outboundGate()
-      }
-    })
-    let cancelling = false
-
-    const metrics = options.metrics === false ? undefined : options.metrics === true ? {} : options.metrics ?? {}
-    let exposed: Peer.Peer<Serves, Calls> = peer
-    if (metrics !== undefined) {
-      const name = PeerMetrics.nameOf(metrics)
-      yield* PeerMetrics.register(peer, name)
-      if (metrics.perMethod === true) exposed = yield* PeerMetrics.instrument(peer, name)
-    }
-
-    /**
-     * Tells the other side, in the protocol's cancellation (`$/cancelRequest`, `notifications/cancelled`), that the
-     * calls a teardown cut off are abandoned, so that it stops working on them too. Nothing is sent when the protocol
-     * has no cancellation (plain JSON-RPC, Hermes) or when the connection is already lost. In a fiber of its own, for
-     * the reason the drain is (a teardown in a finalizer of an interrupted fiber), bounded by the flush timeout: the
-     * notifications wait for room in the outbound queue like any frame.
-     */
-    const cancelOnWire = (cut: ReadonlyArray<Peer.CutOff>, why: string): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        const spelling = cancellation
-        if (spelling === undefined) return Effect.void
-        const ids = cut.flatMap((c) => c.direction === "outbound" && c.id !== null ? [c.id] : [])
-        if (ids.length === 0) return Effect.void
-        return Effect.gen(function*() {
-          if (yield* peer.isClosed) return
-          cancelling = true
-          for (const id of ids) yield* Effect.ignore(peer.notifyUntyped(spelling.method, spelling.encode(id, why)))
-        }).pipe(
-          Effect.ensuring(Effect.sync(() => {
-            cancelling = false
-          })),
-          Effect.timeoutOption(flushTimeout),
-          Effect.interruptible,
-          Effect.forkDetach,
-          Effect.flatMap(Fiber.join),
-          Effect.asVoid
-        )
-      })
-
-    const done = yield* Deferred.make<ShutdownReport>()
-    const force = yield* Deferred.make<void>()
-    let started = false
-
-    /** The one teardown. Whoever calls it first runs it; everybody else waits for its report. */
-    const teardown = (reason: Lifecycle.CloseReason | "Failed", how: ShutdownPolicy.Policy): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        if (started) return Effect.asVoid(Deferred.await(done))
-        started = true
-        return Effect.gen(function*() {
-          const startedAt = yield* Clock.currentTimeMillis
-          let drained = true
-          if (how._tag === "Drain") {
-            // In a fiber of its own: the teardown often runs in a finalizer of an interrupted fiber (SIGTERM through
-            // runMain), where an interruptible wait would end at once. Joined uninterruptibly, the drain gets its
-            // full deadline; `stopNow` (a second signal) is what cuts it short.
-            const waited = yield* peer.awaitIdle.pipe(
-              Effect.as(true),
-              Effect.raceFirst(Effect.as(Deferred.await(force), false)),
-              Effect.timeoutOrElse({ duration: how.timeout, orElse: () => Effect.succeed(false) }),
-              Effect.interruptible,
-              Effect.forkDetach,
-              Effect.flatMap(Fiber.join),
-              Effect.exit
-            )
-            drained = Exit.isSuccess(waited) && waited.value
-          }
-          const phase = lifecycle.unsafeState()._tag
-          const error = new PeerError.ShutdownError({
-            reason: reason === "Failed"
-              ? "Failed"
-              : !drained
-              ? "DrainTimeout"
-              : reason === "Interrupted"
-              ? "Interrupted"
-              : "Stop",
-            phase
-          })
-          const cutOut = yield* peer.failPending(error)
-          yield* cancelOnWire(
-            cutOut,
-            error.reason === "DrainTimeout"
-              ? `the drain deadline (${Duration.format(how._tag === "Drain" ? how.timeout : Duration.zero)}) passed`
-              : "the connection is shutting down"
-          )
-          const cutIn = yield* peer.interruptHandlers
-          yield* peer.close(error)
-          yield* Effect.ignore(lifecycle.transition(Lifecycle.Closed(), { from: "Closing" }))
-          const report: ShutdownReport = {
-            policy: how,
-            reason,
-            drained: drained && cutOut.length + cutIn.length === 0,
-            cutOff: [...cutOut, ...cutIn],
-            startedAt,
-            finishedAt: yield* Clock.currentTimeMillis
-          }
-          if (report.cutOff.length > 0) {
-            yield* Effect.logWarning(`shutdown cut off ${report.cutOff.length} operation(s)`).pipe(
-              Effect.annotateLogs({ policy: how._tag, reason })
-            )
-          }
-          if (options.onShutdown !== undefined) yield* options.onShutdown(report)
-          yield* Deferred.succeed(done, report)
-        }).pipe(Effect.uninterruptible)
-      })
-
-    const stopWith = (reason: Lifecycle.CloseReason, how: ShutdownPolicy.Policy) =>
-      Effect.flatMap(
-        lifecycle.beginStop(reason),
-        (result) => result === "Stopped" ? Effect.as(teardown(reason, how), result) : Effect.succeed(result)
-      )
-
-    const fail = (error: Lifecycle.Failure): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        const state = lifecycle.unsafeState()
-        const failed = Lifecycle.isTerminal(state)
-          ? Effect.void
-          : Effect.ignore(lifecycle.transition(Lifecycle.Failed({ error })))
-        return Effect.andThen(failed, teardown("Failed", ShutdownPolicy.FailFast()))
-      })
-
-    // Registered after the peer, so it runs before the peer's own finalizer and decides what in-flight work sees.
-    yield* Effect.addFinalizer((exit) =>
-      Effect.andThen(
-        lifecycle.beginStop(Exit.hasInterrupts(exit) ? "Interrupted" : "Stop"),
-        teardown(Exit.hasInterrupts(exit) ? "Interrupted" : "Stop", policy)
-      )
-    )
-
-    // The other side went away or the transport broke: stop under the policy, or fail.
-    yield* peer.closed.pipe(
-      Effect.flatMap((reason) =>
-        reason._tag === "PeerClosed" && reason.reason === "TransportClosed"
-          // Already Failed (a refused handshake, say) and nobody tore down yet: this is the moment.
-          ? Effect.flatMap(
-            stopWith("TransportClosed", policy),
-            () =>
-              Lifecycle.isTerminal(lifecycle.unsafeState())
-                ? teardown("Failed", ShutdownPolicy.FailFast())
-                : Effect.void
-          )
-          : reason._tag === "ShutdownError"
-          ? Effect.void
-          : fail(reason)
-      ),
-      Effect.forkScoped
-    )
-
-    if (options.gracefulShutdown !== false) {
-      // Stops, then waits for the teardown, which a lifecycle already `Failed` without one (a refused handshake waiting
-      // for the other side to close) runs now: the program is stopping, nobody else will.
-      const stopAndWait = (how: ShutdownPolicy.Policy) =>
-        stopWith("Interrupted", how).pipe(
-          Effect.andThen(Effect.suspend(() =>
-            lifecycle.unsafeState()._tag === "Failed" && !started
-              ? teardown("Failed", ShutdownPolicy.FailFast())
-              : Effect.void
-          )),
-          Effect.andThen(Deferred.await(done))
-        )
-      yield* GracefulShutdown.register({
-        name: "connection",
-        stop: stopAndWait(policy),
-        stopNow: Effect.andThen(Deferred.succeed(force, void 0), stopAndWait(ShutdownPolicy.FailFast()))
-      })
-    }
-
-    if (handshake === undefined) {
-      yield* lifecycle.transition(Lifecycle.Ready())
-    } else if (handshake._tag === "Initiate") {
-      // The lifecycle's `Failed` holds a `Lifecycle.Failure`; a typed error of the handshake's own is wrapped there,
-      // and `make` fails with the error itself.
-      let typed: { readonly wrapped: Lifecycle.Failure; readonly error: E } | undefined
-      const run = Effect.mapError(
-        handshake.run(handshakePeer(exposed, lifecycle, handshake.timeout)),
-        (error): Lifecycle.Failure => {
-          if (isFailure(error)) return error
-          const wrapped = asFailure(error)
-          typed = { wrapped, error: error as E }
-          return wrapped
-        }
-      )
-      yield* Lifecycle.runHandshake(lifecycle, run, handshake.timeout).pipe(
-        Effect.tapError((error) => error._tag === "IllegalTransition" ? Effect.void : fail(error)),
-        Effect.mapError((error) => typed !== undefined && error === typed.wrapped ? typed.error : error)
-      )
-    } else if (handshake.timeout !== undefined) {
-      const timeout = handshake.timeout
-      yield* Effect.sleep(timeout).pipe(
-        Effect.andThen(Effect.suspend(() => {
-          const state = lifecycle.unsafeState()._tag
-          return state === "Starting" || state === "Initializing"
-            ? fail(new Lifecycle.HandshakeTimeout({ timeoutMillis: Duration.toMillis(timeout) }))
-            : Effect.void
-        })),
-        Effect.forkScoped
-      )
-    }
-
-    return {
-      peer: exposed,
-      lifecycle,
-      policy,
-      stop: (reason = "Stop") => stopWith(reason, policy),
-      stopNow: (reason = "Stop") =>
-        Effect.andThen(
-          Deferred.succeed(force, void 0),
-          stopWith(reason, ShutdownPolicy.FailFast())
-        ),
-      awaitShutdown: Deferred.await(done)
-    }
-  })
+> = internal.make
 
 // -- Layer-first --------------------------------------------------------------------------------------------------
 
@@ -817,14 +466,10 @@ export type LayerError<E = never> = Lifecycle.Failure | E | Lifecycle.IllegalTra
  * @since 0.1.0
  * @category layers
  */
-export const layer = <I, Serves extends Method.Any, Calls extends Method.Any, R = never, E = never>(
+export const layer: <I, Serves extends Method.Any, Calls extends Method.Any, R = never, E = never>(
   tag: Context.Key<I, Connection<Serves, Calls>>,
   options: LayerOptions<Serves, Calls, R, E>
-): Layer.Layer<I, LayerError<E>, Transport.Transport | Exclude<R, Scope.Scope>> =>
-  Layer.effect(
-    tag,
-    Effect.flatMap(Transport.Transport, (transport) => make<Serves, Calls, R, E>({ ...options, transport }))
-  )
+) => Layer.Layer<I, LayerError<E>, Transport.Transport | Exclude<R, Scope.Scope>> = internalLayer.layer
 
 /**
  * The settings of a connection that can come from `Config` (see {@link layerConfig}).
@@ -902,21 +547,10 @@ export interface LayerConfigOptions<Serves extends Method.Any, Calls extends Met
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = <I, Serves extends Method.Any, Calls extends Method.Any, R = never, E = never>(
+export const layerConfig: <I, Serves extends Method.Any, Calls extends Method.Any, R = never, E = never>(
   tag: Context.Key<I, Connection<Serves, Calls>>,
   options: LayerConfigOptions<Serves, Calls, R, E>
-): Layer.Layer<I, LayerError<E>, Transport.Transport | Exclude<R, Scope.Scope>> =>
-  Layer.effect(
-    tag,
-    Effect.gen(function*() {
-      const { config, ...rest } = options
-      const settings = yield* Config.unwrap(config)
-      const transport = yield* Transport.Transport
-      const defined: Record<string, unknown> = {}
-      for (const [key, value] of Object.entries(settings)) if (value !== undefined) defined[key] = value
-      return yield* make<Serves, Calls, R, E>({ ...rest, ...defined, transport } as Options<Serves, Calls, R, E>)
-    })
-  )
+) => Layer.Layer<I, LayerError<E>, Transport.Transport | Exclude<R, Scope.Scope>> = internalLayer.layerConfig
 
 /**
  * A connection as a service of its own, one per protocol: the class is the service's key, and its statics build it.
@@ -996,24 +630,7 @@ export interface Service<Self, Id extends string, Serves extends Method.Any, Cal
  * @since 0.1.0
  * @category constructors
  */
-export const Service = <Self>() =>
-<const Id extends string, Serves extends Method.Any, Calls extends Method.Any>(
+export const Service: <Self>() => <const Id extends string, Serves extends Method.Any, Calls extends Method.Any>(
   id: Id,
   options: { readonly protocol: Protocol.Protocol<Serves, Calls> }
-): Service<Self, Id, Serves, Calls> => {
-  const tag = Context.Service<Self, Connection<Serves, Calls>>()(id)
-  const protocol = options.protocol
-  return Object.assign(tag, {
-    protocol,
-    layer: <R = never, E = never>(layerOptions: Omit<LayerOptions<Serves, Calls, R, E>, "protocol">) =>
-      layer<Self, Serves, Calls, R, E>(tag, { ...layerOptions, protocol } as LayerOptions<Serves, Calls, R, E>),
-    layerConfig: <R = never, E = never>(
-      layerOptions: Omit<LayerConfigOptions<Serves, Calls, R, E>, "protocol">
-    ) =>
-      layerConfig<Self, Serves, Calls, R, E>(
-        tag,
-        { ...layerOptions, protocol } as LayerConfigOptions<Serves, Calls, R, E>
-      ),
-    client: Effect.map(tag, (connection) => Protocol.client(connection.peer))
-  })
-}
+) => Service<Self, Id, Serves, Calls> = internalLayer.Service
