@@ -1,0 +1,275 @@
+/**
+ * The packages as a user gets them: every package is built (`pnpm build`) and packed (`pnpm pack`, which applies
+ * `publishConfig.exports` and turns `workspace:*` into versions), the tarballs are installed with plain `npm install`
+ * into a fresh project outside the workspace, and a plain `.mjs` program there, importing only the published entry
+ * points, spawns a Lifeline server over `NodeChildProcess`, calls it through a `Connection.Service` client and drains
+ * an in-flight call on SIGTERM. A consumer `.ts` file is type-checked against the published `.d.ts`.
+ *
+ * The consumer runs on the pinned Node (`process.execPath`): Effect 4 needs Node >= 22.19, so Node 20 cannot run it.
+ * `npm install` needs the registry (for `effect`, `@effect/platform-node`, `@types/node`): without it the test fails.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+
+const workspace = Path.resolve(import.meta.dirname, "..")
+const packages = ["jsonrpc", "kernel", "node", "hermes"] as const
+const tsc = Path.join(workspace, "node_modules", "typescript", "bin", "tsc")
+const typesNodeVersion: string = JSON.parse(
+  Fs.readFileSync(Path.join(workspace, "node_modules", "@types", "node", "package.json"), "utf8")
+).version
+
+interface Ran {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** Runs a command to its end, killed after `timeoutMs`; never rejects, the caller asserts on the result. */
+const run = (command: string, args: ReadonlyArray<string>, options: { cwd: string; timeoutMs: number }) =>
+  new Promise<Ran>((resolve) => {
+    ChildProcess.execFile(
+      command,
+      args,
+      { cwd: options.cwd, timeout: options.timeoutMs, killSignal: "SIGKILL", maxBuffer: 16 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        const failed = error as (ChildProcess.ExecFileException & { code?: number | string }) | null
+        resolve({
+          code: failed === null ? 0 : typeof failed.code === "number" ? failed.code : null,
+          signal: failed?.signal ?? null,
+          stdout,
+          stderr: failed !== null && typeof failed.code === "string" ? `${failed.message}\n${stderr}` : stderr
+        })
+      }
+    )
+  })
+
+const expectSuccess = (what: string, ran: Ran) =>
+  assert.strictEqual(
+    ran.code,
+    0,
+    `${what} failed (code ${ran.code}, signal ${ran.signal}):\n${ran.stdout}\n${ran.stderr}`
+  )
+
+const shared = `import { Method, Protocol } from "@lifeline/kernel"
+import { Schema } from "effect"
+
+export const Echo = Method.request("echo", { params: Schema.Struct({ text: Schema.String }), result: Schema.String })
+export const Sleep = Method.request("sleep", { params: Schema.Struct({ ms: Schema.Number }), result: Schema.Number })
+export const Server = Protocol.make({ serves: [Echo, Sleep] })
+`
+
+const server = `import { NodeSignals, NodeStdio } from "@lifeline/node"
+import { Duration, Effect } from "effect"
+import { Server } from "./shared.mjs"
+
+const main = Effect.gen(function*() {
+  const connection = yield* NodeStdio.makeConnection({
+    protocol: Server,
+    handlers: {
+      echo: ({ text }) => Effect.succeed(text),
+      sleep: ({ ms }) => Effect.as(Effect.sleep(Duration.millis(ms)), ms)
+    }
+  })
+  return yield* connection.awaitShutdown
+}).pipe(Effect.scoped)
+
+NodeSignals.runMain(main)
+`
+
+const client = `import { Connection, Protocol } from "@lifeline/kernel"
+import { NodeChildProcess, NodeSignals } from "@lifeline/node"
+import { Effect, Fiber, Layer } from "effect"
+import { ChildProcess } from "effect/process"
+import { fileURLToPath } from "node:url"
+import { Server } from "./shared.mjs"
+
+class ServerConnection extends Connection.Service()("consumer/ServerConnection", {
+  protocol: Protocol.flip(Server)
+}) {}
+
+const ServerLive = ServerConnection.layer({ handlers: {} }).pipe(
+  Layer.provide(NodeChildProcess.layer({
+    command: ChildProcess.make(process.execPath, [fileURLToPath(new URL("./server.mjs", import.meta.url))]),
+    name: "server"
+  }))
+)
+
+const say = (line) => Effect.sync(() => process.stdout.write(JSON.stringify(line) + "\\n"))
+
+const main = Effect.gen(function*() {
+  const client = yield* ServerConnection.client
+  yield* say({ echo: yield* client.echo({ text: "hello" }) })
+  const slow = yield* Effect.forkChild(client.sleep({ ms: 1500 }))
+  yield* say({ inFlight: true })
+  yield* say({ slow: yield* Fiber.join(slow) })
+  return yield* Effect.never
+}).pipe(Effect.provide(ServerLive))
+
+NodeSignals.runMain(main)
+`
+
+const consumerTs = `import type { Peer } from "@lifeline/kernel"
+import { Connection, Method, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+import { NodeChildProcess, NodeSignals } from "@lifeline/node"
+import { Context, Effect, Layer, Schema } from "effect"
+import { ChildProcess } from "effect/process"
+
+const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
+const CalcProtocol = Protocol.make({ calls: [Add] })
+
+class CalcConnection extends Connection.Service<CalcConnection>()("consumer/CalcConnection", {
+  protocol: CalcProtocol
+}) {}
+
+class Calculator extends Context.Service<Calculator, {
+  readonly add: (a: number, b: number) => Effect.Effect<number, Peer.CallError>
+}>()("consumer/Calculator") {
+  static readonly layer = Layer.effect(
+    Calculator,
+    Effect.map(CalcConnection.client, (client) => ({ add: (a: number, b: number) => client.add([a, b]) }))
+  ).pipe(Layer.provide(CalcConnection.layer({ handlers: {}, policy: ShutdownPolicy.drain("2 seconds") })))
+}
+
+export const inMemory: Layer.Layer<Calculator, unknown> = Calculator.layer.pipe(
+  Layer.provide(TestTransport.layerServe(Protocol.flip(CalcProtocol), { add: ([a, b]) => Effect.succeed(a + b) }))
+)
+
+export const overChild: Layer.Layer<Calculator, unknown> = Calculator.layer.pipe(
+  Layer.provide(NodeChildProcess.layer({ command: ChildProcess.make("calculator", []), name: "calculator" }))
+)
+
+const program: Effect.Effect<number, unknown> = Calculator.use((calculator) => calculator.add(1, 2)).pipe(
+  Effect.provide(inMemory)
+)
+
+export const code: 143 = NodeSignals.ExitCode.Terminate
+
+// @ts-expect-error: the internal modules are not exported
+export type Hidden = typeof import("@lifeline/kernel/internal/peer")
+
+NodeSignals.runMain(program)
+`
+
+// Effect's own .d.ts name \`CryptoKey\` and \`JsonWebKey\`: with skipLibCheck false the consumer needs the DOM lib.
+const consumerTsconfig = {
+  compilerOptions: {
+    strict: true,
+    exactOptionalPropertyTypes: true,
+    module: "NodeNext",
+    moduleResolution: "NodeNext",
+    target: "ES2022",
+    lib: ["ES2022", "DOM"],
+    types: ["node"],
+    noEmit: true,
+    skipLibCheck: false
+  },
+  files: ["consumer.ts"]
+}
+
+describe("the published packages, installed with npm outside the workspace", () => {
+  it("run a server over NodeChildProcess, call it, drain on SIGTERM, and type-check", async () => {
+    const [major, minor] = process.versions.node.split(".").map(Number) as [number, number]
+    assert.isTrue(
+      major > 22 || (major === 22 && minor >= 19),
+      `the consumer runs on process.execPath, Node ${process.versions.node}: Effect 4 needs Node >= 22.19`
+    )
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-consumer-"))
+    assert.strictEqual(Path.relative(workspace, dir).split(Path.sep)[0], "..", `${dir} is inside the workspace`)
+    try {
+      const packs = Path.join(dir, "packs")
+      const project = Path.join(dir, "project")
+      Fs.mkdirSync(packs)
+      Fs.mkdirSync(project)
+
+      expectSuccess("pnpm build", await run("pnpm", ["run", "build"], { cwd: workspace, timeoutMs: 60_000 }))
+      for (const name of packages) {
+        expectSuccess(
+          `pnpm pack @lifeline/${name}`,
+          await run("pnpm", ["--filter", `@lifeline/${name}`, "pack", "--pack-destination", packs], {
+            cwd: workspace,
+            timeoutMs: 30_000
+          })
+        )
+      }
+      const tarballs = Fs.readdirSync(packs).filter((file) => file.endsWith(".tgz")).sort()
+      assert.deepStrictEqual(tarballs, [
+        "lifeline-hermes-0.1.0.tgz",
+        "lifeline-jsonrpc-0.1.0.tgz",
+        "lifeline-kernel-0.1.0.tgz",
+        "lifeline-node-0.1.0.tgz"
+      ])
+
+      Fs.writeFileSync(
+        Path.join(project, "package.json"),
+        JSON.stringify({ name: "lifeline-consumer", private: true, type: "module" }, null, 2)
+      )
+      const install = await run("npm", [
+        "install",
+        "--no-audit",
+        "--no-fund",
+        "--prefer-offline",
+        ...tarballs.map((file) => Path.join(packs, file)),
+        "effect@4.1.0",
+        "@effect/platform-node@4.1.0",
+        `@types/node@${typesNodeVersion}`
+      ], { cwd: project, timeoutMs: 60_000 })
+      expectSuccess("npm install (needs the npm registry for effect, @effect/platform-node, @types/node)", install)
+
+      // The packed manifests: compiled entry points, no workspace protocol.
+      const kernel = JSON.parse(
+        Fs.readFileSync(Path.join(project, "node_modules", "@lifeline", "kernel", "package.json"), "utf8")
+      )
+      assert.deepStrictEqual(kernel.exports["."], { types: "./dist/index.d.ts", import: "./dist/index.js" })
+      assert.strictEqual(kernel.exports["./internal/*"], null)
+      assert.strictEqual(kernel.dependencies["@lifeline/jsonrpc"], "0.1.0")
+      assert.isUndefined(kernel.publishConfig)
+
+      Fs.writeFileSync(Path.join(project, "shared.mjs"), shared)
+      Fs.writeFileSync(Path.join(project, "server.mjs"), server)
+      Fs.writeFileSync(Path.join(project, "client.mjs"), client)
+      Fs.writeFileSync(Path.join(project, "consumer.ts"), consumerTs)
+      Fs.writeFileSync(Path.join(project, "tsconfig.json"), JSON.stringify(consumerTsconfig, null, 2))
+
+      expectSuccess(
+        "tsc on the consumer against the published .d.ts",
+        await run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: project, timeoutMs: 60_000 })
+      )
+
+      const child = ChildProcess.spawn(process.execPath, ["client.mjs"], {
+        cwd: project,
+        env: { ...process.env, LIFELINE_SHUTDOWN_POLICY: "drain" },
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      let stdout = ""
+      let stderr = ""
+      child.stderr.on("data", (chunk: Buffer) => stderr += chunk.toString())
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+        child.once("exit", (code, signal) => resolve({ code, signal }))
+      )
+      const killer = setTimeout(() => child.kill("SIGKILL"), 20_000)
+      try {
+        await new Promise<void>((resolve, reject) => {
+          child.stdout.on("data", (chunk: Buffer) => {
+            stdout += chunk.toString()
+            if (stdout.includes(`{"inFlight":true}`)) resolve()
+          })
+          void exited.then(() => reject(new Error(`client.mjs exited before its slow call:\n${stdout}\n${stderr}`)))
+        })
+        child.kill("SIGTERM")
+        const exit = await exited
+        const lines = stdout.trim().split("\n").map((line) => JSON.parse(line))
+        assert.deepStrictEqual(lines, [{ echo: "hello" }, { inFlight: true }, { slow: 1500 }], stderr)
+        assert.deepStrictEqual(exit, { code: 143, signal: null }, stderr)
+      } finally {
+        clearTimeout(killer)
+        child.kill("SIGKILL")
+      }
+    } finally {
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 120_000)
+})
