@@ -7,13 +7,24 @@
  *
  * Both sides talk to a silent peer over in-memory streams: ours over a `Queue` pair (no fault injection in the way),
  * vscode-jsonrpc over two `PassThrough`s. Each measurement is repeated and the median reported.
+ *
+ * The row "stop → child exited" puts a real child process behind the same silent peer (`fixtures/silent-main.ts`, one
+ * for both sides: it reads its stdin, never answers and exits when stdin ends): ours spawns it with
+ * `NodeChildProcess.makeConnection` under fail-fast and times `stop` (the connection's stop, the end of stdin, the
+ * child's exit); vscode-jsonrpc's client `spawn`s it and times `dispose()` and `stdin.end()` until the `exit` event.
  */
 import { Connection, Method, PromiseClient, Protocol, ShutdownPolicy } from "@lifeline/kernel"
 import type { Transport } from "@lifeline/kernel"
 import type { Cause } from "effect"
 import { Deferred, Effect, Exit, Queue, Schema, Scope, Stream } from "effect"
+import { ChildProcess } from "effect/process"
+import { spawn } from "node:child_process"
+import type { Socket } from "node:net"
+import { join } from "node:path"
 import { PassThrough } from "node:stream"
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter } from "vscode-jsonrpc/node.js"
+import { NodeChildProcess } from "../packages/node/src/index.js"
+import { nodeArgs, root } from "./root.js"
 
 export interface Row {
   readonly measure: string
@@ -149,6 +160,104 @@ const vscode = async (calls: number): Promise<number> => {
   return elapsed
 }
 
+// -- stop → child exited ------------------------------------------------------------------------------------------
+
+const silentCommand = (): [string, Array<string>] => [
+  process.execPath,
+  nodeArgs(join(root, "bench", "fixtures", "silent-main.ts"))
+]
+
+/** Makes `calls` calls that fail when the connection stops, and resolves once every one has failed. */
+const callAll = (
+  peer: Connection.Connection<never, typeof Hang>["peer"],
+  calls: number,
+  callers: Callers
+): Effect.Effect<Promise<void>> =>
+  Effect.gen(function*() {
+    if (callers === "promise") {
+      const client = PromiseClient.make(peer)
+      const outcomes = Array.from(
+        { length: calls },
+        (_, n) => client.call(Hang, { n }).then(() => "ok", () => "failed")
+      )
+      return Promise.all(outcomes).then((all) => {
+        if (all.some((o) => o !== "failed")) throw new Error("a call did not fail")
+      })
+    }
+    let failed = 0
+    const allFailed = yield* Deferred.make<void>()
+    yield* Effect.forEach(
+      Array.from({ length: calls }, (_, n) => n),
+      (n) =>
+        Effect.forkChild(Effect.flatMap(Effect.exit(peer.call(Hang, { n })), (exit) => {
+          if (Exit.isSuccess(exit)) return Effect.die(new Error("a call did not fail"))
+          return ++failed === calls ? Deferred.succeed(allFailed, void 0) : Effect.void
+        })),
+      { discard: true }
+    )
+    return Effect.runPromise(Deferred.await(allFailed))
+  })
+
+/** Ours: `NodeChildProcess.makeConnection`, fail-fast; from `stop` until the child has exited. */
+const oursChild = (calls: number, callers: Callers): Promise<number> =>
+  Effect.runPromise(Effect.gen(function*() {
+    const scope = yield* Scope.make()
+    const [command, args] = silentCommand()
+    const { connection, stop } = yield* Scope.provide(
+      NodeChildProcess.makeConnection({
+        command: ChildProcess.make(command, args, { cwd: root }),
+        stderrLogLevel: "Warn",
+        protocol,
+        handlers: {},
+        policy: ShutdownPolicy.FailFast(),
+        requestTimeout: "1 hour",
+        outboundCapacity: calls
+      }),
+      scope
+    )
+    const allFailed = yield* callAll(connection.peer, calls, callers)
+    while ((yield* connection.peer.stats).pendingOutbound < calls) yield* Effect.yieldNow
+    yield* connection.peer.flush
+    const start = performance.now()
+    const report = yield* stop
+    const elapsed = performance.now() - start
+    yield* Effect.promise(() => allFailed)
+    if (report.endedBy !== "EndOfInput") throw new Error(`the child was not stopped by its input: ${report.endedBy}`)
+    yield* Scope.close(scope, Exit.void)
+    return elapsed
+  }))
+
+/** vscode-jsonrpc's client: `dispose()`, then the end of the child's stdin; until the child's `exit` event. */
+const vscodeChild = async (calls: number): Promise<number> => {
+  const [command, args] = silentCommand()
+  const child = spawn(command, args, { cwd: root, stdio: ["pipe", "pipe", "inherit"] })
+  const spawned = new Promise<void>((resolve, reject) => child.once("spawn", resolve).once("error", reject))
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+  await spawned
+  const connection = createMessageConnection(
+    new StreamMessageReader(child.stdout),
+    new StreamMessageWriter(child.stdin)
+  )
+  connection.listen()
+  const pending = Array.from(
+    { length: calls },
+    (_, n) => connection.sendRequest("hang", { n }).then(() => "ok", () => "failed")
+  )
+  // Every request written to the pipe before the clock starts, as ours are (its writer writes one message at a time).
+  const stdin = child.stdin as Socket // a pipe is a `net.Socket`: it counts the bytes it wrote
+  for (let last = -1; last !== stdin.bytesWritten || stdin.writableLength > 0;) {
+    last = stdin.bytesWritten
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  const start = performance.now()
+  connection.dispose()
+  child.stdin.end()
+  await exited
+  const elapsed = performance.now() - start
+  if ((await Promise.all(pending)).some((o) => o !== "failed")) throw new Error("a call did not fail")
+  return elapsed
+}
+
 const median = (values: ReadonlyArray<number>) => {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted[Math.floor(sorted.length / 2)]
@@ -157,21 +266,32 @@ const median = (values: ReadonlyArray<number>) => {
 const measure = async (calls: number, repeats: number): Promise<Array<Row>> => {
   const runs = { failFast: [[], []], drain0: [[], []] } as Record<"failFast" | "drain0", [Array<number>, Array<number>]>
   const dispose: Array<number> = []
+  const exits: [Array<number>, Array<number>] = [[], []]
+  const vscodeExits: Array<number> = []
   for (let i = 0; i < repeats + 1; i++) {
     const a = await ours(calls, ShutdownPolicy.FailFast(), "effect")
     const b = await ours(calls, ShutdownPolicy.drain(0), "effect")
     const c = await vscode(calls)
     const d = await ours(calls, ShutdownPolicy.FailFast(), "promise")
     const e = await ours(calls, ShutdownPolicy.drain(0), "promise")
+    const f = await oursChild(calls, "effect")
+    const g = await vscodeChild(calls)
+    const h = await oursChild(calls, "promise")
     if (i === 0) continue // warm-up
+    exits[0].push(f)
+    vscodeExits.push(g)
+    exits[1].push(h)
     runs.failFast[0].push(a)
     runs.drain0[0].push(b)
     dispose.push(c)
     runs.failFast[1].push(d)
     runs.drain0[1].push(e)
   }
-  const v = median(dispose)
-  const row = (measure: string, [effect, promise]: [Array<number>, Array<number>]): Row => ({
+  const row = (
+    measure: string,
+    [effect, promise]: [Array<number>, Array<number>],
+    v: number = median(dispose)
+  ): Row => ({
     measure,
     ours: median(effect),
     promise: median(promise),
@@ -181,7 +301,8 @@ const measure = async (calls: number, repeats: number): Promise<Array<Row>> => {
   })
   return [
     row(`stop, fail-fast, ${calls} pending (ms)`, runs.failFast),
-    row(`stop, drain(0), ${calls} pending (ms)`, runs.drain0)
+    row(`stop, drain(0), ${calls} pending (ms)`, runs.drain0),
+    row(`stop → child exited, ${calls} pending (ms)`, exits, median(vscodeExits))
   ]
 }
 

@@ -300,15 +300,25 @@ export const failPending = (s: State, error: PeerError.Disconnect): ReadonlyArra
   }
   s.pending = new Map()
   s.deadlines.clear()
-  const cut: Array<Peer.CutOff> = []
+  const cut: Array<Peer.CutOff> = new Array(calls.size)
+  s.stats.failedByDisconnect += calls.size
   // One outcome for every call: an Exit is immutable, and the error is one value whoever receives it (`catchTag`
-  // matches its `_tag`), so failing N calls makes no N errors, causes or stack traces.
+  // matches its `_tag`), so failing N calls makes no N errors, causes or stack traces. An Effect caller resumes at
+  // once, in this stack (Effect 4 runs a fiber resumed from a callback synchronously); a Promise caller is rejected
+  // with the error itself, and its handlers run as microtasks once this loop is done.
   const exit = Exit.fail(error)
+  let i = 0
   for (const call of calls.values()) {
-    cut.push({ direction: "outbound", id: call.id, method: call.method })
+    cut[i++] = { direction: "outbound", id: call.id, method: call.method }
     s.tombstones.add(call.id)
-    s.stats.failedByDisconnect++
-    complete(call, exit)
+    const reject = call.reject
+    if (reject !== undefined && call.live && call.resume !== undefined) {
+      call.live = false
+      call.resume = undefined
+      reject(error)
+    } else {
+      complete(call, exit)
+    }
   }
   wakeIdle(s)
   return cut
