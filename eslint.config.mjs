@@ -14,6 +14,12 @@ const nodeBuiltins = {
   }]
 }
 
+const hermesNode = {
+  regex: "^@lifeline/hermes-node(/|$)",
+  message:
+    "hermes is written against kernel and platform Tags: its Node wiring (@lifeline/hermes-node) depends on it, not the reverse."
+}
+
 const lifelineNode = {
   regex: "^@lifeline/node(/|$)",
   message: "jsonrpc and kernel must not depend on @lifeline/node: depend on kernel Tags instead."
@@ -86,7 +92,8 @@ export default defineConfig(
           "@lifeline/jsonrpc",
           "@lifeline/kernel",
           "@lifeline/node",
-          "@lifeline/hermes"
+          "@lifeline/hermes",
+          "@lifeline/hermes-node"
         ]
       }]
     }
@@ -108,9 +115,18 @@ export default defineConfig(
     }
   },
   {
+    files: ["packages/hermes/**"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: [hermesNode] }]
+    }
+  },
+  {
     files: ["packages/hermes/src/**"],
     rules: {
-      "no-restricted-imports": ["error", nodeBuiltins]
+      "no-restricted-imports": ["error", {
+        paths: nodeBuiltins.paths,
+        patterns: [...nodeBuiltins.patterns, hermesNode]
+      }]
     }
   }
 )

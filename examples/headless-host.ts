@@ -15,6 +15,8 @@
  * messages, the message text) is printed through `visible`: a control character is shown, never sent to the terminal.
  */
 // Deep imports keep start-up short: the barrels would load every module of every package.
+import * as NodeSpawner from "@lifeline/hermes-node/NodeSpawner"
+import { visible, visibleJson } from "@lifeline/hermes-node/TerminalText"
 import * as ExtensionHost from "@lifeline/hermes/ExtensionHost"
 import * as HermesProtocol from "@lifeline/hermes/HermesProtocol"
 import * as MessageStore from "@lifeline/hermes/MessageStore"
@@ -46,7 +48,6 @@ import * as Path from "node:path"
 import * as Url from "node:url"
 import * as Util from "node:util"
 import * as Conformance from "./headless-host/conformance.js"
-import { makeSpawner, splitCommandLine, visible, visibleJson } from "./hermes-node.js"
 
 // `--conformance` runs the conformance kit instead (examples/headless-host/conformance.ts), which exits by itself.
 if (process.argv.includes("--conformance")) await Conformance.main(process.argv.slice(2))
@@ -160,7 +161,9 @@ const policy = args["shutdown-policy"] === "drain" || args["shutdown-policy"] ==
 const settle = duration("settle", args.settle)
 const maxDuration = duration("max-duration", args["max-duration"])
 const drainTimeout = duration("drain-timeout", args["drain-timeout"])
-const commandLine = splitCommandLine(args.extension ?? Path.join(examples, "hl7-extension", "bin", "hl7-extension"))
+const commandLine = NodeSpawner.splitCommandLine(
+  args.extension ?? Path.join(examples, "hl7-extension", "bin", "hl7-extension")
+)
 if (commandLine.length === 0) fail("--extension is empty")
 
 const isExecutableFile = (file: string) => {
@@ -522,7 +525,7 @@ const program = Effect.gen(function*() {
       restart: { maxRestarts: 0, within: "1 minute" }
     }
   ).pipe(
-    Effect.provideService(Spawner.Spawner, makeSpawner({ journal: recording.journal, owner }))
+    Effect.provideService(Spawner.Spawner, NodeSpawner.make({ journal: recording.journal, owner }))
   )
   const printer = yield* extension.events.pipe(Stream.runForEach(record), Effect.forkChild)
 

@@ -3,12 +3,12 @@
  *
  *   examples/headless-host/bin/hermes-host --extension "node_modules/.bin/tsx examples/hermes-hello.ts"
  */
+import * as NodeExtension from "@lifeline/hermes-node/NodeExtension"
 import * as Editor from "@lifeline/hermes/Editor"
 import * as Extension from "@lifeline/hermes/Extension"
 import * as Effect from "effect/Effect"
-import { runExtension } from "./hermes-node.js"
 
-runExtension(Extension.make({
+NodeExtension.runMain(Extension.make({
   name: "hello",
   version: "1.0.0",
   commands: {

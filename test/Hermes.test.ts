@@ -1,20 +1,20 @@
 /**
  * The headless Hermes host (examples/headless-host.ts) against real extension processes: the HL7 example extension
  * built with the SDK, and hand-written ones that misbehave. Every run is a real `hermes-host --json` process, some of
- * them SIGKILLed to leave an orphan extension for the next run to reap. Then
- * `ExtensionHost` in this process, over the Node wiring (`SpawnerLive`), against SDK extensions as real processes:
+ * them SIGKILLed to leave an orphan extension for the next run to reap. Then `ExtensionHost` in this process, over the
+ * Node wiring (`NodeSpawner.layer()` from `@lifeline/hermes-node`), against SDK extensions as real processes:
  * notifications during requests, restarts after crashes, and an extension whose host dies without closing its stdin.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ExtensionHost, Hl7, MessageStore, Windows } from "@lifeline/hermes"
 import type { Spawner } from "@lifeline/hermes"
+import { NodeSpawner } from "@lifeline/hermes-node"
 import { Deferred, Effect, Layer, Option, References, Result } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
-import { SpawnerLive } from "../examples/hermes-node.js"
 import { awaitGone, eventually, isAlive } from "./support/processes.js"
 
 const root = Path.resolve(Path.dirname(Url.fileURLToPath(import.meta.url)), "..")
@@ -448,7 +448,7 @@ describe("Hermes: ExtensionHost and SDK extensions as real processes", () => {
         const closedLine = stderr.indexOf("window window-1 closed")
         assert.isAbove(closedLine, -1, stderr)
         assert.isBelow(closedLine, stderr.indexOf("patch answered: 1 applied"), stderr)
-      }).pipe(Effect.scoped, Effect.provide(SpawnerLive), quiet),
+      }).pipe(Effect.scoped, Effect.provide(NodeSpawner.layer()), quiet),
     { timeout: 30_000 }
   )
 
@@ -517,7 +517,7 @@ describe("Hermes: ExtensionHost and SDK extensions as real processes", () => {
         const summary = yield* other.shutdown("closing")
         assert.isTrue(Option.isSome(summary) && summary.value.success && !summary.value.killed)
         assert.strictEqual(yield* extension.status, "Failed")
-      }).pipe(Effect.scoped, Effect.provide(Layer.merge(SpawnerLive, Windows.layerRecordOnly)), quiet),
+      }).pipe(Effect.scoped, Effect.provide(Layer.merge(NodeSpawner.layer(), Windows.layerRecordOnly)), quiet),
     {
       timeout: 60_000
     }

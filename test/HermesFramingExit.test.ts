@@ -1,7 +1,7 @@
 /**
- * An SDK extension (examples/hermes-hello.ts through `runExtension`) as a real process whose host sends a frame it
- * cannot read: the connection fails, the checklist runs, and the process exits with code 1, not 0, so whoever started
- * it sees a failure. The end of stdin, by contrast, is a normal end (code 0; see HermesEof.test.ts).
+ * An SDK extension (examples/hermes-hello.ts through `NodeExtension.runMain`) as a real process whose host sends a
+ * frame it cannot read: the connection fails, the checklist runs, and the process exits with code 1, not 0, so whoever
+ * started it sees a failure. The end of stdin, by contrast, is a normal end (code 0; see HermesEof.test.ts).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"

@@ -7,6 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ExtensionHost, MessageStore, Windows } from "@lifeline/hermes"
 import type { Spawner } from "@lifeline/hermes"
+import { NodeSpawner } from "@lifeline/hermes-node"
 import { Deferred, Effect, Exit, Option, References } from "effect"
 import { FetchHttpClient, HttpClient } from "effect/http"
 import * as Fs from "node:fs"
@@ -14,7 +15,6 @@ import * as Http from "node:http"
 import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { SpawnerLive } from "../examples/hermes-node.js"
 import { root } from "./support/framed.js"
 
 const hl7: Spawner.Spec = {
@@ -249,7 +249,7 @@ describe("HL7 example: the report window's server", () => {
         // Shut down: the port is closed.
         const after = yield* Effect.exit(request(port, url.pathname))
         assert.isTrue(Exit.isFailure(after), "the server is closed at shutdown")
-      }).pipe(Effect.scoped, Effect.provide(SpawnerLive), quiet),
+      }).pipe(Effect.scoped, Effect.provide(NodeSpawner.layer()), quiet),
     { timeout: 60_000 }
   )
 })

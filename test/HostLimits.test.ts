@@ -8,6 +8,7 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { ExtensionHost, MessageStore, Windows } from "@lifeline/hermes"
 import type { Spawner } from "@lifeline/hermes"
+import { NodeSpawner } from "@lifeline/hermes-node"
 import { Effect, Layer, Option, References } from "effect"
 import { FetchHttpClient } from "effect/http"
 import * as Fs from "node:fs"
@@ -18,7 +19,6 @@ import * as Path from "node:path"
 import * as Url from "node:url"
 import * as V8 from "node:v8"
 import * as Vm from "node:vm"
-import { SpawnerLive } from "../examples/hermes-node.js"
 import { eventually } from "./support/processes.js"
 
 const root = Path.resolve(Path.dirname(Url.fileURLToPath(import.meta.url)), "..")
@@ -192,7 +192,7 @@ describe("Host limits: real sockets and a flooding extension process", () => {
         assert.strictEqual(yield* extension.status, "Ready")
         const summary = yield* extension.shutdown("closing")
         assert.isTrue(Option.isSome(summary) && summary.value.responded && summary.value.success)
-      }).pipe(Effect.scoped, Effect.provide(SpawnerLive), quiet),
+      }).pipe(Effect.scoped, Effect.provide(NodeSpawner.layer()), quiet),
     { timeout: 60_000 }
   )
 })

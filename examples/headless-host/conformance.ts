@@ -6,6 +6,8 @@
  * Exit code 0 when no check failed, 1 otherwise, 2 for bad arguments; 130/143/129 after SIGINT/SIGTERM/SIGHUP (every
  * process it started is killed first).
  */
+import { splitCommandLine } from "@lifeline/hermes-node/NodeSpawner"
+import { visible } from "@lifeline/hermes-node/TerminalText"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -14,7 +16,6 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
 import * as Util from "node:util"
-import { splitCommandLine, visible } from "../hermes-node.js"
 import { judge } from "./conformanceChecks.js"
 import { killAll } from "./conformanceDriver.js"
 import { html } from "./conformanceHtml.js"

@@ -9,6 +9,8 @@
  *   examples/lsp-client/bin/lsp-client --server "vscode-json-language-server --stdio" --file package.json --json
  */
 // Deep imports keep start-up short: the barrels would load every module of every package.
+import { splitCommandLine } from "@lifeline/hermes-node/NodeSpawner"
+import { visible, visibleJson } from "@lifeline/hermes-node/TerminalText"
 import type * as Message from "@lifeline/jsonrpc/Message"
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
 import * as Cancellation from "@lifeline/kernel/Cancellation"
@@ -27,7 +29,6 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Url from "node:url"
 import * as Util from "node:util"
-import { splitCommandLine, visible, visibleJson } from "../hermes-node.js"
 
 const usage = `lsp-client: drive a language server over stdio through its whole lifecycle
 

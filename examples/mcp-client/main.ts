@@ -10,6 +10,8 @@
  *   examples/mcp-client/bin/mcp-client --server "node server.js" --tool echo --arguments '{"text":"hi"}' --json
  */
 // Deep imports keep start-up short: the barrels would load every module of every package.
+import { splitCommandLine } from "@lifeline/hermes-node/NodeSpawner"
+import { visible, visibleJson } from "@lifeline/hermes-node/TerminalText"
 import * as Framing from "@lifeline/jsonrpc/Framing"
 import type * as Message from "@lifeline/jsonrpc/Message"
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
@@ -30,7 +32,6 @@ import * as Result from "effect/Result"
 import * as Path from "node:path"
 import * as Url from "node:url"
 import * as Util from "node:util"
-import { splitCommandLine, visible, visibleJson } from "../hermes-node.js"
 
 const usage = `mcp-client: drive an MCP server over stdio through its whole lifecycle
 

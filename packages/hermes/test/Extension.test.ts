@@ -500,7 +500,7 @@ describe("Extension", () => {
       assert.isTrue(Exit.isFailure(exit))
     }))
 
-  it.effect("a fatal framing error ends the run as Failed, not EndOfInput (runExtension then exits with code 1)", () =>
+  it.effect("a fatal framing error ends the run as Failed, not EndOfInput (NodeExtension.runMain then exits with code 1)", () =>
     Effect.gen(function*() {
       const probe = yield* makeProbe
       const { fiber, fs, host, initialize, pair, store } = yield* harness(counter(probe))
