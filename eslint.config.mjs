@@ -20,6 +20,11 @@ const hermesNode = {
     "hermes is written against kernel and platform Tags: its Node wiring (@lifeline/hermes-node) depends on it, not the reverse."
 }
 
+const lifelineSqlite = {
+  regex: "^(@lifeline/sqlite(/|$)|node:sqlite$)",
+  message: "@lifeline/node has no SQLite: the journal lives in @lifeline/sqlite, which depends on @lifeline/node."
+}
+
 const lifelineNode = {
   regex: "^@lifeline/node(/|$)",
   message: "jsonrpc and kernel must not depend on @lifeline/node: depend on kernel Tags instead."
@@ -92,6 +97,7 @@ export default defineConfig(
           "@lifeline/jsonrpc",
           "@lifeline/kernel",
           "@lifeline/node",
+          "@lifeline/sqlite",
           "@lifeline/hermes",
           "@lifeline/hermes-node"
         ]
@@ -112,6 +118,12 @@ export default defineConfig(
         paths: nodeBuiltins.paths,
         patterns: [...nodeBuiltins.patterns, lifelineNode]
       }]
+    }
+  },
+  {
+    files: ["packages/node/**"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: [lifelineSqlite] }]
     }
   },
   {

@@ -17,7 +17,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { pathToFileURL } from "node:url"
 import { Journal } from "../packages/kernel/src/index.js"
-import * as SqliteJournal from "../packages/node/src/SqliteJournal.js"
+import * as SqliteJournal from "../packages/sqlite/src/SqliteJournal.js"
 
 /** One measured configuration. */
 export interface Row {

@@ -27,8 +27,9 @@ import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import * as Journal from "@lifeline/kernel/Journal"
 import type * as Process from "@lifeline/kernel/Process"
 import * as Recovery from "@lifeline/kernel/Recovery"
+import * as NodeReaper from "@lifeline/node/NodeReaper"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
-import * as SqliteJournal from "@lifeline/node/SqliteJournal"
+import * as SqliteJournal from "@lifeline/sqlite/SqliteJournal"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
@@ -271,7 +272,7 @@ const openRecording = (since: (at: number) => number): Effect.Effect<Recording, 
     }
     const journal = opened.success
     const reaped: Array<Reaped> = []
-    const reap = SqliteJournal.reapProcess({ grace: "1 second" })
+    const reap = NodeReaper.reapProcess({ grace: "1 second" })
     const report = yield* Recovery.reapOrphans(
       (info) =>
         reap(info).pipe(
@@ -280,7 +281,7 @@ const openRecording = (since: (at: number) => number): Effect.Effect<Recording, 
               reaped.push({
                 pid: info.pid,
                 command: info.command,
-                outcome: error instanceof SqliteJournal.ReapError ? "Survived" : "Failed",
+                outcome: error instanceof NodeReaper.ReapError ? "Survived" : "Failed",
                 detail: describeError(error),
                 at: since(now)
               })

@@ -10,7 +10,7 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
-const packages = ["jsonrpc", "kernel", "node", "hermes", "hermes-node"]
+const packages = ["jsonrpc", "kernel", "node", "sqlite", "hermes", "hermes-node"]
 const destination = mkdtempSync(join(tmpdir(), "lifeline-pack-"))
 const failures = []
 

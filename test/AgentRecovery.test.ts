@@ -5,7 +5,7 @@
  * resumed, and the worker the first kill orphaned is killed by the next start. Runs on the live clock.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import * as SqliteJournal from "@lifeline/node/SqliteJournal"
+import * as SqliteJournal from "@lifeline/sqlite/SqliteJournal"
 import { Effect } from "effect"
 import type { Scope } from "effect"
 import type * as ChildProcess from "node:child_process"

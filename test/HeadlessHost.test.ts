@@ -414,7 +414,8 @@ describe("hermes-host: signals", () => {
         yield* awaitGone(extension, 2000)
         // One stop, cut short: the forced stop joins the one under way instead of asking a second time.
         assert.strictEqual(host.stdout().split("→ shutdown").length - 1, 1, host.stdout())
-        assert.include(host.stdout(), "no answer before the stop was forced")
+        // Forced before or after the request went out, depending on when the second signal lands.
+        assert.match(host.stdout(), /no answer before the stop was forced|not asked: the stop was forced/)
       }).pipe(Effect.scoped),
     { timeout: 60_000 }
   )

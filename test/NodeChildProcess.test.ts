@@ -1,6 +1,7 @@
 import { assert, layer } from "@effect/vitest"
 import { Connection, Journal, Lifecycle, Method, Protocol, Recovery, ShutdownPolicy } from "@lifeline/kernel"
-import { NodeChildProcess, SqliteJournal } from "@lifeline/node"
+import { NodeChildProcess } from "@lifeline/node"
+import { SqliteJournal } from "@lifeline/sqlite"
 import { Effect, Exit, Fiber, Option, Schedule, Schema, Scope } from "effect"
 import { ChildProcess } from "effect/process"
 import * as Fs from "node:fs"

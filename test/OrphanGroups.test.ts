@@ -2,12 +2,13 @@
  * The orphan reaper against real process groups: a host (`fixtures/orphan-host.ts`) spawns an extension
  * (`fixtures/orphan-extension.mjs`) through NodeChildProcess with a SQLite journal, so the extension is recorded and
  * leads its own process group and session; the extension starts processes of its own; the host is killed with
- * SIGKILL. The next start's `Recovery.reapOrphans(SqliteJournal.reapProcess())` must leave nothing of the group
+ * SIGKILL. The next start's `Recovery.reapOrphans(NodeReaper.reapProcess())` must leave nothing of the group
  * running. Linux only: the reaper and these tests read /proc. Runs on the live clock.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Journal, Recovery } from "@lifeline/kernel"
-import * as SqliteJournal from "@lifeline/node/SqliteJournal"
+import * as NodeReaper from "@lifeline/node/NodeReaper"
+import * as SqliteJournal from "@lifeline/sqlite/SqliteJournal"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -83,7 +84,7 @@ const crashHost = (mode: "children" | "stubborn" | "setsid") =>
 const nextStart = (journal: Journal.Journal.Service) =>
   Effect.gen(function*() {
     const start = performance.now()
-    const report = yield* Recovery.reapOrphans(SqliteJournal.reapProcess({ grace: `${grace} millis` })).pipe(
+    const report = yield* Recovery.reapOrphans(NodeReaper.reapProcess({ grace: `${grace} millis` })).pipe(
       Effect.provideService(Journal.Journal, journal)
     )
     return { report, elapsed: performance.now() - start }

@@ -15,7 +15,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 
 const workspace = Path.resolve(import.meta.dirname, "..")
-const packages = ["jsonrpc", "kernel", "node", "hermes", "hermes-node"] as const
+const packages = ["jsonrpc", "kernel", "node", "sqlite", "hermes", "hermes-node"] as const
 const tsc = Path.join(workspace, "node_modules", "typescript", "bin", "tsc")
 const typesNodeVersion: string = JSON.parse(
   Fs.readFileSync(Path.join(workspace, "node_modules", "@types", "node", "package.json"), "utf8")
@@ -201,7 +201,8 @@ describe("the published packages, installed with npm outside the workspace", () 
         "lifeline-hermes-node-0.1.0.tgz",
         "lifeline-jsonrpc-0.1.0.tgz",
         "lifeline-kernel-0.1.0.tgz",
-        "lifeline-node-0.1.0.tgz"
+        "lifeline-node-0.1.0.tgz",
+        "lifeline-sqlite-0.1.0.tgz"
       ])
 
       Fs.writeFileSync(

@@ -5,7 +5,8 @@
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Journal, Recovery } from "@lifeline/kernel"
-import * as SqliteJournal from "@lifeline/node/SqliteJournal"
+import * as NodeReaper from "@lifeline/node/NodeReaper"
+import * as SqliteJournal from "@lifeline/sqlite/SqliteJournal"
 import { Effect, Option } from "effect"
 import type { Scope } from "effect"
 import { SqlClient } from "effect/sql"
@@ -265,7 +266,7 @@ describe("Recovery with real processes", () => {
       })
 
     const reap = (journal: Journal.Journal.Service) =>
-      Recovery.run({ reap: SqliteJournal.reapProcess({ grace: "2 seconds" }) }).pipe(
+      Recovery.run({ reap: NodeReaper.reapProcess({ grace: "2 seconds" }) }).pipe(
         Effect.provideService(Journal.Journal, journal)
       )
 
@@ -324,7 +325,7 @@ describe("Recovery with real processes", () => {
           })
           yield* journal.release("process/local/reused")
           yield* journal.release("process/local/gone")
-          const report = yield* Recovery.reapOrphans(SqliteJournal.reapProcess()).pipe(
+          const report = yield* Recovery.reapOrphans(NodeReaper.reapProcess()).pipe(
             Effect.provideService(Journal.Journal, journal)
           )
           assert.deepStrictEqual(

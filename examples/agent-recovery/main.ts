@@ -11,7 +11,7 @@
  *   unknown after a crash, so an interrupted one is not run again behind the user's back: recovery records it as
  *   `InterruptedByCrash`, and the agent retries it visibly when it gets to that turn.
  *
- * On start, recovery also kills the worker a crashed run left behind (`SqliteJournal.reapProcess`): a worker lets a
+ * On start, recovery also kills the worker a crashed run left behind (`NodeReaper.reapProcess`): a worker lets a
  * running tool finish when its agent goes away, so after a SIGKILL it lives on, an orphan.
  *
  *   examples/agent-recovery/bin/agent-recovery --reset               # start from scratch
@@ -23,8 +23,9 @@ import * as DurationInput from "@lifeline/kernel/DurationInput"
 import * as Journal from "@lifeline/kernel/Journal"
 import * as Recovery from "@lifeline/kernel/Recovery"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
+import * as NodeReaper from "@lifeline/node/NodeReaper"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
-import * as SqliteJournal from "@lifeline/node/SqliteJournal"
+import * as SqliteJournal from "@lifeline/sqlite/SqliteJournal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -198,7 +199,7 @@ const recover = Effect.gen(function*() {
       },
       tool: () => Recovery.fail("the tool was running when the agent stopped: its side effects are unknown")
     },
-    reap: SqliteJournal.reapProcess({ grace: "1 second" })
+    reap: NodeReaper.reapProcess({ grace: "1 second" })
   })
   for (const entry of report.resumed) {
     yield* say(`recovery: ${entry.key} was interrupted: resumed it, attempt ${entry.attempts}, and it completed`)
@@ -223,7 +224,7 @@ const recover = Effect.gen(function*() {
 const reset = Effect.gen(function*() {
   if (Fs.existsSync(journalFile)) {
     const journal = yield* SqliteJournal.makeFile({ filename: journalFile })
-    const report = yield* Recovery.reapOrphans(SqliteJournal.reapProcess({ grace: "1 second" })).pipe(
+    const report = yield* Recovery.reapOrphans(NodeReaper.reapProcess({ grace: "1 second" })).pipe(
       Effect.provideService(Journal.Journal, journal)
     )
     for (const { entry, outcome } of report.reaped) {

@@ -179,7 +179,7 @@ export interface ProcessInfo extends Schema.Schema.Type<typeof ProcessInfo> {}
 
 /**
  * Kills an orphan child process if it is still alive and still the one that was recorded. Node's implementation is
- * `SqliteJournal.reapProcess` in `@lifeline/node`.
+ * `NodeReaper.reapProcess` in `@lifeline/node`.
  *
  * @since 0.1.0
  * @category models

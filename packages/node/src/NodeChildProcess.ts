@@ -150,7 +150,7 @@ export interface Options {
    * start time and command become an `InFlight` entry of kind `process` (`Recovery.recordProcess`, under the fiber's
    * `Journal.Owner`), and its end is recorded once its whole process group is gone, on its own or swept by the stop
    * sequence (`Recovery.processExited`): a leader that exits leaving descendants in the group stays `InFlight`, so a
-   * reaper still finds them if the host crashes. After a crash, the next start's `Recovery.run({ reap: SqliteJournal.reapProcess() })`
+   * reaper still finds them if the host crashes. After a crash, the next start's `Recovery.run({ reap: NodeReaper.reapProcess() })`
    * finds the entries still `InFlight` and kills those children.
    *
    * If the spawn cannot be recorded, the child is killed at once and the spawn fails with `SpawnError` `Unrecorded`.
@@ -164,7 +164,8 @@ export interface Options {
    * import { Effect, Layer } from "effect"
    * import { ChildProcess } from "effect/process"
    * import { Journal } from "@lifeline/kernel"
-   * import { NodeChildProcess, SqliteJournal } from "@lifeline/node"
+   * import { NodeChildProcess } from "@lifeline/node"
+   * import { SqliteJournal } from "@lifeline/sqlite"
    *
    * const TransportLive = Layer.unwrap(
    *   Effect.map(Journal.Journal, (journal) =>

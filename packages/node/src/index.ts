@@ -23,6 +23,24 @@
 export * as NodeChildProcess from "./NodeChildProcess.js"
 
 /**
+ * What a `Journal` needs from Node: who this process is, recorded with its owner claims (`identity`), and whether the
+ * process that holds a claim on this host still runs (`liveness`). Pass both to `Journal.make` over any backend;
+ * `@lifeline/sqlite`'s `SqliteJournal` does.
+ *
+ * @since 0.1.0
+ */
+export * as NodeJournal from "./NodeJournal.js"
+
+/**
+ * Kills the child processes a crashed host left behind, for `Recovery.run({ reap })` or `Recovery.reapOrphans`: a
+ * recorded process and its process group, after checking that they are still the ones the host spawned. Works with
+ * any `Journal` that recorded the spawns (`NodeChildProcess.make({ journal })`).
+ *
+ * @since 0.1.0
+ */
+export * as NodeReaper from "./NodeReaper.js"
+
+/**
  * How a Lifeline process ends: SIGTERM, SIGINT and SIGHUP start a graceful stop, in which every live connection (and
  * every child with its connection) stops under its own shutdown policy before the main fiber is interrupted, so a call
  * the main fiber waits for may finish within a drain; then every finalizer runs. A second signal forces the fail-fast
@@ -61,12 +79,3 @@ export * as NodeStdio from "./NodeStdio.js"
  * @since 0.1.0
  */
 export * as NodeStream from "./NodeStream.js"
-
-/**
- * The embedded default journal: SQLite through Node's built-in `node:sqlite` (no native addon), in WAL mode, with every
- * write synced before it returns, in one file under the data directory. Also kills the child processes a crashed host
- * left behind.
- *
- * @since 0.1.0
- */
-export * as SqliteJournal from "./SqliteJournal.js"

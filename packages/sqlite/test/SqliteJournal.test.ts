@@ -1,6 +1,6 @@
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Journal, Recovery } from "@lifeline/kernel"
-import { SqliteJournal } from "@lifeline/node"
+import { SqliteJournal } from "@lifeline/sqlite"
 import { ConfigProvider, Effect, Exit, Layer, Option, Scope } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"

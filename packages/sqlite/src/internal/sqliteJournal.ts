@@ -1,5 +1,6 @@
 /** @internal */
 import * as Journal from "@lifeline/kernel/Journal"
+import * as NodeJournal from "@lifeline/node/NodeJournal"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
@@ -10,7 +11,6 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { SqlError } from "effect/sql/SqlError"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import { identity, liveness } from "./journalIdentity.js"
 import * as NodeSqlite from "./nodeSqlite.js"
 
 /** @internal */
@@ -339,7 +339,10 @@ export const make = (
       Effect.mapError(storage("the journal's migrations failed"))
     )
     // This process, so that a claimant on this host can tell whether a claim's holder still runs.
-    return yield* Journal.make(makeBackend(sql), { identity: yield* identity, liveness })
+    return yield* Journal.make(makeBackend(sql), {
+      identity: yield* NodeJournal.identity,
+      liveness: NodeJournal.liveness
+    })
   })
 
 /** @internal */

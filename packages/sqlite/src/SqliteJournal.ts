@@ -1,21 +1,18 @@
 /**
  * The embedded default journal: SQLite through Node's built-in `node:sqlite` (no native addon), in WAL mode, with every
- * write synced before it returns, in one file under the data directory. Also kills the child processes a crashed host
- * left behind.
+ * write synced before it returns, in one file under the data directory. The child processes a crashed host left behind
+ * are killed by `@lifeline/node`'s `NodeReaper.reapProcess`.
  *
  * @since 0.1.0
  */
 import * as Journal from "@lifeline/kernel/Journal"
-import type * as Recovery from "@lifeline/kernel/Recovery"
 import * as Config from "effect/Config"
-import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import type * as SqlClient from "effect/sql/SqlClient"
 import * as Path from "node:path"
 import * as internal from "./internal/sqliteJournal.js"
-import * as orphans from "./internal/sqliteOrphans.js"
 
 /**
  * How SQLite syncs a commit to disk in WAL mode.
@@ -73,7 +70,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
  * ```ts
  * import { Effect } from "effect"
  * import { SqlClient } from "effect/sql"
- * import { SqliteJournal } from "@lifeline/node"
+ * import { SqliteJournal } from "@lifeline/sqlite"
  *
  * // any SQLite `SqlClient` will do; this one is SqliteJournal's own, over node:sqlite
  * const journal = Effect.flatMap(
@@ -98,7 +95,7 @@ export const make: (
  * ```ts
  * import { Effect } from "effect"
  * import { SqlClient } from "effect/sql"
- * import { SqliteJournal } from "@lifeline/node"
+ * import { SqliteJournal } from "@lifeline/sqlite"
  *
  * const program = Effect.gen(function*() {
  *   const client = yield* SqliteJournal.makeClient("/tmp/lifeline/journal.db")
@@ -119,7 +116,7 @@ export const makeClient: (
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { SqliteJournal } from "@lifeline/node"
+ * import { SqliteJournal } from "@lifeline/sqlite"
  *
  * const program = Effect.gen(function*() {
  *   const journal = yield* SqliteJournal.makeFile({ filename: "/tmp/lifeline/journal.db" })
@@ -144,7 +141,7 @@ export const makeFile = (options: Options): Effect.Effect<Journal.Journal.Servic
  * ```ts
  * import { Effect } from "effect"
  * import { Journal } from "@lifeline/kernel"
- * import { SqliteJournal } from "@lifeline/node"
+ * import { SqliteJournal } from "@lifeline/sqlite"
  *
  * const program = Effect.flatMap(Journal.Journal, (journal) => journal.unfinished()).pipe(
  *   Effect.provide(SqliteJournal.layer({ filename: "/var/lib/myapp/lifeline/journal.db" }))
@@ -181,7 +178,7 @@ export const SYNCHRONOUS_VARIABLE = "LIFELINE_JOURNAL_SYNCHRONOUS"
  * @example
  * ```ts
  * import { ConfigProvider } from "effect"
- * import { SqliteJournal } from "@lifeline/node"
+ * import { SqliteJournal } from "@lifeline/sqlite"
  *
  * const options = SqliteJournal.config.parse(ConfigProvider.fromEnv({ env: { HERMES_DATA_DIR: "/data/hermes" } }))
  * // { filename: "/data/hermes/lifeline/journal.db", synchronous: "FULL" }
@@ -212,7 +209,7 @@ export const config: Config.Config<Required<Options>> = Config.all({
  * @example
  * ```ts
  * import { Layer } from "effect"
- * import { SqliteJournal } from "@lifeline/node"
+ * import { SqliteJournal } from "@lifeline/sqlite"
  *
  * // LIFELINE_DATA_DIR=/var/lib/myapp node host.js
  * const JournalLive = SqliteJournal.layerConfig
@@ -225,48 +222,3 @@ export const layerConfig: Layer.Layer<Journal.Journal, Journal.JournalError | Co
   Journal.Journal,
   Effect.flatMap(config, makeFile)
 )
-
-/**
- * Kills an orphan child process for `Recovery.run({ reap })` or `Recovery.reapOrphans`: if a process with the
- * recorded pid is alive and started when the record says (Linux `/proc`, `ps` elsewhere), it gets SIGTERM (its
- * process group when it leads one), then SIGKILL after `grace` (default 2 s). A pid that now names another process
- * is left alone (`Reused`), as is one whose start time cannot be read (`Unverified`). Bounds run on the Clock.
- *
- * @example
- * ```ts
- * import { Effect } from "effect"
- * import { Recovery } from "@lifeline/kernel"
- * import { SqliteJournal } from "@lifeline/node"
- *
- * const startUp = Recovery.run({ reap: SqliteJournal.reapProcess({ grace: "1 second" }) }).pipe(
- *   Effect.scoped,
- *   Effect.provide(SqliteJournal.layerConfig)
- * )
- * ```
- *
- * @since 0.1.0
- * @category constructors
- */
-export const reapProcess: (options?: { readonly grace?: Duration.Input | undefined }) => Recovery.Reaper =
-  orphans.reapProcess
-
-/**
- * What `reapProcess` fails with when an orphan is still there after SIGKILL and `grace` (a process stuck in the
- * kernel): the recovery records its entry as `Failed` with this error and lists it in its report's `errors`.
- *
- * @example
- * ```ts
- * import { SqliteJournal } from "@lifeline/node"
- *
- * const survived = (error: unknown) => error instanceof SqliteJournal.ReapError && error.reason === "Survived"
- * ```
- *
- * @since 0.1.0
- * @category errors
- */
-export const ReapError = orphans.ReapError
-/**
- * @since 0.1.0
- * @category errors
- */
-export type ReapError = orphans.ReapError

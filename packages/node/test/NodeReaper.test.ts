@@ -3,7 +3,7 @@ import { Journal, Recovery } from "@lifeline/kernel"
 import { Clock, Effect, Fiber, Option } from "effect"
 import type { Duration } from "effect"
 import { TestClock } from "effect/testing"
-import * as orphans from "../src/internal/sqliteOrphans.js"
+import * as orphans from "../src/internal/reaper.js"
 
 const pid = 4242
 const startedAt = 1_700_000_000_000
@@ -103,7 +103,7 @@ const five = [4243, 4244, 4245, 4246, 4247]
 const reap = (system: orphans.System, grace: Duration.Input = "1 second") =>
   Effect.forkChild(orphans.makeReaper(system, { grace })(info))
 
-describe("SqliteJournal.reapProcess", () => {
+describe("NodeReaper.reapProcess", () => {
   it.effect("an orphan that ignores SIGTERM is SIGKILLed after grace, and Killed once it is gone", () =>
     Effect.gen(function*() {
       const { sent, system } = makeOs([{ pid, diesOf: ["SIGKILL"] }])

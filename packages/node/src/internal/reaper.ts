@@ -1,5 +1,5 @@
 /**
- * The orphan reaper behind `SqliteJournal.reapProcess`: kills a recorded child process and its process group, after
+ * The orphan reaper behind `NodeReaper.reapProcess`: kills a recorded child process and its process group, after
  * checking that they are still the ones the host spawned. `docs/recovery.md` ("What the reaper kills") states what is
  * and is not reaped.
  *
