@@ -90,6 +90,21 @@ const settings = {
   }
 }
 
+/** The scripted servers' reading side: Content-Length frames from stdin, each parsed and given to `onMessage`. */
+const readFrames = `let buffer = Buffer.alloc(0)
+process.stdin.on("data", (chunk) => {
+  buffer = Buffer.concat([buffer, chunk])
+  for (;;) {
+    const end = buffer.indexOf("\\r\\n\\r\\n")
+    if (end < 0) return
+    const length = Number(/Content-Length: *(\\d+)/i.exec(buffer.subarray(0, end).toString())[1])
+    if (buffer.length < end + 4 + length) return
+    onMessage(JSON.parse(buffer.subarray(end + 4, end + 4 + length).toString("utf8")))
+    buffer = buffer.subarray(end + 4 + length)
+  }
+})
+`
+
 /**
  * A scripted language server: it writes `Content-Type` before `Content-Length`, uses string ids, asks the client for
  * configuration, a progress token, a registration and an unknown method, sends `$/progress` and `$/logTrace`, answers
@@ -97,7 +112,6 @@ const settings = {
  * SIGTERM.
  */
 const stubbornServer = `
-let buffer = Buffer.alloc(0)
 const answers = {}
 let symbolRequest
 const send = (message) => {
@@ -130,17 +144,7 @@ const onMessage = (message) => {
     maybeAnswerSymbols()
   }
 }
-process.stdin.on("data", (chunk) => {
-  buffer = Buffer.concat([buffer, chunk])
-  for (;;) {
-    const end = buffer.indexOf("\\r\\n\\r\\n")
-    if (end < 0) return
-    const length = Number(/Content-Length: *(\\d+)/i.exec(buffer.subarray(0, end).toString())[1])
-    if (buffer.length < end + 4 + length) return
-    onMessage(JSON.parse(buffer.subarray(end + 4, end + 4 + length).toString("utf8")))
-    buffer = buffer.subarray(end + 4 + length)
-  }
-})
+${readFrames}
 process.stdin.on("end", () => {})
 process.on("SIGTERM", () => {})
 setInterval(() => {}, 1000)
@@ -152,7 +156,6 @@ setInterval(() => {}, 1000)
  * ESC, BEL, the one-byte C1 CSI and a right-to-left override. It answers `shutdown` and exits after `exit`.
  */
 const hostileServer = `
-let buffer = Buffer.alloc(0)
 const send = (message) => {
   const body = Buffer.from(JSON.stringify(message), "utf8")
   process.stdout.write("Content-Length: " + body.length + "\\r\\n\\r\\n")
@@ -174,17 +177,7 @@ const onMessage = (message) => {
     process.exit(0)
   }
 }
-process.stdin.on("data", (chunk) => {
-  buffer = Buffer.concat([buffer, chunk])
-  for (;;) {
-    const end = buffer.indexOf("\\r\\n\\r\\n")
-    if (end < 0) return
-    const length = Number(/Content-Length: *(\\d+)/i.exec(buffer.subarray(0, end).toString())[1])
-    if (buffer.length < end + 4 + length) return
-    onMessage(JSON.parse(buffer.subarray(end + 4, end + 4 + length).toString("utf8")))
-    buffer = buffer.subarray(end + 4 + length)
-  }
-})
+${readFrames}
 `
 
 /** What a terminal obeys instead of showing: ESC, BEL, the one-byte C1 CSI, a bidirectional override. */
@@ -209,7 +202,6 @@ farewell world
  * whose `detail` says how long after `didOpen` the request came, answers `shutdown` and exits after `exit`.
  */
 const quietServer = `
-let buffer = Buffer.alloc(0)
 let openedAt
 const send = (message) => {
   const body = Buffer.from(JSON.stringify(message), "utf8")
@@ -231,17 +223,7 @@ const onMessage = (message) => {
     process.exit(0)
   }
 }
-process.stdin.on("data", (chunk) => {
-  buffer = Buffer.concat([buffer, chunk])
-  for (;;) {
-    const end = buffer.indexOf("\\r\\n\\r\\n")
-    if (end < 0) return
-    const length = Number(/Content-Length: *(\\d+)/i.exec(buffer.subarray(0, end).toString())[1])
-    if (buffer.length < end + 4 + length) return
-    onMessage(JSON.parse(buffer.subarray(end + 4, end + 4 + length).toString("utf8")))
-    buffer = buffer.subarray(end + 4 + length)
-  }
-})
+${readFrames}
 `
 
 describe("lsp-client", () => {
