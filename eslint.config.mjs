@@ -98,6 +98,8 @@ export default defineConfig(
           "@lifeline/kernel",
           "@lifeline/node",
           "@lifeline/sqlite",
+          "@lifeline/postgres",
+          "@lifeline/fleet",
           "@lifeline/hermes",
           "@lifeline/hermes-node"
         ]
