@@ -117,6 +117,16 @@ const awaitCall = (s: State, call: PendingCall): Effect.Effect<unknown, unknown>
     return Effect.sync(() => cancelByCaller(s, call))
   })
 
+/**
+ * When the call times out, relative to the epoch. From two clock readings past 2^31, V8's optimised code makes it a
+ * double, boxed in 16 bytes per entry; `| 0` gives V8 the same value as a small integer, kept in the entry itself.
+ */
+const relativeDeadline = (s: State, timeoutMillis: number): number => {
+  const deadline = s.clock.currentTimeMillisUnsafe() - s.epoch + timeoutMillis
+  const small = deadline | 0
+  return small === deadline ? small : deadline
+}
+
 /** @internal */
 export const timeoutMillisOf = (s: State, timeout: Duration.Input | undefined): number =>
   timeout === undefined ? s.defaultTimeoutMillis : Duration.toMillis(Duration.fromInputUnsafe(timeout))
@@ -144,7 +154,7 @@ export const issue = (
     id,
     method,
     timeoutMillis,
-    deadline: s.clock.currentTimeMillisUnsafe() - s.epoch + timeoutMillis,
+    deadline: relativeDeadline(s, timeoutMillis),
     heapIndex: -1,
     codecs,
     live: true,
@@ -286,11 +296,12 @@ export const onResponse = (s: State, response: Message.Response): Effect.Effect<
 // -- the connection is lost --------------------------------------------------------------------------------------
 
 /**
- * Fails every pending call with `error` and tombstones its id; returns what it cut off.
+ * Fails every pending call with `error` and tombstones its id; returns what it cut off, or nothing when `report` is
+ * false (the peer's own teardown and a lost connection read nothing: no record per call).
  *
  * @internal
  */
-export const failPending = (s: State, error: PeerError.Disconnect): ReadonlyArray<Peer.CutOff> => {
+export const failPending = (s: State, error: PeerError.Disconnect, report = true): ReadonlyArray<Peer.CutOff> => {
   // The table is swapped for an empty one first, not copied: a caller woken below runs at once, in this stack, and may
   // call again.
   const calls = s.pending
@@ -300,7 +311,7 @@ export const failPending = (s: State, error: PeerError.Disconnect): ReadonlyArra
   }
   s.pending = new Map()
   s.deadlines.clear()
-  const cut: Array<Peer.CutOff> = new Array(calls.size)
+  const cut: Array<Peer.CutOff> = report ? new Array(calls.size) : []
   s.stats.failedByDisconnect += calls.size
   // One outcome for every call: an Exit is immutable, and the error is one value whoever receives it (`catchTag`
   // matches its `_tag`), so failing N calls makes no N errors, causes or stack traces. An Effect caller resumes at
@@ -309,17 +320,20 @@ export const failPending = (s: State, error: PeerError.Disconnect): ReadonlyArra
   const exit = Exit.fail(error)
   let i = 0
   for (const call of calls.values()) {
-    cut[i++] = { direction: "outbound", id: call.id, method: call.method }
-    s.tombstones.add(call.id)
+    if (report) cut[i++] = { direction: "outbound", id: call.id, method: call.method }
     const reject = call.reject
     if (reject !== undefined && call.live && call.resume !== undefined) {
       call.live = false
       call.resume = undefined
+      call.reject = undefined // the entry outlives the call, as a tombstone: it must not keep the Promise
       reject(error)
     } else {
       complete(call, exit)
     }
   }
+  // The ids are tombstoned as one table, once no caller is woken any more: a caller woken above may cancel a new call,
+  // and the eviction that follows must not take ids out of the table while this loop reads it.
+  s.tombstones.addFresh(calls)
   wakeIdle(s)
   return cut
 }
@@ -332,6 +346,6 @@ export const failPending = (s: State, error: PeerError.Disconnect): ReadonlyArra
 export const lose = (s: State, error: PeerError.Disconnect): Effect.Effect<void> =>
   Effect.suspend(() => {
     if (s.disconnect === undefined) s.disconnect = error
-    failPending(s, s.disconnect)
+    failPending(s, s.disconnect, false)
     return Effect.asVoid(Deferred.succeed(s.closed, s.disconnect))
   })

@@ -23,7 +23,7 @@ export const close = (s: State, flush: Effect.Effect<void>) => (error: PeerError
   Effect.gen(function*() {
     s.tornDown = true
     if (s.disconnect === undefined) s.disconnect = error
-    failPending(s, s.disconnect)
+    failPending(s, s.disconnect, false)
     yield* interruptHandlers(s)
     // Answers already queued (a `shutdown` result, say) still go out, within a bound.
     yield* Effect.timeoutOption(Effect.interruptible(flush), s.flushTimeout)
