@@ -26,7 +26,7 @@ import * as DurationInput from "@lifeline/kernel/DurationInput"
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import * as Journal from "@lifeline/kernel/Journal"
 import type * as Process from "@lifeline/kernel/Process"
-import * as Recovery from "@lifeline/kernel/Recovery"
+import * as ProcessRecord from "@lifeline/kernel/ProcessRecord"
 import * as NodeReaper from "@lifeline/node/NodeReaper"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
 import * as SqliteJournal from "@lifeline/sqlite/SqliteJournal"
@@ -238,7 +238,7 @@ interface Reaped {
   readonly pid: number
   readonly command: ReadonlyArray<string>
   /** `Survived`: still there after SIGKILL (the reaper failed with a `ReapError`); `Failed`: the reaper failed. */
-  readonly outcome: Recovery.ReapOutcome | "Survived" | "Failed"
+  readonly outcome: ProcessRecord.ReapOutcome | "Survived" | "Failed"
   readonly detail: string | null
   readonly at: number
 }
@@ -273,7 +273,7 @@ const openRecording = (since: (at: number) => number): Effect.Effect<Recording, 
     const journal = opened.success
     const reaped: Array<Reaped> = []
     const reap = NodeReaper.reapProcess({ grace: "1 second" })
-    const report = yield* Recovery.reapOrphans(
+    const report = yield* ProcessRecord.reapOrphans(
       (info) =>
         reap(info).pipe(
           Effect.tapError((error) =>
@@ -300,7 +300,7 @@ const openRecording = (since: (at: number) => number): Effect.Effect<Recording, 
     }
     const now = since(yield* Clock.currentTimeMillis)
     for (const { entry, outcome } of report.success.reaped) {
-      const info = entry.payload as Recovery.ProcessInfo
+      const info = entry.payload as ProcessRecord.ProcessInfo
       reaped.push({ pid: info.pid, command: info.command, outcome, detail: null, at: now })
     }
     return { journal, warning: undefined, reaped }

@@ -1,5 +1,14 @@
 import { assert, layer } from "@effect/vitest"
-import { Connection, Journal, Lifecycle, Method, Protocol, Recovery, ShutdownPolicy } from "@lifeline/kernel"
+import {
+  Connection,
+  Journal,
+  JournalError,
+  Lifecycle,
+  Method,
+  ProcessRecord,
+  Protocol,
+  ShutdownPolicy
+} from "@lifeline/kernel"
 import { NodeChildProcess } from "@lifeline/node"
 import { SqliteJournal } from "@lifeline/sqlite"
 import { Effect, Exit, Fiber, Option, Schedule, Schema, Scope } from "effect"
@@ -272,7 +281,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         const journal = yield* SqliteJournal.makeFile({ filename: Path.join(directory, "journal.db") })
         const processEntries = Effect.map(
           journal.unfinished(),
-          (entries) => entries.filter((entry) => entry.kind === Recovery.processKind)
+          (entries) => entries.filter((entry) => entry.kind === ProcessRecord.kind)
         )
 
         // stopped by the Scope: the stop sequence's shutdown step, then the end of its input
@@ -287,7 +296,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         assert.strictEqual(yield* peer.call(Pid, {}), child.pid)
         const [running] = yield* processEntries
         assert.strictEqual(running.status, "InFlight")
-        const info = running.payload as Recovery.ProcessInfo
+        const info = running.payload as ProcessRecord.ProcessInfo
         assert.strictEqual(info.pid, child.pid)
         assert.strictEqual(info.command[0], process.execPath)
         assert.isBelow(Math.abs(info.startedAt - Date.now()), 10_000)
@@ -301,7 +310,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
           journal
         })
         const [alive] = yield* processEntries
-        assert.strictEqual((alive.payload as Recovery.ProcessInfo).pid, killed.pid)
+        assert.strictEqual((alive.payload as ProcessRecord.ProcessInfo).pid, killed.pid)
         yield* killed.kill("SIGKILL")
         yield* killed.exit
         // recorded by a watcher, a moment after the exit
@@ -320,7 +329,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         const memory = yield* Journal.makeMemory
         const journal: Journal.Journal.Service = {
           ...memory,
-          begin: () => Effect.fail(new Journal.JournalError({ reason: "Storage", detail: "disk full" }))
+          begin: () => Effect.fail(new JournalError.JournalError({ reason: "Storage", detail: "disk full" }))
         }
         // A marker in its argv finds the child in /proc: the failed spawn has no pid to give.
         const marker = `unrecorded-${process.pid}-${Date.now()}`
@@ -332,7 +341,7 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         )
         assert.strictEqual(error.reason, "Unrecorded")
         assert.match(error.detail, /disk full/)
-        assert.instanceOf(error.cause, Journal.JournalError)
+        assert.instanceOf(error.cause, JournalError.JournalError)
         const running = () =>
           Fs.readdirSync("/proc").filter((entry) => {
             if (!/^\d+$/.test(entry)) return false

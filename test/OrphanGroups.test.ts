@@ -2,11 +2,11 @@
  * The orphan reaper against real process groups: a host (`fixtures/orphan-host.ts`) spawns an extension
  * (`fixtures/orphan-extension.mjs`) through NodeChildProcess with a SQLite journal, so the extension is recorded and
  * leads its own process group and session; the extension starts processes of its own; the host is killed with
- * SIGKILL. The next start's `Recovery.reapOrphans(NodeReaper.reapProcess())` must leave nothing of the group
+ * SIGKILL. The next start's `ProcessRecord.reapOrphans(NodeReaper.reapProcess())` must leave nothing of the group
  * running. Linux only: the reaper and these tests read /proc. Runs on the live clock.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Journal, Recovery } from "@lifeline/kernel"
+import { Journal, ProcessRecord } from "@lifeline/kernel"
 import * as NodeReaper from "@lifeline/node/NodeReaper"
 import * as SqliteJournal from "@lifeline/sqlite/SqliteJournal"
 import { Effect } from "effect"
@@ -84,7 +84,7 @@ const crashHost = (mode: "children" | "stubborn" | "setsid") =>
 const nextStart = (journal: Journal.Journal.Service) =>
   Effect.gen(function*() {
     const start = performance.now()
-    const report = yield* Recovery.reapOrphans(NodeReaper.reapProcess({ grace: `${grace} millis` })).pipe(
+    const report = yield* ProcessRecord.reapOrphans(NodeReaper.reapProcess({ grace: `${grace} millis` })).pipe(
       Effect.provideService(Journal.Journal, journal)
     )
     return { report, elapsed: performance.now() - start }
@@ -103,7 +103,7 @@ describe.runIf(hasProc)("Orphan process groups with real processes", () => {
         assert.deepStrictEqual(report.reaped.map(({ outcome }) => outcome), ["Killed"])
         assert.deepStrictEqual(report.errors, [])
         const entry = report.reaped[0].entry
-        assert.strictEqual((entry.payload as Recovery.ProcessInfo).pid, extension)
+        assert.strictEqual((entry.payload as ProcessRecord.ProcessInfo).pid, extension)
         assert.deepStrictEqual([entry.status, entry.result], ["Completed", { outcome: "Killed" }])
         assert.deepStrictEqual(group.filter(isAlive), [], "no member of the group is left")
         assert.isBelow(elapsed, grace, "they died of SIGTERM: no grace was waited, no SIGKILL was needed")

@@ -4,7 +4,8 @@
  * interrupted and recovers it. Runs on the live clock: the bounds are real process start-up and exit.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Journal, Recovery } from "@lifeline/kernel"
+import type { JournalClaim, JournalEntry } from "@lifeline/kernel"
+import { Journal, JournalTrack, ProcessRecord, Recovery } from "@lifeline/kernel"
 import * as NodeReaper from "@lifeline/node/NodeReaper"
 import * as SqliteJournal from "@lifeline/sqlite/SqliteJournal"
 import { Effect, Option } from "effect"
@@ -146,7 +147,7 @@ describe("Recovery with real processes", () => {
         assert.strictEqual(error.detail, "the tool was executing; its side effects are unknown")
         // the user retries the tool under the same key
         yield* Effect.succeed("tool output").pipe(
-          Journal.track("tool", "tool/call-1", { retry: true }),
+          JournalTrack.track("tool", "tool/call-1", { retry: true }),
           Effect.provideService(Journal.Journal, journal)
         )
         const retried = Option.getOrThrow(yield* journal.get("tool/call-1"))
@@ -185,7 +186,7 @@ describe("Recovery with real processes", () => {
   describe("two processes on one journal", () => {
     interface Recovered {
       readonly resumed: ReadonlyArray<readonly [string, number]>
-      readonly claim: Journal.Claim
+      readonly claim: JournalClaim.Claim
     }
     const jsonAfter = (line: string) => JSON.parse(line.slice(line.indexOf(" ") + 1))
 
@@ -280,7 +281,7 @@ describe("Recovery with real processes", () => {
           assert.isFalse(isAlive(pid))
           const entry = report.reaped[0].entry
           assert.deepStrictEqual([entry.status, entry.result], ["Completed", { outcome: "Killed" }])
-          assert.strictEqual((entry.payload as Recovery.ProcessInfo).pid, pid)
+          assert.strictEqual((entry.payload as ProcessRecord.ProcessInfo).pid, pid)
         }).pipe(Effect.scoped),
       processTimeout
     )
@@ -291,8 +292,8 @@ describe("Recovery with real processes", () => {
         Effect.gen(function*() {
           const { journal, pid } = yield* orphanOf("spawned")
           const [recorded] = yield* journal.unfinished()
-          assert.deepStrictEqual([recorded.kind, recorded.status], [Recovery.processKind, "InFlight"])
-          assert.strictEqual((recorded.payload as Recovery.ProcessInfo).pid, pid)
+          assert.deepStrictEqual([recorded.kind, recorded.status], [ProcessRecord.kind, "InFlight"])
+          assert.strictEqual((recorded.payload as ProcessRecord.ProcessInfo).pid, pid)
           const report = yield* reap(journal)
           assert.deepStrictEqual(report.reaped.map(({ entry, outcome }) => [entry.key, outcome]), [
             [recorded.key, "Killed"]
@@ -311,21 +312,21 @@ describe("Recovery with real processes", () => {
           const stranger = yield* sleeper
           // recorded an hour before this process started: the pid was reused
           yield* journal.begin({
-            kind: Recovery.processKind,
+            kind: ProcessRecord.kind,
             key: "process/local/reused",
             payload: { pid: stranger.pid, startedAt: stranger.startedAt - 3_600_000, command: ["old"] },
             owner: "local"
           })
           const exited = ChildProcess.spawnSync(process.execPath, ["-e", "process.pid"])
           yield* journal.begin({
-            kind: Recovery.processKind,
+            kind: ProcessRecord.kind,
             key: "process/local/gone",
             payload: { pid: exited.pid, startedAt: Date.now(), command: ["gone"] },
             owner: "local"
           })
           yield* journal.release("process/local/reused")
           yield* journal.release("process/local/gone")
-          const report = yield* Recovery.reapOrphans(NodeReaper.reapProcess()).pipe(
+          const report = yield* ProcessRecord.reapOrphans(NodeReaper.reapProcess()).pipe(
             Effect.provideService(Journal.Journal, journal)
           )
           assert.deepStrictEqual(
@@ -433,7 +434,7 @@ describe("Recovery with real processes", () => {
       )
 
     /** Waits (on the live clock) until the journal, read through its own connection, shows `key` in `status`. */
-    const awaitStatus = (filename: string, key: string, status: Journal.Status) =>
+    const awaitStatus = (filename: string, key: string, status: JournalEntry.Status) =>
       Effect.scoped(Effect.gen(function*() {
         const journal = yield* SqliteJournal.makeFile({ filename })
         for (let i = 0; i < 1000; i++) {

@@ -21,6 +21,9 @@
 // Deep imports keep start-up short: the barrels would load every module of every package.
 import * as DurationInput from "@lifeline/kernel/DurationInput"
 import * as Journal from "@lifeline/kernel/Journal"
+import type * as JournalEntry from "@lifeline/kernel/JournalEntry"
+import * as JournalTrack from "@lifeline/kernel/JournalTrack"
+import * as ProcessRecord from "@lifeline/kernel/ProcessRecord"
 import * as Recovery from "@lifeline/kernel/Recovery"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as NodeReaper from "@lifeline/node/NodeReaper"
@@ -182,7 +185,7 @@ const think = (turn: Turn, resumed: boolean): Effect.Effect<Plan> =>
     return { text: `I'll call ${turn.tool}.`, tool: turn.tool, input: turn.input }
   })
 
-const turnOf = (entry: Journal.Entry): Turn | undefined => {
+const turnOf = (entry: JournalEntry.Entry): Turn | undefined => {
   const n = (entry.payload as { readonly turn?: unknown } | null)?.turn
   return turns.find((turn) => turn.turn === n)
 }
@@ -208,7 +211,7 @@ const recover = Effect.gen(function*() {
     yield* say(`recovery: ${entry.key} was interrupted: recorded as InterruptedByCrash, to be retried`)
   }
   for (const { entry, outcome } of report.reaped) {
-    const info = entry.payload as Recovery.ProcessInfo
+    const info = entry.payload as ProcessRecord.ProcessInfo
     yield* say(`recovery: orphan worker pid ${info.pid} from a crashed run: ${outcome}`)
   }
   for (const { error, key } of report.errors) {
@@ -224,11 +227,11 @@ const recover = Effect.gen(function*() {
 const reset = Effect.gen(function*() {
   if (Fs.existsSync(journalFile)) {
     const journal = yield* SqliteJournal.makeFile({ filename: journalFile })
-    const report = yield* Recovery.reapOrphans(NodeReaper.reapProcess({ grace: "1 second" })).pipe(
+    const report = yield* ProcessRecord.reapOrphans(NodeReaper.reapProcess({ grace: "1 second" })).pipe(
       Effect.provideService(Journal.Journal, journal)
     )
     for (const { entry, outcome } of report.reaped) {
-      yield* say(`reset: orphan worker pid ${(entry.payload as Recovery.ProcessInfo).pid}: ${outcome}`)
+      yield* say(`reset: orphan worker pid ${(entry.payload as ProcessRecord.ProcessInfo).pid}: ${outcome}`)
     }
   }
 }).pipe(
@@ -271,7 +274,7 @@ const run = Effect.gen(function*() {
       yield* say(`turn ${turn.turn} llm: answered before the restart (from the journal)`)
     }
     // A completed step is not run again: `track` returns its stored answer.
-    const plan = yield* think(turn, false).pipe(Journal.track("llm", llm, { turn: turn.turn }, { result: Plan }))
+    const plan = yield* think(turn, false).pipe(JournalTrack.track("llm", llm, { turn: turn.turn }, { result: Plan }))
 
     const key = toolKey(turn)
     const before = yield* journal.get(key)
@@ -294,7 +297,7 @@ const run = Effect.gen(function*() {
       input: plan.input,
       attempt,
       ms: toolMs * turn.weight
-    }).pipe(Journal.track("tool", key, { turn: turn.turn, tool: plan.tool, input: plan.input }, {
+    }).pipe(JournalTrack.track("tool", key, { turn: turn.turn, tool: plan.tool, input: plan.input }, {
       result: RunTool.result
     }))
     yield* say(`turn ${turn.turn} tool: ${output}`)
@@ -328,7 +331,7 @@ const run = Effect.gen(function*() {
         resumed: report.resumed.map((entry) => entry.key),
         failed: report.failed.map((entry) => entry.key),
         reaped: report.reaped.map(({ entry, outcome }) => ({
-          pid: (entry.payload as Recovery.ProcessInfo).pid,
+          pid: (entry.payload as ProcessRecord.ProcessInfo).pid,
           outcome
         }))
       }

@@ -5,7 +5,8 @@
  * @since 0.1.0
  */
 import * as Spawner from "@lifeline/hermes/Spawner"
-import * as Journal from "@lifeline/kernel/Journal"
+import type * as Journal from "@lifeline/kernel/Journal"
+import * as JournalClaim from "@lifeline/kernel/JournalClaim"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -34,7 +35,7 @@ export interface Options {
    */
   readonly journal?: Journal.Journal.Service | undefined
   /**
-   * The `Journal.Owner` the children are recorded under, the one whose orphans the next start reaps. Default: the
+   * The `JournalClaim.Owner` the children are recorded under, the one whose orphans the next start reaps. Default: the
    * fiber's.
    */
   readonly owner?: string | undefined
@@ -85,7 +86,7 @@ export const make = (options?: Options): Spawner.Spawner.Service => ({
       stop: { shutdownTimeout: "1 second" },
       journal: options?.journal
     }).pipe(Effect.map(toProcess))
-    return options?.owner === undefined ? spawned : Effect.provideService(spawned, Journal.Owner, options.owner)
+    return options?.owner === undefined ? spawned : Effect.provideService(spawned, JournalClaim.Owner, options.owner)
   }
 })
 

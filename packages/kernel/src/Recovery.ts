@@ -1,7 +1,7 @@
 /**
  * What a host does on start-up with the operations its journal says were interrupted: resume each one or fail it with
- * a typed `InterruptedByCrash` the user can retry, per kind, as the app decides. Also the host's record of the child
- * processes it spawned, so that a restarted host can find and kill the ones its crashed predecessor left behind.
+ * a typed `InterruptedByCrash` the user can retry, per kind, as the app decides; and what a shutdown cut off, recorded
+ * for the next start to decide on. The child processes a host spawned are recorded by `ProcessRecord`.
  *
  * @since 0.1.0
  */
@@ -11,7 +11,11 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as internal from "./internal/journalRecovery.js"
 import type * as Journal from "./Journal.js"
+import type * as JournalClaim from "./JournalClaim.js"
+import type * as JournalEntry from "./JournalEntry.js"
+import type * as JournalError from "./JournalError.js"
 import type * as Peer from "./Peer.js"
+import type * as ProcessRecord from "./ProcessRecord.js"
 import type * as ShutdownPolicy from "./ShutdownPolicy.js"
 
 /**
@@ -56,7 +60,7 @@ export class InterruptedByCrash extends Schema.TaggedError<InterruptedByCrash>("
  * @since 0.1.0
  * @category models
  */
-export const interruptedByCrash: (entry: Journal.Entry) => Option.Option<InterruptedByCrash> =
+export const interruptedByCrash: (entry: JournalEntry.Entry) => Option.Option<InterruptedByCrash> =
   internal.interruptedByCrash
 
 /**
@@ -70,7 +74,7 @@ export const interruptedByCrash: (entry: Journal.Entry) => Option.Option<Interru
  * @category models
  */
 export type Decision<R = never> =
-  | { readonly _tag: "Resume"; readonly run: (entry: Journal.Entry) => Effect.Effect<unknown, unknown, R> }
+  | { readonly _tag: "Resume"; readonly run: (entry: JournalEntry.Entry) => Effect.Effect<unknown, unknown, R> }
   | { readonly _tag: "Fail"; readonly detail?: string | undefined }
 
 /**
@@ -85,7 +89,7 @@ export type Decision<R = never> =
  * @since 0.1.0
  * @category constructors
  */
-export const resume = <R>(run: (entry: Journal.Entry) => Effect.Effect<unknown, unknown, R>): Decision<R> => ({
+export const resume = <R>(run: (entry: JournalEntry.Entry) => Effect.Effect<unknown, unknown, R>): Decision<R> => ({
   _tag: "Resume",
   run
 })
@@ -110,7 +114,7 @@ export const fail = (detail?: string): Decision<never> => ({ _tag: "Fail", detai
  * @since 0.1.0
  * @category models
  */
-export type Decide<R = never> = (entry: Journal.Entry) => Decision<R>
+export type Decide<R = never> = (entry: JournalEntry.Entry) => Decision<R>
 
 /**
  * What went wrong with one entry during recovery: its resumer failed (the entry is then `Failed` with that error),
@@ -126,19 +130,6 @@ export interface EntryError {
 }
 
 /**
- * What happened to an orphan process.
- *
- * - `Killed`: it was alive and was ours; it is gone now.
- * - `Gone`: it had already exited.
- * - `Reused`: its pid now belongs to another process, which was left alone.
- * - `Unverified`: it could not be told apart from a process that reused its pid, so it was left alone.
- *
- * @since 0.1.0
- * @category models
- */
-export type ReapOutcome = "Killed" | "Gone" | "Reused" | "Unverified"
-
-/**
  * What `run` did.
  *
  * - `resumed`: resumed and completed;
@@ -151,48 +142,12 @@ export type ReapOutcome = "Killed" | "Gone" | "Reused" | "Unverified"
  * @category models
  */
 export interface Report {
-  readonly resumed: ReadonlyArray<Journal.Entry>
-  readonly failed: ReadonlyArray<Journal.Entry>
+  readonly resumed: ReadonlyArray<JournalEntry.Entry>
+  readonly failed: ReadonlyArray<JournalEntry.Entry>
   readonly errors: ReadonlyArray<EntryError>
-  readonly skipped: ReadonlyArray<Journal.Entry>
-  readonly reaped: ReadonlyArray<{ readonly entry: Journal.Entry; readonly outcome: ReapOutcome }>
+  readonly skipped: ReadonlyArray<JournalEntry.Entry>
+  readonly reaped: ReadonlyArray<{ readonly entry: JournalEntry.Entry; readonly outcome: ProcessRecord.ReapOutcome }>
 }
-
-/**
- * A child process the host spawned, as its journal entry records it. `startedAt` is epoch milliseconds, which tells
- * the process apart from a later one that reused its pid.
- *
- * @since 0.1.0
- * @category schemas
- */
-export const ProcessInfo = Schema.Struct({
-  pid: Schema.Int,
-  startedAt: Schema.Number,
-  command: Schema.Array(Schema.String)
-})
-
-/**
- * @since 0.1.0
- * @category models
- */
-export interface ProcessInfo extends Schema.Schema.Type<typeof ProcessInfo> {}
-
-/**
- * Kills an orphan child process if it is still alive and still the one that was recorded. Node's implementation is
- * `NodeReaper.reapProcess` in `@lifeline/node`.
- *
- * @since 0.1.0
- * @category models
- */
-export type Reaper<R = never> = (process: ProcessInfo) => Effect.Effect<ReapOutcome, unknown, R>
-
-/**
- * The journal kind of child-process entries.
- *
- * @since 0.1.0
- * @category models
- */
-export const processKind = "process"
 
 /**
  * @since 0.1.0
@@ -201,7 +156,7 @@ export const processKind = "process"
 export interface Options<R = never> {
   /** A decision per kind; kinds without one are failed with `InterruptedByCrash`. */
   readonly decisions?: { readonly [kind: string]: Decide<R> } | undefined
-  /** Whose operations to recover. Default: the `Journal.Owner` of the calling fiber. */
+  /** Whose operations to recover. Default: the `JournalClaim.Owner` of the calling fiber. */
   readonly owner?: string | undefined
   /**
    * An operation that has been started this many times is failed instead of resumed, so that an operation that
@@ -210,10 +165,10 @@ export interface Options<R = never> {
   readonly maxAttempts?: number | undefined
   /** How many resumers run at once. Default 4. */
   readonly concurrency?: number | "unbounded" | undefined
-  /** Kills orphan child processes. Without it, `process` entries are left for `reapOrphans`. */
-  readonly reap?: Reaper<R> | undefined
+  /** Kills orphan child processes. Without it, `process` entries are left for `ProcessRecord.reapOrphans`. */
+  readonly reap?: ProcessRecord.Reaper<R> | undefined
   /** The claim `run` takes on the owner (its `ttl`, default 30 s), unless the journal already holds it. */
-  readonly claim?: Journal.ClaimOptions | undefined
+  readonly claim?: JournalClaim.ClaimOptions | undefined
 }
 
 /**
@@ -224,7 +179,7 @@ export interface Options<R = never> {
  * for the resumers; fork it to let start-up go on.
  *
  * The claim is what makes the entries leftovers: while another live process (or another journal instance) holds the
- * owner, `run` fails with `Journal.OwnerInUse` and touches nothing. A holder that crashed is taken over once its claim
+ * owner, `run` fails with `JournalError.OwnerInUse` and touches nothing. A holder that crashed is taken over once its claim
  * expires, or at once when it ran on this host and its process is gone. The claim stays held, and renewed, until the
  * Scope closes: run recovery in the Scope the host works in, so that no second instance can take its running work
  * for a crash's leftovers. A claim the journal already holds is shared, not taken again.
@@ -262,68 +217,8 @@ export interface Options<R = never> {
  */
 export const run: <R = never>(
   options?: Options<R>
-) => Effect.Effect<Report, Journal.JournalError | Journal.OwnerInUse, Journal.Journal | Scope.Scope | R> = internal.run
-
-/**
- * Records a child process right after it was spawned, as an `InFlight` entry of kind `process` owned by the current
- * `Journal.Owner`; returns its key. A crash between the spawn and this write leaves the child unrecorded, which is
- * why a child also shuts down when its stdin ends.
- *
- * @example
- * ```ts
- * import { Effect } from "effect"
- * import { Journal, Recovery } from "@lifeline/kernel"
- *
- * const program = Effect.gen(function*() {
- *   const key = yield* Recovery.recordProcess({ pid: 4242, command: ["node", "extension.js"] })
- *   // ... the child runs, then exits
- *   yield* Recovery.processExited(key, { exitCode: 0, signal: null })
- * }).pipe(Effect.provide(Journal.layerMemory))
- * ```
- *
- * @since 0.1.0
- * @category constructors
- */
-export const recordProcess: (process: {
-  readonly pid: number
-  readonly command: ReadonlyArray<string>
-}) => Effect.Effect<string, Journal.JournalError, Journal.Journal> = internal.recordProcess
-
-/**
- * Records that a recorded child exited (or was killed), so that a restart does not look for it.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const processExited: (
-  key: string,
-  exit?: { readonly exitCode: number | null; readonly signal: string | null }
-) => Effect.Effect<void, Journal.JournalError, Journal.Journal> = internal.processExited
-
-/**
- * Finds the child processes the owner recorded and never saw exit (its previous run crashed), kills those still
- * alive with `reap`, and records each one as ended. Children recorded by this run are left alone. Like {@link run},
- * it first claims the owner for the Scope and fails with `Journal.OwnerInUse` while another live process holds it:
- * that process's children are not orphans.
- *
- * @example
- * ```ts
- * import { Effect } from "effect"
- * import { Journal, Recovery } from "@lifeline/kernel"
- *
- * const reapNothing: Recovery.Reaper = () => Effect.succeed("Gone")
- *
- * const startUp = Recovery.reapOrphans(reapNothing).pipe(Effect.scoped, Effect.provide(Journal.layerMemory))
- * ```
- *
- * @since 0.1.0
- * @category combinators
- */
-export const reapOrphans: <R = never>(
-  reap: Reaper<R>,
-  options?: { readonly owner?: string | undefined; readonly claim?: Journal.ClaimOptions | undefined }
-) => Effect.Effect<Report, Journal.JournalError | Journal.OwnerInUse, Journal.Journal | Scope.Scope | R> =
-  internal.reapOrphans
+) => Effect.Effect<Report, JournalError.JournalError | JournalError.OwnerInUse, Journal.Journal | Scope.Scope | R> =
+  internal.run
 
 /**
  * The part of a connection's shutdown report that the journal needs; `Connection.ShutdownReport` is one.

@@ -1,5 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Journal, PeerError, Recovery } from "@lifeline/kernel"
+import {
+  Journal,
+  JournalBackend,
+  JournalClaim,
+  JournalEntry,
+  JournalError,
+  JournalTrack,
+  PeerError,
+  Recovery
+} from "@lifeline/kernel"
 import { Deferred, Effect, Exit, Fiber, Option, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
 
@@ -9,7 +18,7 @@ class ToolFailed extends Schema.TaggedError<ToolFailed>()("ToolFailed", { tool: 
   }
 }
 
-const op = (key: string, extra?: Partial<Journal.Operation>): Journal.Operation => ({
+const op = (key: string, extra?: Partial<JournalEntry.Operation>): JournalEntry.Operation => ({
   kind: "llm",
   key,
   payload: { turn: key },
@@ -101,7 +110,7 @@ describe("Journal", () => {
         Effect.gen(function*() {
           const empty = yield* Effect.flip(journal.begin(op("")))
           assert.strictEqual(empty.reason, "Invalid")
-          const long = yield* Effect.flip(journal.begin(op("k".repeat(Journal.maxKeyLength + 1))))
+          const long = yield* Effect.flip(journal.begin(op("k".repeat(JournalEntry.maxKeyLength + 1))))
           assert.strictEqual(long.reason, "Invalid")
           const bigint = yield* Effect.flip(journal.begin(op("b", { payload: { n: 1n } })))
           assert.strictEqual(bigint._tag, "JournalError")
@@ -274,7 +283,7 @@ describe("Journal", () => {
 
     it.effect("a new journal over the same storage (a restart) runs nothing: its in-flight entries are leftovers", () =>
       Effect.gen(function*() {
-        const backend = yield* Journal.makeMemoryBackend
+        const backend = yield* JournalBackend.makeMemory
         const before = yield* Journal.make(backend)
         yield* before.begin(op("a"))
         const after = yield* Journal.make(backend)
@@ -291,7 +300,7 @@ describe("Journal", () => {
         Effect.gen(function*() {
           const seen = yield* journal.get("t").pipe(
             Effect.map(Option.map((entry) => entry.status)),
-            Journal.track("llm", "t", { prompt: "hi" })
+            JournalTrack.track("llm", "t", { prompt: "hi" })
           )
           assert.deepStrictEqual(seen, Option.some("InFlight"))
           const entry = Option.getOrThrow(yield* journal.get("t"))
@@ -301,12 +310,12 @@ describe("Journal", () => {
         })
       ))
 
-    it.effect("records the owner from Journal.Owner and the result through its schema", () =>
+    it.effect("records the owner from JournalClaim.Owner and the result through its schema", () =>
       withJournal((journal) =>
         Effect.gen(function*() {
           const value = yield* Effect.succeed({ text: "hello" }).pipe(
-            Journal.track("llm", "t", null, { result: Result }),
-            Effect.provide(Journal.layerOwner("hermes"))
+            JournalTrack.track("llm", "t", null, { result: Result }),
+            Effect.provide(JournalClaim.layerOwner("hermes"))
           )
           assert.deepStrictEqual(value, { text: "hello" })
           const entry = Option.getOrThrow(yield* journal.get("t"))
@@ -320,14 +329,14 @@ describe("Journal", () => {
         Effect.gen(function*() {
           let runs = 0
           const work = Effect.sync(() => ({ text: `run ${++runs}` })).pipe(
-            Journal.track("llm", "t", null, { result: Result })
+            JournalTrack.track("llm", "t", null, { result: Result })
           )
           assert.deepStrictEqual(yield* work, { text: "run 1" })
           assert.deepStrictEqual(yield* work, { text: "run 1" })
           assert.strictEqual(runs, 1)
-          const error = yield* Effect.flip(Effect.void.pipe(Journal.track("llm", "t", null)))
+          const error = yield* Effect.flip(Effect.void.pipe(JournalTrack.track("llm", "t", null)))
           assert.strictEqual(error._tag, "JournalError")
-          assert.strictEqual((error as Journal.JournalError).reason, "Conflict")
+          assert.strictEqual((error as JournalError.JournalError).reason, "Conflict")
         })
       ))
 
@@ -336,22 +345,22 @@ describe("Journal", () => {
         Effect.gen(function*() {
           yield* journal.begin(op("t"))
           let ran = false
-          const error = yield* Effect.flip(Effect.sync(() => (ran = true)).pipe(Journal.track("llm", "t", null)))
+          const error = yield* Effect.flip(Effect.sync(() => (ran = true)).pipe(JournalTrack.track("llm", "t", null)))
           assert.isFalse(ran)
-          assert.strictEqual((error as Journal.JournalError).reason, "Conflict")
+          assert.strictEqual((error as JournalError.JournalError).reason, "Conflict")
         })
       ))
 
     it.effect("a failure is recorded with the error; tracking the key again retries it", () =>
       withJournal((journal) =>
         Effect.gen(function*() {
-          const error = yield* Effect.flip(new ToolFailed({ tool: "grep" }).pipe(Journal.track("tool", "t", null)))
+          const error = yield* Effect.flip(new ToolFailed({ tool: "grep" }).pipe(JournalTrack.track("tool", "t", null)))
           assert.strictEqual(error._tag, "ToolFailed")
           const failed = Option.getOrThrow(yield* journal.get("t"))
           assert.strictEqual(failed.status, "Failed")
           assert.deepStrictEqual(failed.error, { _tag: "ToolFailed", tool: "grep", message: "grep failed" })
           assert.deepStrictEqual(yield* journal.running, [])
-          yield* Effect.void.pipe(Journal.track("tool", "t", null))
+          yield* Effect.void.pipe(JournalTrack.track("tool", "t", null))
           const retried = Option.getOrThrow(yield* journal.get("t"))
           assert.strictEqual(retried.status, "Completed")
           assert.strictEqual(retried.attempts, 2)
@@ -361,7 +370,7 @@ describe("Journal", () => {
     it.effect("a defect is recorded as a Defect", () =>
       withJournal((journal) =>
         Effect.gen(function*() {
-          yield* Effect.exit(Effect.die(new Error("bug")).pipe(Journal.track("tool", "t", null)))
+          yield* Effect.exit(Effect.die(new Error("bug")).pipe(JournalTrack.track("tool", "t", null)))
           const entry = Option.getOrThrow(yield* journal.get("t"))
           assert.strictEqual(entry.status, "Failed")
           assert.strictEqual((entry.error as { _tag: string })._tag, "Defect")
@@ -375,7 +384,7 @@ describe("Journal", () => {
           const started = yield* Deferred.make<void>()
           const fiber = yield* Deferred.succeed(started, void 0).pipe(
             Effect.andThen(Effect.never),
-            Journal.track("llm", "t", null),
+            JournalTrack.track("llm", "t", null),
             Effect.forkChild
           )
           yield* Deferred.await(started)
@@ -390,7 +399,7 @@ describe("Journal", () => {
       withJournal((journal) =>
         Effect.gen(function*() {
           const cutOff = new PeerError.ShutdownError({ reason: "DrainTimeout", phase: "Closing" })
-          const error = yield* Effect.flip(Effect.fail(cutOff).pipe(Journal.track("llm", "t", null)))
+          const error = yield* Effect.flip(Effect.fail(cutOff).pipe(JournalTrack.track("llm", "t", null)))
           assert.strictEqual(error, cutOff)
           assert.strictEqual(Option.getOrThrow(yield* journal.get("t")).status, "InFlight")
           assert.deepStrictEqual(yield* journal.running, [])
@@ -400,7 +409,7 @@ describe("Journal", () => {
     it.effect("a sleeping operation records its start and end on the TestClock", () =>
       withJournal((journal) =>
         Effect.gen(function*() {
-          const fiber = yield* Effect.sleep("10 seconds").pipe(Journal.track("llm", "t", null), Effect.forkChild)
+          const fiber = yield* Effect.sleep("10 seconds").pipe(JournalTrack.track("llm", "t", null), Effect.forkChild)
           yield* TestClock.adjust("10 seconds")
           yield* Fiber.join(fiber)
           const entry = Option.getOrThrow(yield* journal.get("t"))
@@ -413,7 +422,7 @@ describe("Journal", () => {
   describe("claim", () => {
     /** Journals on one storage, as processes on one SQLite file; each with its own identity. */
     const storage = Effect.gen(function*() {
-      const backend = yield* Journal.makeMemoryBackend
+      const backend = yield* JournalBackend.makeMemory
       return {
         backend,
         open: (options?: Journal.MakeOptions) => Journal.make(backend, options)
@@ -421,7 +430,7 @@ describe("Journal", () => {
     })
 
     /** Claims in a Scope of its own, which the test closes: a process that stops cleanly. */
-    const claimIn = (journal: Journal.Journal.Service, owner: string, options?: Journal.ClaimOptions) =>
+    const claimIn = (journal: Journal.Journal.Service, owner: string, options?: JournalClaim.ClaimOptions) =>
       Effect.gen(function*() {
         const scope = yield* Scope.make()
         const claim = yield* journal.claim(owner, options).pipe(Scope.provide(scope))
@@ -465,7 +474,7 @@ describe("Journal", () => {
         const second = yield* open({ identity: { pid: 42, host: "box", startedAt: 8 } })
         yield* first.claim("host", { ttl: "10 seconds" })
         const error = yield* Effect.flip(second.claim("host", { ttl: "10 seconds" }))
-        assert.instanceOf(error, Journal.OwnerInUse)
+        assert.instanceOf(error, JournalError.OwnerInUse)
         assert.deepStrictEqual(
           error._tag === "OwnerInUse" ? [error.owner, error.pid, error.host, error.startedAt, error.claimedAt] : [],
           ["host", 41, "box", 7, 0]
@@ -511,11 +520,11 @@ describe("Journal", () => {
       Effect.gen(function*() {
         const { backend } = yield* storage
         let down = false
-        const flaky: Journal.Backend = {
+        const flaky: JournalBackend.Backend = {
           ...backend,
           replaceClaim: (claim, where) =>
             down
-              ? Effect.fail(new Journal.JournalError({ reason: "Storage", detail: "the disk is gone" }))
+              ? Effect.fail(new JournalError.JournalError({ reason: "Storage", detail: "the disk is gone" }))
               : backend.replaceClaim(claim, where)
         }
         const hung = yield* Journal.make(flaky)
@@ -544,7 +553,7 @@ describe("Journal", () => {
         const { open } = yield* storage
         const alive = new Set([41])
         const asked: Array<number | undefined> = []
-        const liveness: Journal.Liveness = (claim) =>
+        const liveness: JournalClaim.Liveness = (claim) =>
           Effect.sync(() => {
             asked.push(claim.pid)
             return alive.has(claim.pid ?? 0) ? "Alive" : "Dead"
@@ -582,12 +591,12 @@ describe("Journal", () => {
         yield* other.claim("host")
       }))
 
-    it.effect("Journal.claim claims the current Journal.Owner; a bad ttl or owner is Invalid", () =>
+    it.effect("JournalClaim.claim claims the current JournalClaim.Owner; a bad ttl or owner is Invalid", () =>
       Effect.gen(function*() {
         const journal = yield* Journal.makeMemory
-        const claim = yield* Journal.claim().pipe(
+        const claim = yield* JournalClaim.claim().pipe(
           Effect.provideService(Journal.Journal, journal),
-          Effect.provide(Journal.layerOwner("hermes"))
+          Effect.provide(JournalClaim.layerOwner("hermes"))
         )
         assert.strictEqual(claim.owner, "hermes")
         assert.isTrue(yield* journal.holds("hermes"))
@@ -600,18 +609,36 @@ describe("Journal", () => {
 
   describe("errorToJson", () => {
     it("keeps tags, names, messages and own fields, drops stacks and what is not JSON", () => {
-      assert.deepStrictEqual(Journal.errorToJson(new Error("boom")), { name: "Error", message: "boom" })
-      assert.deepStrictEqual(Journal.errorToJson(new ToolFailed({ tool: "x" })), {
+      assert.deepStrictEqual(JournalEntry.errorToJson(new Error("boom")), { name: "Error", message: "boom" })
+      assert.deepStrictEqual(JournalEntry.errorToJson(new ToolFailed({ tool: "x" })), {
         _tag: "ToolFailed",
         tool: "x",
         message: "x failed"
       })
-      assert.deepStrictEqual(Journal.errorToJson({ n: 1n, f: () => 1 }), { n: "1" })
-      assert.strictEqual(Journal.errorToJson("plain"), "plain")
-      assert.strictEqual(Journal.errorToJson(undefined), null)
+      assert.deepStrictEqual(JournalEntry.errorToJson({ n: 1n, f: () => 1 }), { n: "1" })
+      assert.strictEqual(JournalEntry.errorToJson("plain"), "plain")
+      assert.strictEqual(JournalEntry.errorToJson(undefined), null)
       const circular: Record<string, unknown> = { a: 1 }
       circular.self = circular
-      assert.deepStrictEqual(Journal.errorToJson(circular), { a: 1 })
+      assert.deepStrictEqual(JournalEntry.errorToJson(circular), { a: 1 })
     })
   })
+})
+
+describe("Journal on a storage that misreads its own writes", () => {
+  // What a driver whose affected-row count is read wrongly looks like to the journal: the claim is stored as this
+  // journal's, yet every write reports that it changed nothing. `claim` once looped forever on such a storage.
+  it.effect("claim fails with a Storage error instead of looping", () =>
+    Effect.gen(function*() {
+      const memory = yield* JournalBackend.makeMemory
+      const journal = yield* Journal.make({
+        ...memory,
+        insertClaim: (claim) =>
+          Effect.map(memory.insertClaim(claim), ({ claim: stored }) => ({ claim: stored, inserted: false })),
+        replaceClaim: () => Effect.succeed(false)
+      })
+      const error = yield* Effect.flip(journal.claim("host"))
+      assert.strictEqual(error._tag, "JournalError")
+      assert.strictEqual(error._tag === "JournalError" ? error.reason : undefined, "Storage")
+    }).pipe(Effect.scoped))
 })

@@ -1,10 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
+import type { JournalEntry } from "@lifeline/kernel"
 import {
   Connection,
   Journal,
+  JournalBackend,
+  JournalClaim,
+  JournalTrack,
   Method,
   Peer,
   PeerError,
+  ProcessRecord,
   Protocol,
   Recovery,
   ShutdownPolicy,
@@ -20,7 +25,7 @@ class ToolFailed extends Schema.TaggedError<ToolFailed>()("ToolFailed", { tool: 
  * on the same rows, as a process restart over the same SQLite file.
  */
 const makeHost = Effect.gen(function*() {
-  const backend = yield* Journal.makeMemoryBackend
+  const backend = yield* JournalBackend.makeMemory
   return {
     start: Journal.make(backend),
     backend
@@ -66,7 +71,7 @@ describe("Recovery", () => {
       const journal = yield* host.start
       const runs: Array<unknown> = []
       const decisions = {
-        llm: (entry: Journal.Entry) =>
+        llm: (entry: JournalEntry.Entry) =>
           Recovery.resume((resumed) =>
             Effect.sync(() => {
               runs.push([entry.payload, resumed.attempts])
@@ -101,7 +106,7 @@ describe("Recovery", () => {
       )
       // the user retries under the same key
       const value = yield* Effect.succeed("ok").pipe(
-        Journal.track("tool", "tool-3", { retry: true }),
+        JournalTrack.track("tool", "tool-3", { retry: true }),
         Effect.provideService(Journal.Journal, journal)
       )
       assert.strictEqual(value, "ok")
@@ -236,7 +241,7 @@ describe("Recovery", () => {
       const journal = yield* host.start
       const report = yield* Recovery.run().pipe(
         Effect.provideService(Journal.Journal, journal),
-        Effect.provide(Journal.layerOwner("host-a"))
+        Effect.provide(JournalClaim.layerOwner("host-a"))
       )
       assert.deepStrictEqual(report.failed.map((entry) => entry.key), ["mine"])
       assert.strictEqual((yield* entryOf(journal, "theirs")).status, "InFlight")
@@ -297,7 +302,7 @@ describe("Recovery", () => {
         assert.strictEqual(error._tag, "OwnerInUse")
         assert.isFalse(decided)
         const reaping = yield* Effect.flip(
-          Recovery.reapOrphans(() => Effect.succeed("Killed" as const)).pipe(
+          ProcessRecord.reapOrphans(() => Effect.succeed("Killed" as const)).pipe(
             Effect.provideService(Journal.Journal, second)
           )
         )
@@ -346,21 +351,21 @@ describe("Recovery", () => {
         const host = yield* makeHost
         const first = yield* host.start
         const [exited, orphan, reused] = yield* Effect.all([
-          Recovery.recordProcess({ pid: 100, command: ["node", "a.js"] }),
-          Recovery.recordProcess({ pid: 101, command: ["node", "b.js"] }),
-          Recovery.recordProcess({ pid: 102, command: ["node", "c.js"] })
+          ProcessRecord.record({ pid: 100, command: ["node", "a.js"] }),
+          ProcessRecord.record({ pid: 101, command: ["node", "b.js"] }),
+          ProcessRecord.record({ pid: 102, command: ["node", "c.js"] })
         ]).pipe(Effect.provideService(Journal.Journal, first))
-        yield* Recovery.processExited(exited, { exitCode: 0, signal: null }).pipe(
+        yield* ProcessRecord.exited(exited, { exitCode: 0, signal: null }).pipe(
           Effect.provideService(Journal.Journal, first)
         )
         assert.strictEqual(orphan, "process/local/101/0")
         // the host crashes; the new one reaps
         const journal = yield* host.start
-        const live = yield* Recovery.recordProcess({ pid: 200, command: ["node", "d.js"] }).pipe(
+        const live = yield* ProcessRecord.record({ pid: 200, command: ["node", "d.js"] }).pipe(
           Effect.provideService(Journal.Journal, journal)
         )
         const asked: Array<number> = []
-        const report = yield* Recovery.reapOrphans((info) =>
+        const report = yield* ProcessRecord.reapOrphans((info) =>
           Effect.sync(() => {
             asked.push(info.pid)
             return info.pid === 101 ? "Killed" as const : "Reused" as const
@@ -380,7 +385,7 @@ describe("Recovery", () => {
     it.effect("Recovery.run reaps with `reap` and leaves process entries alone without it", () =>
       Effect.gen(function*() {
         const host = yield* makeHost
-        yield* Recovery.recordProcess({ pid: 7, command: ["sleep", "60"] }).pipe(
+        yield* ProcessRecord.record({ pid: 7, command: ["sleep", "60"] }).pipe(
           Effect.provideService(Journal.Journal, yield* host.start)
         )
         const journal = yield* host.start
@@ -447,7 +452,7 @@ describe("Recovery", () => {
 
     it.effect("without keysOf and without the owner's claim, it records nothing: the work may be another process's", () =>
       Effect.gen(function*() {
-        const backend = yield* Journal.makeMemoryBackend
+        const backend = yield* JournalBackend.makeMemory
         const other = yield* Journal.make(backend)
         const journal = yield* Journal.make(backend)
         yield* other.claim("local")
@@ -461,7 +466,7 @@ describe("Recovery", () => {
         const journal = yield* Journal.makeMemory
         const error = yield* Effect.flip(
           Effect.fail(new PeerError.ShutdownError({ reason: "DrainTimeout", phase: "Closing" })).pipe(
-            Journal.track("llm", "call/9", null),
+            JournalTrack.track("llm", "call/9", null),
             Effect.provideService(Journal.Journal, journal)
           )
         )
@@ -491,7 +496,7 @@ describe("Recovery", () => {
           handlers: {
             work: ({ ms }, { id }) =>
               Effect.as(Effect.sleep(Duration.millis(ms)), ms).pipe(
-                Journal.track("work", `rpc/inbound/${id}`, { ms }),
+                JournalTrack.track("work", `rpc/inbound/${id}`, { ms }),
                 Effect.provideService(Journal.Journal, journal),
                 Effect.orDie
               )

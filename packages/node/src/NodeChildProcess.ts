@@ -147,9 +147,9 @@ export interface Options {
   readonly shutdown?: Effect.Effect<unknown, unknown> | undefined
   /**
    * Records the child in this journal, so that a host that crashes leaves no orphan: right after the spawn, its pid,
-   * start time and command become an `InFlight` entry of kind `process` (`Recovery.recordProcess`, under the fiber's
-   * `Journal.Owner`), and its end is recorded once its whole process group is gone, on its own or swept by the stop
-   * sequence (`Recovery.processExited`): a leader that exits leaving descendants in the group stays `InFlight`, so a
+   * start time and command become an `InFlight` entry of kind `process` (`ProcessRecord.record`, under the fiber's
+   * `JournalClaim.Owner`), and its end is recorded once its whole process group is gone, on its own or swept by the stop
+   * sequence (`ProcessRecord.exited`): a leader that exits leaving descendants in the group stays `InFlight`, so a
    * reaper still finds them if the host crashes. After a crash, the next start's `Recovery.run({ reap: NodeReaper.reapProcess() })`
    * finds the entries still `InFlight` and kills those children.
    *

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import type * as Journal from "@lifeline/kernel/Journal"
+import type * as JournalClaim from "@lifeline/kernel/JournalClaim"
 import type * as Effect from "effect/Effect"
 import * as internal from "./internal/journalIdentity.js"
 
@@ -24,7 +24,7 @@ import * as internal from "./internal/journalIdentity.js"
  * @since 0.1.0
  * @category constructors
  */
-export const identity: Effect.Effect<Journal.Identity> = internal.identity
+export const identity: Effect.Effect<JournalClaim.Identity> = internal.identity
 
 /**
  * Whether the holder of a claim made on this host still runs: `Dead` when its pid is gone or now names a process
@@ -33,14 +33,14 @@ export const identity: Effect.Effect<Journal.Identity> = internal.identity
  *
  * @example
  * ```ts
- * import { Journal } from "@lifeline/kernel"
+ * import { Journal, JournalBackend } from "@lifeline/kernel"
  * import { NodeJournal } from "@lifeline/node"
  *
- * declare const backend: Journal.Backend
+ * declare const backend: JournalBackend.Backend
  * const journal = Journal.make(backend, { liveness: NodeJournal.liveness })
  * ```
  *
  * @since 0.1.0
  * @category constructors
  */
-export const liveness: Journal.Liveness = internal.liveness
+export const liveness: JournalClaim.Liveness = internal.liveness

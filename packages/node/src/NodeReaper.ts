@@ -1,16 +1,16 @@
 /**
- * Kills the child processes a crashed host left behind, for `Recovery.run({ reap })` or `Recovery.reapOrphans`: a
+ * Kills the child processes a crashed host left behind, for `Recovery.run({ reap })` or `ProcessRecord.reapOrphans`: a
  * recorded process and its process group, after checking that they are still the ones the host spawned. Works with
  * any `Journal` that recorded the spawns (`NodeChildProcess.make({ journal })`).
  *
  * @since 0.1.0
  */
-import type * as Recovery from "@lifeline/kernel/Recovery"
+import type * as ProcessRecord from "@lifeline/kernel/ProcessRecord"
 import type * as Duration from "effect/Duration"
 import * as internal from "./internal/reaper.js"
 
 /**
- * Kills an orphan child process for `Recovery.run({ reap })` or `Recovery.reapOrphans`: if a process with the
+ * Kills an orphan child process for `Recovery.run({ reap })` or `ProcessRecord.reapOrphans`: if a process with the
  * recorded pid is alive and started when the record says (Linux `/proc`, `ps` elsewhere), it gets SIGTERM (its
  * process group when it leads one), then SIGKILL after `grace` (default 2 s). A pid that now names another process
  * is left alone (`Reused`), as is one whose start time cannot be read (`Unverified`). Bounds run on the Clock.
@@ -31,7 +31,7 @@ import * as internal from "./internal/reaper.js"
  * @since 0.1.0
  * @category constructors
  */
-export const reapProcess: (options?: { readonly grace?: Duration.Input | undefined }) => Recovery.Reaper =
+export const reapProcess: (options?: { readonly grace?: Duration.Input | undefined }) => ProcessRecord.Reaper =
   internal.reapProcess
 
 /**

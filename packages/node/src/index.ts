@@ -32,7 +32,7 @@ export * as NodeChildProcess from "./NodeChildProcess.js"
 export * as NodeJournal from "./NodeJournal.js"
 
 /**
- * Kills the child processes a crashed host left behind, for `Recovery.run({ reap })` or `Recovery.reapOrphans`: a
+ * Kills the child processes a crashed host left behind, for `Recovery.run({ reap })` or `ProcessRecord.reapOrphans`: a
  * recorded process and its process group, after checking that they are still the ones the host spawned. Works with
  * any `Journal` that recorded the spawns (`NodeChildProcess.make({ journal })`).
  *

@@ -1,6 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Framing } from "@lifeline/jsonrpc"
-import { Connection, GracefulShutdown, Journal, Method, Protocol, Recovery, ShutdownPolicy } from "@lifeline/kernel"
+import {
+  Connection,
+  GracefulShutdown,
+  Journal,
+  JournalError,
+  Method,
+  ProcessRecord,
+  Protocol,
+  ShutdownPolicy
+} from "@lifeline/kernel"
 import type { NodeChildProcess } from "@lifeline/node"
 import {
   Clock,
@@ -504,7 +513,7 @@ describe("NodeChildProcess recorded in a journal", () => {
 
   /** The unfinished process entries: the recorded children that have not exited. */
   const processEntries = (journal: Journal.Journal.Service) =>
-    Effect.map(journal.unfinished(), (entries) => entries.filter((entry) => entry.kind === Recovery.processKind))
+    Effect.map(journal.unfinished(), (entries) => entries.filter((entry) => entry.kind === ProcessRecord.kind))
 
   it.effect("the spawn is recorded InFlight at once; an exit on its own is recorded with its status", () =>
     Effect.gen(function*() {
@@ -600,7 +609,7 @@ describe("NodeChildProcess recorded in a journal", () => {
       const memory = yield* Journal.makeMemory
       const journal: Journal.Journal.Service = {
         ...memory,
-        begin: () => Effect.fail(new Journal.JournalError({ reason: "Storage", detail: "disk full" }))
+        begin: () => Effect.fail(new JournalError.JournalError({ reason: "Storage", detail: "disk full" }))
       }
       const fake = yield* makeFake()
       const error = yield* Effect.flip(internal.record(fake.handle, journal, command))

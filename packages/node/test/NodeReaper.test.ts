@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Journal, Recovery } from "@lifeline/kernel"
+import { Journal, ProcessRecord } from "@lifeline/kernel"
 import { Clock, Effect, Fiber, Option } from "effect"
 import type { Duration } from "effect"
 import { TestClock } from "effect/testing"
@@ -7,7 +7,7 @@ import * as orphans from "../src/internal/reaper.js"
 
 const pid = 4242
 const startedAt = 1_700_000_000_000
-const info: Recovery.ProcessInfo = { pid, startedAt, command: ["node", "extension.js"] }
+const info: ProcessRecord.ProcessInfo = { pid, startedAt, command: ["node", "extension.js"] }
 
 interface Spec {
   readonly pid: number
@@ -136,11 +136,11 @@ describe("NodeReaper.reapProcess", () => {
     Effect.gen(function*() {
       // recordProcess stamps the entry with the TestClock's time, 0
       const { system } = makeOs([{ pid, diesOf: [], startedAt: 0 }])
-      const key = yield* Recovery.recordProcess({ pid, command: info.command })
+      const key = yield* ProcessRecord.record({ pid, command: info.command })
       const journal = yield* Journal.Journal
       yield* journal.release(key) // as if a crashed run had recorded it
       const fiber = yield* Effect.forkChild(
-        Effect.scoped(Recovery.reapOrphans(orphans.makeReaper(system, { grace: "1 second" })))
+        Effect.scoped(ProcessRecord.reapOrphans(orphans.makeReaper(system, { grace: "1 second" })))
       )
       // SIGTERM, 1 s, SIGKILL, 1 s: moved on in steps, since recovery takes a few steps before it reaps
       for (let step = 0; step < 8 && fiber.pollUnsafe() === undefined; step++) {

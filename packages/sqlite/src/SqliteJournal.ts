@@ -6,6 +6,8 @@
  * @since 0.1.0
  */
 import * as Journal from "@lifeline/kernel/Journal"
+import type * as JournalError from "@lifeline/kernel/JournalError"
+import * as JournalSql from "@lifeline/kernel/JournalSql"
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -44,20 +46,17 @@ export interface Options {
  * @since 0.1.0
  * @category models
  */
-export const tables: { readonly journal: string; readonly owners: string; readonly migrations: string } = {
-  journal: internal.table,
-  owners: internal.ownersTable,
-  migrations: internal.migrationsTable
-}
+export const tables: { readonly journal: string; readonly owners: string; readonly migrations: string } =
+  JournalSql.tables
 
 /**
  * The schema migrations, for `Migrator.fromRecord`. The SQL is portable (SQLite, PostgreSQL, MySQL), so that a
- * shared server can hold the journal of several hosts, each under its own `Journal.Owner`.
+ * shared server can hold the journal of several hosts, each under its own `JournalClaim.Owner`.
  *
  * @since 0.1.0
  * @category models
  */
-export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = internal.migrations
+export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = JournalSql.migrations
 
 /**
  * A journal over the `SqlClient` in context: sets the SQLite pragmas (synchronous, a 5 s busy timeout for writes
@@ -84,7 +83,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
  */
 export const make: (
   options?: { readonly synchronous?: Synchronous | undefined }
-) => Effect.Effect<Journal.Journal.Service, Journal.JournalError, SqlClient.SqlClient> = internal.make
+) => Effect.Effect<Journal.Journal.Service, JournalError.JournalError, SqlClient.SqlClient> = internal.make
 
 /**
  * Opens the database file (creating its directory) as a `SqlClient` over `node:sqlite` (WAL mode, a 5 s busy timeout,
@@ -108,7 +107,7 @@ export const make: (
  */
 export const makeClient: (
   filename: string
-) => Effect.Effect<SqlClient.SqlClient, Journal.JournalError, Scope.Scope> = internal.makeClient
+) => Effect.Effect<SqlClient.SqlClient, JournalError.JournalError, Scope.Scope> = internal.makeClient
 
 /**
  * Opens (and creates) the database file and builds the journal on it; the file is closed with the Scope.
@@ -127,7 +126,9 @@ export const makeClient: (
  * @since 0.1.0
  * @category constructors
  */
-export const makeFile = (options: Options): Effect.Effect<Journal.Journal.Service, Journal.JournalError, Scope.Scope> =>
+export const makeFile = (
+  options: Options
+): Effect.Effect<Journal.Journal.Service, JournalError.JournalError, Scope.Scope> =>
   Effect.flatMap(
     internal.makeClient(options.filename),
     (client) =>
@@ -151,7 +152,7 @@ export const makeFile = (options: Options): Effect.Effect<Journal.Journal.Servic
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options): Layer.Layer<Journal.Journal, Journal.JournalError> =>
+export const layer = (options: Options): Layer.Layer<Journal.Journal, JournalError.JournalError> =>
   Layer.effect(Journal.Journal, makeFile(options))
 
 /**
@@ -218,7 +219,7 @@ export const config: Config.Config<Required<Options>> = Config.all({
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig: Layer.Layer<Journal.Journal, Journal.JournalError | Config.ConfigError> = Layer.effect(
+export const layerConfig: Layer.Layer<Journal.Journal, JournalError.JournalError | Config.ConfigError> = Layer.effect(
   Journal.Journal,
   Effect.flatMap(config, makeFile)
 )

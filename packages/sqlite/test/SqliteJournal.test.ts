@@ -1,4 +1,5 @@
 import { afterAll, assert, describe, it } from "@effect/vitest"
+import type { JournalEntry } from "@lifeline/kernel"
 import { Journal, Recovery } from "@lifeline/kernel"
 import { SqliteJournal } from "@lifeline/sqlite"
 import { ConfigProvider, Effect, Exit, Layer, Option, Scope } from "effect"
@@ -15,7 +16,7 @@ afterAll(() => Fs.rmSync(root, { recursive: true, force: true }))
 let files = 0
 const freshFile = () => Path.join(root, `case-${++files}`, "journal.db")
 
-const op = (key: string, extra?: Partial<Journal.Operation>): Journal.Operation => ({
+const op = (key: string, extra?: Partial<JournalEntry.Operation>): JournalEntry.Operation => ({
   kind: "llm",
   key,
   payload: { turn: key, text: "héllo ✓", nested: [1, { deep: null }] },

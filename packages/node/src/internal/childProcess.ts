@@ -6,11 +6,12 @@
  */
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import * as Journal from "@lifeline/kernel/Journal"
+import type * as JournalError from "@lifeline/kernel/JournalError"
 import type * as Method from "@lifeline/kernel/Method"
 import * as Peer from "@lifeline/kernel/Peer"
 import * as PeerError from "@lifeline/kernel/PeerError"
 import * as Process from "@lifeline/kernel/Process"
-import * as Recovery from "@lifeline/kernel/Recovery"
+import * as ProcessRecord from "@lifeline/kernel/ProcessRecord"
 import type * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
 import * as StopSequence from "@lifeline/kernel/StopSequence"
 import * as Transport from "@lifeline/kernel/Transport"
@@ -276,9 +277,9 @@ export const record = (
   handle: Handle,
   journal: Journal.Journal.Service,
   command: ReadonlyArray<string>
-): Effect.Effect<void, Journal.JournalError, Scope.Scope> =>
+): Effect.Effect<void, JournalError.JournalError, Scope.Scope> =>
   Effect.gen(function*() {
-    const key = yield* Recovery.recordProcess({ pid: handle.pid, command }).pipe(
+    const key = yield* ProcessRecord.record({ pid: handle.pid, command }).pipe(
       Effect.provideService(Journal.Journal, journal),
       Effect.tapError(() => Effect.sync(() => handle.unsafeSignal("SIGKILL")))
     )
@@ -288,7 +289,7 @@ export const record = (
         // Not ended, or members of its group are left: leave it InFlight for a reaper, only forget that this process
         // runs it.
         if (status === undefined || handle.unsafeGroupAlive()) return journal.release(key)
-        return Recovery.processExited(key, status).pipe(
+        return ProcessRecord.exited(key, status).pipe(
           Effect.provideService(Journal.Journal, journal),
           Effect.catch((error) =>
             Effect.logWarning(`could not record the exit of child process ${handle.pid}`, error).pipe(

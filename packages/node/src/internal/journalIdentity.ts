@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import type * as Journal from "@lifeline/kernel/Journal"
+import type * as JournalClaim from "@lifeline/kernel/JournalClaim"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Os from "node:os"
@@ -16,13 +16,13 @@ import { isAlive, startTime } from "./processes.js"
 const startTolerance = 2_000
 
 /** This process, as its claims record it. @internal */
-export const identity: Effect.Effect<Journal.Identity> = Effect.map(
+export const identity: Effect.Effect<JournalClaim.Identity> = Effect.map(
   startTime(process.pid),
   (startedAt) => ({ pid: process.pid, host: Os.hostname(), startedAt: Option.getOrUndefined(startedAt) })
 )
 
 /** Asked by the journal only for a claim made on this host. @internal */
-export const liveness: Journal.Liveness = (claim) =>
+export const liveness: JournalClaim.Liveness = (claim) =>
   Effect.gen(function*() {
     if (claim.pid === undefined) return "Unknown"
     if (!isAlive(claim.pid)) return "Dead"

@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import type * as Recovery from "@lifeline/kernel/Recovery"
+import type * as ProcessRecord from "@lifeline/kernel/ProcessRecord"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -34,7 +34,7 @@ const errorCode = (error: unknown): string | undefined =>
 
 /**
  * An orphan that was still there after SIGKILL and `grace` (a process stuck in the kernel, in uninterruptible sleep).
- * `Recovery.ReapOutcome` has no variant for it, so the reaper fails with this error: the recovery records the entry
+ * `ProcessRecord.ReapOutcome` has no variant for it, so the reaper fails with this error: the recovery records the entry
  * as `Failed` with it and lists it in its report's `errors`. `pid` is the recorded process; `detail` names the
  * processes (or the group) still running.
  *
@@ -100,7 +100,7 @@ export const nodeSystem: System = {
 
 const isExited = (state: string): boolean => state === "Z" || state === "X"
 
-const identify = (system: System, info: Recovery.ProcessInfo): Effect.Effect<Leader> =>
+const identify = (system: System, info: ProcessRecord.ProcessInfo): Effect.Effect<Leader> =>
   Effect.gen(function*() {
     const alive = system.probe(info.pid)
     if (alive === "Gone") return "Gone"
@@ -141,7 +141,7 @@ const awaitNone = (survivors: Survivors, grace: Duration.Duration): Survivors =>
 export const makeReaper = (
   system: System,
   options?: { readonly grace?: Duration.Input | undefined }
-): Recovery.Reaper => {
+): ProcessRecord.Reaper => {
   const grace = Duration.fromInputUnsafe(options?.grace ?? "2 seconds")
 
   /**
@@ -149,10 +149,10 @@ export const makeReaper = (
    * `grace` for everything to be gone.
    */
   const terminate = (
-    info: Recovery.ProcessInfo,
+    info: ProcessRecord.ProcessInfo,
     signal: (name: NodeJS.Signals) => Effect.Effect<void>,
     survivors: Survivors
-  ): Effect.Effect<Recovery.ReapOutcome, ReapError> =>
+  ): Effect.Effect<ProcessRecord.ReapOutcome, ReapError> =>
     Effect.gen(function*() {
       yield* signal("SIGTERM")
       const stubborn = yield* awaitNone(survivors, grace)
@@ -176,9 +176,9 @@ export const makeReaper = (
     })
 
   const withoutProc = (
-    info: Recovery.ProcessInfo,
+    info: ProcessRecord.ProcessInfo,
     leader: "Running" | "Zombie" | "Gone"
-  ): Effect.Effect<Recovery.ReapOutcome, ReapError> => {
+  ): Effect.Effect<ProcessRecord.ReapOutcome, ReapError> => {
     const pgid = info.pid
     const group = system.probeGroup(pgid)
     // The members cannot be listed, so neither can their start times be checked: a group whose leader is gone may
@@ -261,5 +261,5 @@ export const makeReaper = (
 }
 
 /** @internal */
-export const reapProcess = (options?: { readonly grace?: Duration.Input | undefined }): Recovery.Reaper =>
+export const reapProcess = (options?: { readonly grace?: Duration.Input | undefined }): ProcessRecord.Reaper =>
   makeReaper(nodeSystem, options)

@@ -1,0 +1,70 @@
+/**
+ * How a journal fails: `JournalError` for a step that could not be done (storage, corrupt data, unknown key, a state
+ * that does not allow the step, bad input), and `OwnerInUse` when another live journal holds the owner.
+ *
+ * @since 0.1.0
+ */
+import * as Schema from "effect/Schema"
+
+/**
+ * The journal failed. `reason`:
+ *
+ * - `Storage`: the store could not be read or written;
+ * - `Corrupt`: a stored entry could not be decoded;
+ * - `NotFound`: no entry has this key;
+ * - `Conflict`: the entry is not in a state that allows the step (completing a failed operation, resuming one that
+ *   another fiber runs or another recovery took, running a key that is already in flight or completed);
+ * - `Invalid`: the input cannot be stored (an empty or too long key, a payload that is not JSON).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Journal, JournalError } from "@lifeline/kernel"
+ *
+ * const entry = Effect.flatMap(Journal.Journal, (journal) => journal.complete("turn-1")).pipe(
+ *   Effect.catchTag("JournalError", (error: JournalError.JournalError) =>
+ *     error.reason === "NotFound" ? Effect.succeed(undefined) : Effect.fail(error))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class JournalError extends Schema.TaggedError<JournalError>("@lifeline/kernel/JournalError")("JournalError", {
+  reason: Schema.Literals(["Storage", "Corrupt", "NotFound", "Conflict", "Invalid"]),
+  key: Schema.optional(Schema.String),
+  detail: Schema.String,
+  cause: Schema.optional(Schema.Defect())
+}) {
+  override get message(): string {
+    return this.key === undefined
+      ? `journal: ${this.reason}: ${this.detail}`
+      : `journal: ${this.reason} (${this.key}): ${this.detail}`
+  }
+}
+
+/**
+ * Another live journal (another process, or another journal instance in this one) holds the owner: its unfinished
+ * operations are that holder's running work, not a crash's leftovers, so they are not recovered. The fields say who
+ * holds it, as far as its journal knows: its pid and host, when its process started, when it claimed the owner and
+ * until when its claim holds unless it renews it.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class OwnerInUse extends Schema.TaggedError<OwnerInUse>("@lifeline/kernel/OwnerInUse")("OwnerInUse", {
+  owner: Schema.String,
+  pid: Schema.optional(Schema.Int),
+  host: Schema.optional(Schema.String),
+  startedAt: Schema.optional(Schema.Number),
+  claimedAt: Schema.Number,
+  expiresAt: Schema.Number
+}) {
+  override get message(): string {
+    const who = this.pid === undefined ? "another journal" : `process ${this.pid}`
+    const where = this.host === undefined ? "" : ` on ${this.host}`
+    return `journal: owner ${this.owner} is in use by ${who}${where} (claimed at ${
+      new Date(this.claimedAt).toISOString()
+    }, held until ${new Date(this.expiresAt).toISOString()} unless renewed)`
+  }
+}
