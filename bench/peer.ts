@@ -54,12 +54,12 @@ export interface Row {
 }
 
 type Params = { readonly text: string }
-const small: Params = { text: "hello" }
+export const small: Params = { text: "hello" }
 const large: Params = { text: "lorem ipsum dolor sit amet, ".repeat(586).slice(0, 16 * 1024) }
 
 // -- the two clients, behind one shape --------------------------------------------------------------------------
 
-interface Client {
+export interface Client {
   /** Resolves once the server answers (a child process takes a while to start). */
   readonly ready: () => Promise<unknown>
   /** Each per-call latency in milliseconds. */
@@ -74,7 +74,7 @@ interface Client {
 type OursPeer = Peer.Peer<never, typeof Echo | typeof Tick | typeof Drain>
 
 /** Ours, called from Effect and through `PromiseClient`, over one peer. */
-interface Ours {
+export interface Ours {
   readonly effect: Client
   readonly promise: Client
 }
@@ -232,7 +232,7 @@ const vscodeClient = (connection: MessageConnection, onClose: () => Promise<void
 // -- transports -------------------------------------------------------------------------------------------------
 
 /** The lightest in-memory pair: a bounded `Queue` per direction, all that has arrived taken at once. */
-const makeMemoryPair = (capacity = 1024) =>
+export const makeMemoryPair = (capacity = 1024) =>
   Effect.gen(function*() {
     const leftToRight = yield* Queue.bounded<Uint8Array, Cause.Done>(capacity)
     const rightToLeft = yield* Queue.bounded<Uint8Array, Cause.Done>(capacity)
@@ -249,7 +249,7 @@ const makeMemoryPair = (capacity = 1024) =>
   })
 
 /** Both peers in this process; `pair` gives the two transports. */
-const oursInMemory = async (
+export const oursInMemory = async (
   pair: Effect.Effect<{ left: Transport.Transport.Service; right: Transport.Transport.Service }, never, Scope.Scope>
 ): Promise<Ours> => {
   const scope = Effect.runSync(Scope.make())
@@ -258,7 +258,7 @@ const oursInMemory = async (
   return oursClient(Effect.succeed(right), () => Effect.runPromise(Scope.close(scope, Exit.void)))
 }
 
-const vscodeInMemory = (): Client => {
+export const vscodeInMemory = (): Client => {
   const toServer = new PassThrough()
   const toClient = new PassThrough()
   const server = serveVscode(toServer, toClient)
@@ -751,7 +751,8 @@ export const format = (rows: ReadonlyArray<Row>, header = true): string => {
   return (header ? [line(columns), ...body] : body).join("\n")
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
+// Run as a program, not imported (bench/notify.ts imports its clients; bundled, both share one `import.meta.url`).
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href && /peer\.(ts|mjs)$/.test(process.argv[1] ?? "")) {
   const memory = process.argv.find((arg) => arg.startsWith("--memory="))?.slice("--memory=".length)
   if (memory !== undefined) {
     const measure = memory === "ours"

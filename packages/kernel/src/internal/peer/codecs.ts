@@ -8,7 +8,8 @@
  */
 import type * as Message from "@lifeline/jsonrpc/Message"
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
-import type * as Effect from "effect/Effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
@@ -33,7 +34,13 @@ export interface Serve {
 export interface Notify {
   readonly decode: (params: unknown) => Result.Result<unknown, string>
   readonly handle: (params: unknown) => Effect.Effect<void, unknown, any>
+  /** What a failed handler's cause becomes (logged), made once per method rather than per notification. */
+  readonly failed: (cause: Cause.Cause<unknown>) => Effect.Effect<void>
 }
+
+/** @internal */
+export const notificationFailed = (method: string) => (cause: Cause.Cause<unknown>): Effect.Effect<void> =>
+  Cause.hasInterruptsOnly(cause) ? Effect.void : Effect.logWarning(`notification ${method} failed`, cause)
 
 /** @internal */
 export interface CallCodecs {
@@ -63,6 +70,72 @@ const safely = <A>(
 
 const isNever = (schema: Schema.Top): boolean => SchemaAST.isNever(schema.ast)
 
+/** No refinement, transformation, optionality or default: the node parses as its bare type. */
+const isBare = (ast: SchemaAST.AST): boolean =>
+  ast.checks === undefined && ast.encoding === undefined && ast.context === undefined
+
+const primitiveTests: Readonly<Record<string, (u: unknown) => boolean>> = {
+  String: (u) => typeof u === "string",
+  Number: (u) => typeof u === "number",
+  Boolean: (u) => typeof u === "boolean"
+}
+
+/**
+ * The common params shape, a `Struct` of required `String`, `Number` and `Boolean` fields with nothing else on it,
+ * decoded and encoded alike as a check of each field and a fresh object with those fields in order, as Schema's own
+ * parser makes it; `undefined` for any other shape. The check is done here, without the Schema machinery (a parser, an
+ * `Exit` per field, a `Result`); a value it does not accept goes to the Schema codec, whose answer (and message) stands.
+ *
+ * @internal
+ */
+export const plainStruct = (ast: SchemaAST.AST): ((u: unknown) => object | undefined) | undefined => {
+  if (!SchemaAST.isObjects(ast) || !isBare(ast) || ast.indexSignatures.length > 0) return undefined
+  if (ast.encodingChecks !== undefined) return undefined
+  const names: Array<string> = []
+  const tests: Array<(u: unknown) => boolean> = []
+  for (const property of ast.propertySignatures) {
+    const test = primitiveTests[property.type._tag]
+    if (typeof property.name !== "string" || property.name === "__proto__") return undefined
+    if (test === undefined || !isBare(property.type)) return undefined
+    names.push(property.name)
+    tests.push(test)
+  }
+  if (names.length === 0) return undefined
+  return (u) => {
+    if (typeof u !== "object" || u === null || Array.isArray(u)) return undefined
+    const out: Record<string, unknown> = {}
+    for (let i = 0; i < names.length; i++) {
+      const value = (u as Record<string, unknown>)[names[i]]
+      if (!tests[i](value)) return undefined
+      out[names[i]] = value
+    }
+    return out
+  }
+}
+
+/**
+ * A Schema codec as a function that never throws, with `plainStruct`'s shortcut where the Schema allows it.
+ *
+ * @internal
+ */
+export const codec = (
+  schema: Schema.Top,
+  make: (schema: any) => (u: unknown) => Result.Result<unknown, Schema.SchemaError>
+): (u: unknown) => Result.Result<unknown, string> => {
+  const slow = safely(make(schema))
+  const fast = plainStruct(schema.ast)
+  if (fast === undefined) return slow
+  return (u) => {
+    try {
+      const out = fast(u)
+      if (out !== undefined) return Result.succeed(out)
+    } catch {
+      // A getter that throws: the Schema codec reports it.
+    }
+    return slow(u)
+  }
+}
+
 /** A method's call codecs, built once per method definition rather than on every call. */
 const callCodecs = new WeakMap<Method.AnyRequest, CallCodecs>()
 
@@ -71,8 +144,8 @@ export const codecsOf = (method: Method.AnyRequest): CallCodecs => {
   let codecs = callCodecs.get(method)
   if (codecs === undefined) {
     codecs = {
-      encodeParams: safely(Schema.encodeUnknownResult(method.params)),
-      decodeResult: safely(Schema.decodeUnknownResult(method.result)),
+      encodeParams: codec(method.params, Schema.encodeUnknownResult),
+      decodeResult: codec(method.result, Schema.decodeUnknownResult),
       decodeError: isNever(method.error) ? undefined : safely(Schema.decodeUnknownResult(method.error))
     }
     callCodecs.set(method, codecs)
@@ -87,7 +160,7 @@ const notificationEncoders = new WeakMap<Method.AnyNotification, (u: unknown) =>
 export const notificationEncoderOf = (method: Method.AnyNotification) => {
   let encode = notificationEncoders.get(method)
   if (encode === undefined) {
-    encode = safely(Schema.encodeUnknownResult(method.params))
+    encode = codec(method.params, Schema.encodeUnknownResult)
     notificationEncoders.set(method, encode)
   }
   return encode
@@ -144,7 +217,7 @@ const absentCandidates: ReadonlyArray<() => unknown> = [() => undefined, () => n
  * request with params pays nothing for it. A fresh `{}` or `[]` each time, since a handler may keep what it gets.
  */
 const paramsDecoder = (schema: Method.Codec<any>): (params: unknown) => Result.Result<unknown, string> => {
-  const decode = safely(Schema.decodeUnknownResult(schema))
+  const decode = codec(schema, Schema.decodeUnknownResult)
   let absent: (() => unknown) | undefined
   return (params) => {
     if (params !== undefined) return decode(params)
@@ -157,7 +230,7 @@ const paramsDecoder = (schema: Method.Codec<any>): (params: unknown) => Result.R
 export const compileRequest = (method: Method.AnyRequest, handler: Peer.RequestHandler<any, any>): Serve => ({
   decode: paramsDecoder(method.params),
   handle: handler as Serve["handle"],
-  encode: safely(Schema.encodeUnknownResult(method.result)),
+  encode: codec(method.result, Schema.encodeUnknownResult),
   toError: (error) => toRpcError(method, error)
 })
 
@@ -167,7 +240,8 @@ export const compileNotification = (
   handler: Peer.NotificationHandler<any, any>
 ): Notify => ({
   decode: paramsDecoder(method.params),
-  handle: handler as Notify["handle"]
+  handle: handler as Notify["handle"],
+  failed: notificationFailed(method.name)
 })
 
 /**

@@ -18,7 +18,7 @@ import * as References from "effect/References"
 import * as Result from "effect/Result"
 import type * as Cancellation from "../../Cancellation.js"
 import type * as Peer from "../../Peer.js"
-import { compileFallback, type Serve } from "./codecs.js"
+import { compileFallback, notificationFailed, type Serve } from "./codecs.js"
 import { onResponse } from "./outbound.js"
 import { type RequestId, type State, wakeIdle } from "./state.js"
 import { unsafeWrite, write } from "./writer.js"
@@ -183,16 +183,19 @@ const onCancel = (s: State, cancellation: Cancellation.Spelling, params: unknown
 const start = (s: State, effect: Effect.Effect<void, never, any>, method: string | undefined): void => {
   s.inboundActive++
   const fiber = s.forkHandler(effect)
-  if (fiber.pollUnsafe() === undefined) s.otherFibers.set(fiber, method)
+  // Done at once (most handlers): nothing to track, and no observer to allocate.
+  if (fiber.pollUnsafe() !== undefined) return ended(s)
+  s.otherFibers.set(fiber, method)
   fiber.addObserver(() => {
     s.otherFibers.delete(fiber)
-    s.inboundActive--
-    wakeIdle(s)
+    ended(s)
   })
 }
 
-const notificationFailed = (method: string) => (cause: Cause.Cause<unknown>) =>
-  Cause.hasInterruptsOnly(cause) ? Effect.void : Effect.logWarning(`notification ${method} failed`, cause)
+const ended = (s: State): void => {
+  s.inboundActive--
+  wakeIdle(s)
+}
 
 const onNotification = (s: State, notification: Message.Notification): Effect.Effect<void> => {
   s.stats.notificationsReceived++
@@ -207,7 +210,7 @@ const onNotification = (s: State, notification: Message.Notification): Effect.Ef
   if (notify !== undefined) {
     const params = notify.decode(notification.params)
     if (Result.isFailure(params)) return Effect.logWarning(`notification ${method} failed: ${params.failure}`)
-    start(s, Effect.catchCause(notify.handle(params.success), notificationFailed(method)), method)
+    start(s, Effect.catchCause(notify.handle(params.success), notify.failed), method)
     return Effect.void
   }
   if (s.onUnknownNotification !== undefined) {
