@@ -1,0 +1,90 @@
+/**
+ * A runner of the fleet fixture: a Lifeline host that joins the fleet on Postgres and runs `ExtensionSession`s whose
+ * child is `extension.ts`. Writes `ready <pid>` to stdout once it has joined. Sharding settings come as JSON in
+ * `FLEET_SHARDING` (the tests shorten the shard-lock expiry).
+ *
+ * Usage: `node scripts/run-bundled.mjs examples/fleet/runner.ts <postgres url> <port> <effects file>`
+ */
+import * as ExtensionSession from "@lifeline/fleet/ExtensionSession"
+import * as FleetRunner from "@lifeline/fleet/FleetRunner"
+import * as NodeSignals from "@lifeline/node/NodeSignals"
+import * as PgJournal from "@lifeline/postgres/PgJournal"
+import * as ShardId from "effect/cluster/ShardId"
+import * as Sharding from "effect/cluster/Sharding"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as ChildProcess from "effect/process/ChildProcess"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as Url from "node:url"
+import { Host, Work } from "./protocol.js"
+
+const [url, port, effectsFile] = process.argv.slice(2)
+if (url === undefined || port === undefined || effectsFile === undefined) {
+  process.stderr.write("usage: runner.ts <postgres url> <port> <effects file>\n")
+  process.exit(2)
+}
+const root = (() => {
+  // From this file, or from its bundle under node_modules/.cache (scripts/run-bundled.mjs): up to the repository.
+  let dir = Path.dirname(Url.fileURLToPath(import.meta.url))
+  while (!Fs.existsSync(Path.join(dir, "scripts", "run-bundled.mjs"))) {
+    const up = Path.dirname(dir)
+    if (up === dir) throw new Error("not inside the Lifeline repository")
+    dir = up
+  }
+  return dir
+})()
+const here = Path.join(root, "examples/fleet")
+const sharding = JSON.parse(process.env.FLEET_SHARDING ?? "{}") as FleetRunner.ShardingOptions
+const shardsTotal = sharding.shardsPerGroup ?? 300
+const workMs = Number(process.env.FLEET_WORK_MS ?? "400")
+
+const Sessions = ExtensionSession.layer({
+  command: (sessionId) =>
+    ChildProcess.make(process.execPath, [
+      Path.join(root, "scripts/run-bundled.mjs"),
+      Path.join(here, "extension.ts"),
+      sessionId,
+      effectsFile,
+      String(process.pid)
+    ]),
+  protocol: Host,
+  run: (peer, operation) => peer.call(Work, { key: operation.key, attempt: operation.attempt, ms: workMs }),
+  decisions: { work: () => "Resume" },
+  concurrency: "unbounded",
+  maxIdleTime: "5 seconds",
+  claim: { ttl: sharding.shardLockExpiration ?? "10 seconds" },
+  stop: { exitGrace: "200 millis", killGrace: "500 millis" }
+})
+
+const Runner = FleetRunner.layerPostgres({ url, port: Number(port), sharding })
+
+// Reports how many shards this runner holds whenever that changes: `shards <n>`.
+const reportShards = Effect.gen(function*() {
+  const sharding = yield* Sharding.Sharding
+  const total = shardsTotal
+  let last = -1
+  while (true) {
+    let held = 0
+    for (let id = 1; id <= total; id++) if (sharding.hasShardId(ShardId.make("default", id))) held++
+    if (held !== last) {
+      last = held
+      yield* Effect.sync(() => process.stdout.write(`shards ${held}\n`))
+    }
+    yield* Effect.sleep("200 millis")
+  }
+})
+
+const main = Effect.gen(function*() {
+  yield* Effect.sync(() => process.stdout.write(`ready ${process.pid}\n`))
+  return yield* reportShards
+})
+
+NodeSignals.runMain(
+  Effect.scoped(Layer.launch(
+    Layer.merge(Sessions, Layer.effectDiscard(Effect.forkScoped(main))).pipe(
+      Layer.provide(PgJournal.layerClient),
+      Layer.provideMerge(Runner)
+    )
+  ))
+)

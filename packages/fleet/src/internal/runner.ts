@@ -1,0 +1,77 @@
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as RunnerAddress from "effect/cluster/RunnerAddress"
+import * as ShardingConfig from "effect/cluster/ShardingConfig"
+import * as SqlMessageStorage from "effect/cluster/SqlMessageStorage"
+import * as SqlRunnerStorage from "effect/cluster/SqlRunnerStorage"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import type * as FleetRunner from "../FleetRunner.js"
+import * as migrations from "./migrations.js"
+
+const storage = (prefix: string, config: ShardingConfig.ShardingConfig["Service"]) =>
+  Layer.mergeAll(
+    SqlMessageStorage.layerStorage({ prefix }).pipe(Layer.provide(NodeCrypto.layerDigest)),
+    SqlRunnerStorage.layerStorage({ prefix })
+  ).pipe(
+    Layer.provide(Layer.succeed(ShardingConfig.ShardingConfig)(config)),
+    // Built before the storages: the tables exist, migrated by one runner at a time.
+    Layer.provide(Layer.effectDiscard(migrations.run({ prefix })))
+  )
+
+/** The whole configuration: `sharding` over Effect's defaults, so that no field is left to the environment. */
+export const shardingConfig = (
+  options: Pick<FleetRunner.Options, "host" | "port" | "listenHost" | "sharding"> | undefined
+): ShardingConfig.ShardingConfig["Service"] => {
+  const host = options?.host ?? "127.0.0.1"
+  return {
+    ...ShardingConfig.defaults,
+    ...options?.sharding,
+    runnerAddress: options === undefined || options.port === undefined
+      ? Option.none()
+      : Option.some(RunnerAddress.make(host, options.port)),
+    runnerListenAddress: options?.listenHost === undefined || options.port === undefined
+      ? Option.none()
+      : Option.some(RunnerAddress.make(options.listenHost, options.port))
+  }
+}
+
+export const layer = (options: FleetRunner.Options) => {
+  const config = shardingConfig(options)
+  const prefix = options.prefix ?? "cluster"
+  return NodeClusterSocket.layer({
+    storage: "byo",
+    shardingConfig: config,
+    serialization: options.serialization ?? "binary"
+  }).pipe(Layer.provideMerge(storage(prefix, config)))
+}
+
+export const layerClient = (options?: {
+  readonly prefix?: string | undefined
+  readonly sharding?: FleetRunner.ShardingOptions | undefined
+  readonly serialization?: "binary" | "ndjson" | undefined
+}) => {
+  const config = shardingConfig({ port: undefined as unknown as number, sharding: options?.sharding })
+  const prefix = options?.prefix ?? "cluster"
+  return NodeClusterSocket.layer({
+    clientOnly: true,
+    storage: "byo",
+    shardingConfig: config,
+    serialization: options?.serialization ?? "binary"
+  }).pipe(Layer.provideMerge(storage(prefix, config)))
+}
+
+const pg = (options: FleetRunner.PostgresOptions) =>
+  PgClient.layer({
+    url: Redacted.isRedacted(options.url) ? options.url : Redacted.make(options.url),
+    maxConnections: options.maxConnections ?? 10
+  })
+
+export const layerPostgres = (options: FleetRunner.Options & FleetRunner.PostgresOptions) =>
+  layer(options).pipe(Layer.provideMerge(pg(options)))
+
+export const layerClientPostgres = (
+  options: FleetRunner.PostgresOptions & Parameters<typeof layerClient>[0]
+) => layerClient(options).pipe(Layer.provideMerge(pg(options)))
