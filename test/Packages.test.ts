@@ -15,7 +15,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 
 const workspace = Path.resolve(import.meta.dirname, "..")
-const packages = ["jsonrpc", "kernel", "node", "sqlite", "hermes", "hermes-node"] as const
+const packages = ["jsonrpc", "kernel", "node", "sqlite", "postgres", "hermes", "hermes-node", "fleet"] as const
 const tsc = Path.join(workspace, "node_modules", "typescript", "bin", "tsc")
 const typesNodeVersion: string = JSON.parse(
   Fs.readFileSync(Path.join(workspace, "node_modules", "@types", "node", "package.json"), "utf8")
@@ -114,7 +114,10 @@ NodeSignals.runMain(main)
 
 const consumerTs = `import type { Peer } from "@lifeline/kernel"
 import { Connection, Method, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+import { FleetRunner } from "@lifeline/fleet"
 import { NodeChildProcess, NodeSignals } from "@lifeline/node"
+import { PgJournal } from "@lifeline/postgres"
+import { SqliteJournal } from "@lifeline/sqlite"
 import { Context, Effect, Layer, Schema } from "effect"
 import { ChildProcess } from "effect/process"
 
@@ -147,6 +150,11 @@ const program: Effect.Effect<number, unknown> = Calculator.use((calculator) => c
 )
 
 export const code: 143 = NodeSignals.ExitCode.Terminate
+
+// The journals and the fleet, as a host composes them (type-checked against the published .d.ts only).
+export const sqliteJournal = SqliteJournal.layer({ filename: "journal.db" })
+export const pgJournal = PgJournal.layerConfig
+export const runner = FleetRunner.layerPostgres({ url: "postgres://lifeline@127.0.0.1:5432/postgres", port: 34431 })
 
 // @ts-expect-error: the internal modules are not exported
 export type Hidden = typeof import("@lifeline/kernel/internal/peer")
@@ -185,7 +193,7 @@ describe("the published packages, installed with npm outside the workspace", () 
       Fs.mkdirSync(packs)
       Fs.mkdirSync(project)
 
-      expectSuccess("pnpm build", await run("pnpm", ["run", "build"], { cwd: workspace, timeoutMs: 60_000 }))
+      expectSuccess("pnpm build", await run("pnpm", ["run", "build"], { cwd: workspace, timeoutMs: 240_000 }))
       for (const name of packages) {
         expectSuccess(
           `pnpm pack @lifeline/${name}`,
@@ -197,11 +205,13 @@ describe("the published packages, installed with npm outside the workspace", () 
       }
       const tarballs = Fs.readdirSync(packs).filter((file) => file.endsWith(".tgz")).sort()
       assert.deepStrictEqual(tarballs, [
+        "lifeline-fleet-0.1.0.tgz",
         "lifeline-hermes-0.1.0.tgz",
         "lifeline-hermes-node-0.1.0.tgz",
         "lifeline-jsonrpc-0.1.0.tgz",
         "lifeline-kernel-0.1.0.tgz",
         "lifeline-node-0.1.0.tgz",
+        "lifeline-postgres-0.1.0.tgz",
         "lifeline-sqlite-0.1.0.tgz"
       ])
 
@@ -273,5 +283,5 @@ describe("the published packages, installed with npm outside the workspace", () 
     } finally {
       Fs.rmSync(dir, { recursive: true, force: true })
     }
-  }, 120_000)
+  }, 420_000)
 })
