@@ -8,6 +8,7 @@
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
@@ -83,7 +84,11 @@ export declare namespace Journal {
     readonly release: (key: string) => Effect.Effect<void>
     /** The keys that fibers of this process run now: begun or resumed here, and not yet ended or released. */
     readonly running: Effect.Effect<ReadonlyArray<string>>
-    /** `InFlight` and `NeedsRecovery` entries, of one owner or of all, oldest first. */
+    /**
+     * `InFlight` and `NeedsRecovery` entries, of one owner or of all, oldest first. One row that cannot be read (a
+     * `Corrupt` one, or one the driver refuses) fails the whole listing: that is why `begin`, `complete` and `fail`
+     * refuse values over `maxPayloadBytes` before writing them.
+     */
     readonly unfinished: (owner?: string) => Effect.Effect<ReadonlyArray<Entry>, JournalError>
     readonly get: (key: string) => Effect.Effect<Option.Option<Entry>, JournalError>
     /** Deletes `Completed` and `Failed` entries that ended before `finishedBefore` (epoch ms); returns how many. */
@@ -117,7 +122,7 @@ export declare namespace Journal {
 
 /**
  * Options of {@link make}: the process the journal runs in, for its claims, and how to tell whether a claim's holder
- * on this host still runs (see `JournalClaim.Identity` and `JournalClaim.Liveness`).
+ * on this host still runs (see `JournalClaim.Identity` and `JournalClaim.Liveness`); and the journal's limits.
  *
  * @since 0.1.0
  * @category models
@@ -125,13 +130,44 @@ export declare namespace Journal {
 export interface MakeOptions {
   readonly identity?: Identity | undefined
   readonly liveness?: Liveness | undefined
+  /**
+   * How long one storage step (a read, a write, a claim renewal, a whole `batch`) may take, on the `Clock`
+   * (default {@link defaultOperationTimeout}, 5 seconds). A step that takes longer fails with a `Storage` error that
+   * says it timed out, and whether it took effect is then unknown (as after a crash); the driver's query is
+   * interrupted in the background, so a server that stopped answering holds neither the caller nor a shutdown.
+   */
+  readonly operationTimeout?: Duration.Input | undefined
+  /**
+   * The largest payload, result or error a journal stores, in bytes of its JSON as UTF-8 (default
+   * {@link defaultMaxPayloadBytes}, 1 MiB). A larger one is refused as `Invalid` before anything is written, by
+   * every backend: a row that the driver cannot read back (PostgreSQL's driver refuses a message over 16 MiB) would
+   * otherwise make every later listing, and so every `Recovery.run`, fail.
+   */
+  readonly maxPayloadBytes?: number | undefined
 }
+
+/**
+ * How long one storage step may take by default (`MakeOptions.operationTimeout`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const defaultOperationTimeout: Duration.Input = internal.defaultOperationTimeout
+
+/**
+ * The largest payload, result or error stored by default, in bytes of JSON (`MakeOptions.maxPayloadBytes`): 1 MiB.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const defaultMaxPayloadBytes: number = internal.defaultMaxPayloadBytes
 
 /**
  * Builds a journal on a storage backend. Times come from the `Clock`. The journal also knows which keys fibers of
  * this process run (`running`), which the storage cannot tell from what a crash left behind; a new journal on the
  * same storage, as after a restart, runs nothing, and holds no claim. `identity` and `liveness` describe the process
- * for claims; without them a claim is taken over only when it expires.
+ * for claims; without them a claim is taken over only when it expires. Every step is bounded by `operationTimeout`;
+ * keys, kinds, owners and payloads are checked (see `JournalError`) before the backend sees them.
  *
  * @example
  * ```ts

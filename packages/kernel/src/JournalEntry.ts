@@ -112,7 +112,9 @@ export interface Guard {
 }
 
 /**
- * The longest key (and owner) a journal accepts, so that every SQL server can index it (`VARCHAR(255)`).
+ * The longest key, kind and owner a journal accepts, so that every SQL server can index it (`VARCHAR(255)`). Each
+ * must also be well-formed Unicode (no lone surrogate, which a driver would store as U+FFFD, so that two keys
+ * collide) without control characters (NUL, line breaks, escapes): anything else is `Invalid`.
  *
  * @since 0.1.0
  * @category models

@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import { shown } from "./internal/journalText.js"
 
 /**
  * The journal failed. `reason`:
@@ -14,7 +15,12 @@ import * as Schema from "effect/Schema"
  * - `NotFound`: no entry has this key;
  * - `Conflict`: the entry is not in a state that allows the step (completing a failed operation, resuming one that
  *   another fiber runs or another recovery took, running a key that is already in flight or completed);
- * - `Invalid`: the input cannot be stored (an empty or too long key, a payload that is not JSON).
+ * - `Invalid`: the input cannot be stored: a key, kind or owner that is empty, too long (`JournalEntry.maxKeyLength`),
+ *   not well-formed Unicode or with a control character; a payload, result or error that is not JSON (a function, a
+ *   `bigint`, `NaN` or `Infinity`) or larger than the journal's `maxPayloadBytes`.
+ * - `Storage` also says when a step timed out (`operationTimeout`): the server did not answer in time.
+ *
+ * `message` shows untrusted values (keys, server messages) escaped and cut to a bounded length.
  *
  * @example
  * ```ts
@@ -36,10 +42,11 @@ export class JournalError extends Schema.TaggedError<JournalError>("@lifeline/ke
   detail: Schema.String,
   cause: Schema.optional(Schema.Defect())
 }) {
+  /** The key (cut to 120 characters) and the detail (to 1000), with control characters escaped. */
   override get message(): string {
     return this.key === undefined
-      ? `journal: ${this.reason}: ${this.detail}`
-      : `journal: ${this.reason} (${this.key}): ${this.detail}`
+      ? `journal: ${this.reason}: ${shown(this.detail, 1000)}`
+      : `journal: ${this.reason} (${shown(this.key)}): ${shown(this.detail, 1000)}`
   }
 }
 
@@ -62,8 +69,8 @@ export class OwnerInUse extends Schema.TaggedError<OwnerInUse>("@lifeline/kernel
 }) {
   override get message(): string {
     const who = this.pid === undefined ? "another journal" : `process ${this.pid}`
-    const where = this.host === undefined ? "" : ` on ${this.host}`
-    return `journal: owner ${this.owner} is in use by ${who}${where} (claimed at ${
+    const where = this.host === undefined ? "" : ` on ${shown(this.host)}`
+    return `journal: owner ${shown(this.owner)} is in use by ${who}${where} (claimed at ${
       new Date(this.claimedAt).toISOString()
     }, held until ${new Date(this.expiresAt).toISOString()} unless renewed)`
   }

@@ -68,6 +68,25 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
 export const migrate: Effect.Effect<void, JournalError, SqlClient.SqlClient> = internal.migrate
 
 /**
+ * What a storage error says, as far down its `reason` and `cause` chain as it goes: the SQL client's message is
+ * often generic ("Failed to connect") and the server's reason ("database "x" does not exist", "role "y" does not
+ * exist", "connect ECONNREFUSED") is below it. The distinct messages, joined by `: `, with any password written in a
+ * connection URL replaced by `***`. The journal's `Storage` errors use it.
+ *
+ * @example
+ * ```ts
+ * import { JournalSql } from "@lifeline/kernel"
+ *
+ * const error = new Error("Failed to connect", { cause: new Error("database \"app\" does not exist") })
+ * JournalSql.describeError(error) // 'Failed to connect: database "app" does not exist'
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const describeError: (error: unknown) => string = internal.describeCause
+
+/**
  * The storage backend on a SQL client whose schema is migrated, for `Journal.make`.
  *
  * @example

@@ -33,8 +33,13 @@ export interface TrackOptions<A, I> {
  * is exactly what a crash or a kill leaves behind, so both are recovered the same way. A failure with a kernel
  * `ShutdownError` (a call cut off by the connection's shutdown) is treated the same, not as the operation's failure.
  * The shutdown, which knows better, records it (`Recovery.recordShutdown`: `NeedsRecovery` after a drain timeout,
- * `Failed` after a fail-fast stop); without that, `Recovery` decides at the next start. If recording the end fails,
- * the caller gets the `JournalError`, since the journal then disagrees with what happened.
+ * `Failed` after a fail-fast stop); without that, `Recovery` decides at the next start.
+ *
+ * If recording the end fails, the caller gets a `JournalError`, since the journal then disagrees with what happened:
+ * when `complete` fails, that error (the operation's value is lost to the caller); when `fail` fails, a `JournalError`
+ * with the same `reason` whose `cause` is the operation's own failure (its `Cause`), so neither is lost. In both cases
+ * the entry stays unfinished and `Recovery` decides at the next start. An error too large to store
+ * (`maxPayloadBytes`) is recorded as its message alone.
  *
  * @example
  * ```ts

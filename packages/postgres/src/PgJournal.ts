@@ -8,8 +8,10 @@
  */
 import type * as PgClient from "@effect/sql-pg/PgClient"
 import * as Journal from "@lifeline/kernel/Journal"
+import type * as JournalClaim from "@lifeline/kernel/JournalClaim"
 import type * as JournalError from "@lifeline/kernel/JournalError"
 import * as Config from "effect/Config"
+import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Redacted from "effect/Redacted"
@@ -17,9 +19,32 @@ import type * as SqlClient from "effect/sql/SqlClient"
 import * as internal from "./internal/pgJournal.js"
 
 /**
+ * Options of the Postgres journal.
+ *
+ * - `identity`: the process recorded in its owner claims. Node's pid, host name and start time by default; in
+ *   containers, whose host names and pids may repeat, give each host a distinct `host` (e.g. the pod's name), since a
+ *   claimant takes over at once a holder "on its host" whose pid is gone.
+ * - `operationTimeout`: how long one journal step may take (default `Journal.defaultOperationTimeout`, 5 seconds):
+ *   a server that stopped answering (frozen, partitioned) fails the step with a `Storage` error that says it timed
+ *   out, instead of holding the host and its shutdown; reading the server's settings and migrating at start are
+ *   bounded by it too. On the pool of {@link layer} it is also the server-side
+ *   `statement_timeout` and the connect timeout (unless the pool options give one).
+ * - `maxPayloadBytes`: the largest payload, result or error stored (default `Journal.defaultMaxPayloadBytes`, 1 MiB),
+ *   well below the driver's 16 MiB message limit, so that every stored row can be read back.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  readonly identity?: JournalClaim.Identity | undefined
+  readonly operationTimeout?: Duration.Input | undefined
+  readonly maxPayloadBytes?: number | undefined
+}
+
+/**
  * Migrates the schema (`JournalSql.migrations`, under an advisory lock) and builds the journal on the `SqlClient` in
- * context, which must be a PostgreSQL one (`PgClient.layer`, or your app's own pool). Its owner claims record this
- * process (pid, host, start time), so a claimant on the same host can tell at once whether a holder still runs;
+ * context, which must be a PostgreSQL one (`PgClient.layer`, or your app's own pool; set `statement_timeout` on it
+ * yourself, see {@link Options}). Its owner claims record this process (pid, host, start time, or `options.identity`), so a claimant on the same host can tell at once whether a holder still runs;
  * holders on other hosts are taken over when their claims expire. Logs a warning when the server does not sync
  * commits (`synchronous_commit` off), since the journal is then not durable.
  *
@@ -32,14 +57,17 @@ import * as internal from "./internal/pgJournal.js"
  * // the app's own pool, e.g. `PgClient.layer({ url })` from @effect/sql-pg
  * declare const pool: Layer.Layer<SqlClient.SqlClient>
  *
- * const journal = PgJournal.make().pipe(Effect.provide(pool))
+ * const journal = PgJournal.make({ identity: { host: "worker-7" }, operationTimeout: "3 seconds" }).pipe(
+ *   Effect.provide(pool)
+ * )
  * ```
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make: () => Effect.Effect<Journal.Journal.Service, JournalError.JournalError, SqlClient.SqlClient> =
-  internal.make
+export const make: (
+  options?: Options
+) => Effect.Effect<Journal.Journal.Service, JournalError.JournalError, SqlClient.SqlClient> = internal.make
 
 /**
  * The journal on the `SqlClient` in context (see {@link make}).
@@ -66,7 +94,10 @@ export const layerClient: Layer.Layer<Journal.Journal, JournalError.JournalError
 
 /**
  * The journal on a pool of its own, from `@effect/sql-pg`'s pool options (`url`, or `host`, `port`, `database`,
- * `username`, `password`; `maxConnections`, ...), closed with the layer.
+ * `username`, `password`; `maxConnections`, ...), closed with the layer; `options` as in {@link make}. The pool's
+ * connections get `statement_timeout` = `operationTimeout`, and it is their connect timeout unless `poolOptions`
+ * give one. A connection that fails says why (the server's reason: a database or role that does not exist, a refused
+ * connection), never the password.
  *
  * @example
  * ```ts
@@ -75,15 +106,21 @@ export const layerClient: Layer.Layer<Journal.Journal, JournalError.JournalError
  * import { Effect, Redacted } from "effect"
  *
  * const program = Effect.flatMap(Journal.Journal, (journal) => journal.unfinished()).pipe(
- *   Effect.provide(PgJournal.layer({ url: Redacted.make("postgres://lifeline@127.0.0.1:5432/lifeline") }))
+ *   Effect.provide(PgJournal.layer(
+ *     { url: Redacted.make("postgres://lifeline@127.0.0.1:5432/lifeline") },
+ *     { identity: { host: "host-1" } }
+ *   ))
  * )
  * ```
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: PgClient.PgPoolConfig): Layer.Layer<Journal.Journal, JournalError.JournalError> =>
-  layerClient.pipe(Layer.provide(internal.pool(options)))
+export const layer = (
+  poolOptions: PgClient.PgPoolConfig,
+  options?: Options
+): Layer.Layer<Journal.Journal, JournalError.JournalError> =>
+  Layer.effect(Journal.Journal, internal.make(options)).pipe(Layer.provide(internal.pool(poolOptions, options)))
 
 /**
  * The variables naming the server, in order of precedence.
@@ -95,7 +132,7 @@ export const URL_VARIABLES: ReadonlyArray<string> = ["LIFELINE_POSTGRES_URL", "D
 
 /**
  * The connection URL from the environment: `LIFELINE_POSTGRES_URL`, else `DATABASE_URL`
- * (`postgres://user:password@host:port/database`).
+ * (`postgres://user:password@host:port/database`). With neither set, the `ConfigError` names both.
  *
  * @example
  * ```ts
@@ -108,9 +145,7 @@ export const URL_VARIABLES: ReadonlyArray<string> = ["LIFELINE_POSTGRES_URL", "D
  * @since 0.1.0
  * @category constructors
  */
-export const config: Config.Config<Redacted.Redacted<string>> = Config.Redacted("LIFELINE_POSTGRES_URL").pipe(
-  Config.orElse(() => Config.Redacted("DATABASE_URL"))
-)
+export const config: Config.Config<Redacted.Redacted<string>> = internal.config
 
 /**
  * The journal on the server named by {@link config}.

@@ -173,4 +173,67 @@ describePostgres(pg, "PgJournal", () => {
       assert.strictEqual(report.again, `continued {"text":"hi"}`)
       assert.deepStrictEqual(report.unfinished, [])
     }).pipe(Effect.scoped))
+
+  it.effect(
+    "a connection that fails says why: no such database, no such role, refused; never the password",
+    () =>
+      Effect.gen(function*() {
+        const server = new URL(pg.url())
+        const failure = (url: URL) =>
+          Effect.flip(Layer.build(PgJournal.layer({ url: Redacted.make(url.toString()) }))).pipe(
+            Effect.map((error) => error.message)
+          )
+        const noDatabase = new URL(server)
+        noDatabase.pathname = "/no_such_database"
+        noDatabase.password = "s3cret-password"
+        const noRole = new URL(server)
+        noRole.username = "no_such_role"
+        noRole.password = "s3cret-password"
+        const refused = new URL(server)
+        refused.port = "1"
+        const messages = [yield* failure(noDatabase), yield* failure(noRole), yield* failure(refused)]
+        assert.include(messages[0], `database "no_such_database" does not exist`)
+        assert.include(messages[1], `role "no_such_role" does not exist`)
+        assert.include(messages[2], "ECONNREFUSED")
+        for (const message of messages) assert.notInclude(message, "s3cret")
+      }).pipe(Effect.scoped),
+    30_000
+  )
+
+  it.effect("options.identity names this process in its claims, e.g. a container's own host name", () =>
+    Effect.gen(function*() {
+      const url = yield* fresh
+      const journal = yield* Effect.flatMap(
+        client(url),
+        (sql) => PgJournal.make({ identity: { host: "pod-7" } }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+      )
+      const claim = yield* journal.claim("host")
+      assert.deepStrictEqual([claim.host, claim.pid], ["pod-7", process.pid])
+      assert.strictEqual(Option.getOrThrow(yield* journal.holder("host")).host, "pod-7")
+    }).pipe(Effect.scoped))
+
+  it.effect(
+    "a payload the driver could not read back (over 16 MiB) is refused before it is written",
+    () =>
+      Effect.gen(function*() {
+        const url = yield* fresh
+        const journal = yield* journalOn(url)
+        const error = yield* Effect.flip(
+          journal.begin({ ...op("huge"), payload: { text: "x".repeat(17 * 1024 * 1024) } })
+        )
+        assert.strictEqual(error.reason, "Invalid")
+        yield* journal.begin(op("small"))
+        assert.deepStrictEqual((yield* journal.unfinished("host")).map((entry) => entry.key), ["small"])
+      }).pipe(Effect.scoped),
+    30_000
+  )
 })
+
+it.effect("with neither variable set, the configuration error names LIFELINE_POSTGRES_URL and DATABASE_URL", () =>
+  Effect.gen(function*() {
+    const error = yield* Effect.flip(PgJournal.config.parse(ConfigProvider.fromEnv({ env: {} })))
+    assert.include(error.message, "LIFELINE_POSTGRES_URL")
+    assert.include(error.message, "DATABASE_URL")
+    const url = yield* PgJournal.config.parse(ConfigProvider.fromEnv({ env: { DATABASE_URL: "postgres://db/app" } }))
+    assert.strictEqual(Redacted.value(url), "postgres://db/app")
+  }))

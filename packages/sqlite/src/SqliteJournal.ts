@@ -9,6 +9,7 @@ import * as Journal from "@lifeline/kernel/Journal"
 import type * as JournalError from "@lifeline/kernel/JournalError"
 import * as JournalSql from "@lifeline/kernel/JournalSql"
 import * as Config from "effect/Config"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
@@ -37,6 +38,14 @@ export interface Options {
   /** The database file; its directory is created when missing. */
   readonly filename: string
   readonly synchronous?: Synchronous | undefined
+  /**
+   * How long one journal step may take (default `Journal.defaultOperationTimeout`, 5 seconds), then a `Storage`
+   * error that says it timed out. node:sqlite runs a statement synchronously, so this bounds the wait for the write
+   * lock (busy timeout, 5 s) rather than a statement already running.
+   */
+  readonly operationTimeout?: Duration.Input | undefined
+  /** The largest payload, result or error stored, in bytes of JSON (default `Journal.defaultMaxPayloadBytes`, 1 MiB). */
+  readonly maxPayloadBytes?: number | undefined
 }
 
 /**
@@ -82,7 +91,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
  * @category constructors
  */
 export const make: (
-  options?: { readonly synchronous?: Synchronous | undefined }
+  options?: Omit<Options, "filename">
 ) => Effect.Effect<Journal.Journal.Service, JournalError.JournalError, SqlClient.SqlClient> = internal.make
 
 /**
@@ -131,8 +140,7 @@ export const makeFile = (
 ): Effect.Effect<Journal.Journal.Service, JournalError.JournalError, Scope.Scope> =>
   Effect.flatMap(
     internal.makeClient(options.filename),
-    (client) =>
-      internal.make({ synchronous: options.synchronous }).pipe(Effect.provideService(internal.SqlClientTag, client))
+    (client) => internal.make(options).pipe(Effect.provideService(internal.SqlClientTag, client))
   )
 
 /**
@@ -188,7 +196,7 @@ export const SYNCHRONOUS_VARIABLE = "LIFELINE_JOURNAL_SYNCHRONOUS"
  * @since 0.1.0
  * @category constructors
  */
-export const config: Config.Config<Required<Options>> = Config.all({
+export const config: Config.Config<{ readonly filename: string; readonly synchronous: Synchronous }> = Config.all({
   // The data directory: the journal is <dir>/lifeline/journal.db
   directory: Config.NonEmptyString("LIFELINE_DATA_DIR").pipe(
     Config.orElse(() => Config.NonEmptyString("HERMES_DATA_DIR")),

@@ -1,23 +1,108 @@
 /** @internal */
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import type * as Journal from "../Journal.js"
 import type * as JournalBackend from "../JournalBackend.js"
 import type * as JournalEntry from "../JournalEntry.js"
 import { maxKeyLength, unfinishedStatuses } from "../JournalEntry.js"
 import { JournalError } from "../JournalError.js"
 import { makeClaims } from "./journalClaim.js"
-import { encodeJson, errorToJson, messageOf, toEntries, toEntry } from "./journalJson.js"
+import { checkSize, encodeJson, errorToJson, messageOf, toEntries, toEntry } from "./journalJson.js"
 import { makeMemoryBackend } from "./journalMemory.js"
+import { shown, textProblem } from "./journalText.js"
 
 const finished: ReadonlyArray<JournalEntry.Status> = ["Completed", "Failed"]
 
-const checkKey = (key: string): Effect.Effect<void, JournalError> =>
-  key.length === 0 || key.length > maxKeyLength
-    ? Effect.fail(new JournalError({ reason: "Invalid", key, detail: `a key has 1 to ${maxKeyLength} characters` }))
-    : Effect.void
+/** @internal */
+export const defaultOperationTimeout: Duration.Input = "5 seconds"
+
+/** @internal */
+export const defaultMaxPayloadBytes = 1024 * 1024
+
+// A key, a kind or an owner: 1 to 255 characters of well-formed Unicode without control characters. Checked before
+// anything is written, so that every backend refuses the same values the same way (a lone surrogate would be stored
+// as U+FFFD and collide with another key; PostgreSQL refuses a NUL as a storage error).
+// `begin` and `claim` refuse control characters in what they create; the steps on an existing entry accept them, so
+// that an entry stored before this check (or by another program) can still be ended, resumed and read. A lone
+// surrogate is refused everywhere: the storage would match it with another key.
+const invalidText = (
+  what: "key" | "kind" | "owner",
+  value: string,
+  existing = false
+): JournalError | undefined => {
+  const problem = textProblem(value, maxKeyLength, existing)
+  return problem === undefined ? undefined : new JournalError({
+    reason: "Invalid",
+    ...(what === "key" && typeof value === "string" ? { key: shown(value) } : {}),
+    detail: `a ${what} is 1 to ${maxKeyLength} characters of well-formed Unicode without control characters; ${
+      what === "key" ? "this one" : `${what} "${typeof value === "string" ? shown(value) : "?"}"`
+    } ${problem}`
+  })
+}
+
+const checkText = (what: "key" | "kind" | "owner", value: string): Effect.Effect<void, JournalError> => {
+  const error = invalidText(what, value)
+  return error === undefined ? Effect.void : Effect.fail(error)
+}
+
+// A key that names an existing entry.
+const checkKey = (key: string): Effect.Effect<void, JournalError> => {
+  const error = invalidText("key", key, true)
+  return error === undefined ? Effect.void : Effect.fail(error)
+}
+
+// Every step of the backend, bounded: it runs in a fiber of its own, and the caller waits for it at most `timeout`
+// (on the Clock). A driver whose query cannot be interrupted (it waits for a frozen server's answer, and its
+// interruption waits too) then holds neither the caller nor a shutdown: the step fails with a Storage error that
+// says it timed out, and the fiber is interrupted in the background. The wait is as interruptible as the caller.
+const bounded =
+  (timeout: Duration.Duration) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | JournalError, R> =>
+    Effect.uninterruptibleMask((restore) =>
+      // Started at once: a step that needs no I/O (the memory backend) ends before the timeout is even set.
+      Effect.flatMap(Effect.forkDetach(effect, { startImmediately: true }), (fiber) =>
+        restore(
+          Fiber.await(fiber).pipe(
+            Effect.timeoutOrElse({
+              duration: timeout,
+              orElse: () =>
+                Effect.fail(
+                  new JournalError({
+                    reason: "Storage",
+                    detail: `the storage did not answer within ${
+                      Duration.toMillis(timeout)
+                    } ms (operationTimeout): the step timed out, and whether it took effect is unknown`
+                  })
+                )
+            })
+          )
+        ).pipe(
+          Effect.onExit((exit) =>
+            Exit.isSuccess(exit) ? Effect.void : Effect.asVoid(Effect.forkDetach(Fiber.interrupt(fiber)))
+          ),
+          Effect.flatMap((exit): Effect.Effect<A, E | JournalError> => exit)
+        ))
+    )
+
+const boundedBackend = (backend: JournalBackend.Backend, timeout: Duration.Duration): JournalBackend.Backend => {
+  const bound = bounded(timeout)
+  return {
+    insert: (row) => bound(backend.insert(row)),
+    update: (key, where, patch) => bound(backend.update(key, where, patch)),
+    get: (key) => bound(backend.get(key)),
+    list: (statuses, owner) => bound(backend.list(statuses, owner)),
+    remove: (statuses, finishedBefore) => bound(backend.remove(statuses, finishedBefore)),
+    batch: (effect) => bound(backend.batch(effect)),
+    insertClaim: (claim) => bound(backend.insertClaim(claim)),
+    replaceClaim: (claim, where) => bound(backend.replaceClaim(claim, where)),
+    getClaim: (owner) => bound(backend.getClaim(owner)),
+    deleteClaim: (owner, holder) => bound(backend.deleteClaim(owner, holder))
+  }
+}
 
 const notFound = (key: string) => new JournalError({ reason: "NotFound", key, detail: "no entry has this key" })
 
@@ -25,10 +110,13 @@ const conflict = (key: string, detail: string) => new JournalError({ reason: "Co
 
 /** @internal */
 export const make = (
-  backend: JournalBackend.Backend,
+  storage: JournalBackend.Backend,
   options?: Journal.MakeOptions
 ): Effect.Effect<Journal.Journal.Service> =>
   Effect.sync(() => {
+    const timeout = Duration.fromInputUnsafe(options?.operationTimeout ?? defaultOperationTimeout)
+    const backend = boundedBackend(storage, timeout)
+    const maxBytes = options?.maxPayloadBytes ?? defaultMaxPayloadBytes
     // Keys a fiber of this process runs: begun or resumed here, and not yet ended. The journal cannot tell a live
     // in-flight operation from one a crash left behind; this map can, and it dies with the process, exactly when its
     // operations stop being live. A step that may take ownership claims the key *before* it writes (checking and
@@ -67,8 +155,10 @@ export const make = (
 
     const begin = (operation: JournalEntry.Operation): Effect.Effect<JournalEntry.Began, JournalError> =>
       Effect.gen(function*() {
-        yield* checkKey(operation.key)
-        const payload = yield* Effect.fromResult(encodeJson(operation.payload, "payload", operation.key))
+        yield* checkText("key", operation.key)
+        yield* checkText("kind", operation.kind)
+        yield* checkText("owner", operation.owner)
+        const payload = yield* Effect.fromResult(encodeJson(operation.payload, "payload", operation.key, maxBytes))
         const now = yield* Clock.currentTimeMillis
         claim(operation.key)
         return yield* insertOrRetry({
@@ -120,18 +210,34 @@ export const make = (
       })
 
     const complete = (key: string, result?: unknown) =>
-      Effect.flatMap(Effect.fromResult(encodeJson(result, "result", key)), (json) =>
-        end(key, "Completed", { result: result === undefined ? null : json, error: null, reason: null }, undefined)
-          .pipe(Effect.tap(() =>
-            Effect.sync(() => claims.delete(key))
-          )))
+      Effect.andThen(
+        checkKey(key),
+        Effect.flatMap(Effect.fromResult(encodeJson(result, "result", key, maxBytes)), (json) =>
+          end(key, "Completed", { result: result === undefined ? null : json, error: null, reason: null }, undefined)
+            .pipe(Effect.tap(() => Effect.sync(() => claims.delete(key)))))
+      )
 
     const fail = (key: string, error: unknown, guard?: JournalEntry.Guard) =>
       Effect.suspend(() => {
+        const invalid = invalidText("key", key, true)
+        if (invalid !== undefined) {
+          return Effect.fail(invalid)
+        }
         const json = errorToJson(error)
-        const patch = { error: JSON.stringify(json) ?? null, reason: messageOf(json) }
+        const text = checkSize(JSON.stringify(json) ?? "null", "error", key, maxBytes)
+        if (Result.isFailure(text)) {
+          return Effect.fail(text.failure)
+        }
+        const reason = messageOf(json)
+        // The reason is a short text: the error's message, cut to 1000 characters.
+        const patch = {
+          error: text.success,
+          reason: reason !== null && reason.length > 1000 ? `${reason.slice(0, 1000)}…` : reason
+        }
         if (guard === undefined) {
-          return end(key, "Failed", patch, undefined).pipe(Effect.tap(() => Effect.sync(() => claims.delete(key))))
+          return end(key, "Failed", patch, undefined).pipe(Effect.tap(() =>
+            Effect.sync(() => claims.delete(key))
+          ))
         }
         // A recovery decision: refused while a fiber here runs the operation.
         if (claims.has(key)) return claimed(key)
@@ -141,6 +247,8 @@ export const make = (
 
     const resume = (key: string, guard?: JournalEntry.Guard) =>
       Effect.suspend(() => {
+        const invalid = invalidText("key", key, true)
+        if (invalid !== undefined) return Effect.fail(invalid)
         if (claims.has(key)) return claimed(key)
         claim(key)
         return Effect.gen(function*() {
@@ -163,7 +271,8 @@ export const make = (
         const now = yield* Clock.currentTimeMillis
         const changed = yield* backend.batch(
           Effect.forEach(
-            Array.from(new Set(keys)),
+            // A key that is not valid cannot have an entry: skipped, as an unknown one.
+            Array.from(new Set(keys)).filter((key) => textProblem(key, maxKeyLength, true) === undefined),
             (key) =>
               backend.update(key, { statuses: ["InFlight"] }, { status: "NeedsRecovery", reason, updatedAt: now })
           )
@@ -179,8 +288,15 @@ export const make = (
       markNeedsRecovery,
       release: (key) => Effect.sync(() => void claims.delete(key)),
       running: Effect.sync(() => Array.from(claims.keys())),
-      unfinished: (owner) => Effect.flatMap(backend.list(unfinishedStatuses, owner), toEntries),
-      get,
+      unfinished: (owner) =>
+        Effect.andThen(
+          Effect.suspend(() => {
+            const error = owner === undefined ? undefined : invalidText("owner", owner, true)
+            return error === undefined ? Effect.void : Effect.fail(error)
+          }),
+          Effect.flatMap(backend.list(unfinishedStatuses, owner), toEntries)
+        ),
+      get: (key) => Effect.andThen(checkKey(key), get(key)),
       prune: (finishedBefore) => backend.remove(finished, finishedBefore),
       batch: backend.batch,
       ...makeClaims(backend, options)

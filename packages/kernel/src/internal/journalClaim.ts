@@ -14,6 +14,7 @@ import type * as JournalBackend from "../JournalBackend.js"
 import type * as JournalClaim from "../JournalClaim.js"
 import { maxKeyLength } from "../JournalEntry.js"
 import { JournalError, OwnerInUse } from "../JournalError.js"
+import { shown, textProblem } from "./journalText.js"
 
 /** @internal */
 export const defaultTtl: Duration.Input = "30 seconds"
@@ -26,12 +27,12 @@ export const Owner: Context.Reference<string> = Context.Reference<string>("@life
 const storageDisagrees = (owner: string) =>
   new JournalError({
     reason: "Storage",
-    detail: `the claim on owner ${owner} is stored as this journal's, yet the storage did not replace it`
+    detail: `the claim on owner ${shown(owner)} is stored as this journal's, yet the storage did not replace it`
   })
 
 const describeClaim = (claim: JournalClaim.Claim): string =>
   `${claim.pid === undefined ? "journal" : `process ${claim.pid}`}${
-    claim.host === undefined ? "" : ` on ${claim.host}`
+    claim.host === undefined ? "" : ` on ${shown(claim.host)}`
   }`
 
 const inUse = (claim: JournalClaim.Claim) => {
@@ -98,7 +99,7 @@ export const makeClaims = (backend: JournalBackend.Backend, options: Journal.Mak
         if (liveness === "Alive" || (liveness === "Unknown" && !expired) || tries >= 3) return yield* inUse(stored)
         if (yield* backend.replaceClaim(mine, { holder: stored.holder, expiresAt: stored.expiresAt })) {
           yield* Effect.logWarning(
-            `journal: took over owner ${owner} from ${describeClaim(stored)}: ${
+            `journal: took over owner ${shown(owner)} from ${describeClaim(stored)}: ${
               liveness === "Dead" ? "its process is gone" : "its claim expired"
             }`
           )
@@ -120,18 +121,32 @@ export const makeClaims = (backend: JournalBackend.Backend, options: Journal.Mak
   const renew = (owner: string, entry: Held, ttl: number): Effect.Effect<void> =>
     Effect.gen(function*() {
       const every = Duration.millis(Math.max(1, Math.floor(ttl / 3)))
+      // Failures in a row: one short line each (an outage would otherwise log a whole error object every ttl/3), and
+      // one line when the claim is renewed again.
+      let failures = 0
       for (;;) {
         yield* Effect.sleep(every)
         const renewed = yield* Effect.result(extend(entry, ttl))
         if (Result.isFailure(renewed)) {
-          yield* Effect.logWarning(`journal: could not renew the claim on owner ${owner}`, renewed.failure)
+          failures += 1
+          yield* Effect.logWarning(
+            `journal: could not renew the claim on owner ${
+              shown(owner)
+            } (failure ${failures} in a row): ${renewed.failure.message}`
+          )
           continue
         }
+        if (failures > 0 && renewed.success) {
+          yield* Effect.logInfo(
+            `journal: renewed the claim on owner ${shown(owner)} again after ${failures} failure(s)`
+          )
+        }
+        failures = 0
         if (renewed.success) continue
         entry.lost = true
         const taker = yield* Effect.option(backend.getClaim(owner))
         yield* Effect.logError(
-          `journal: lost the claim on owner ${owner} after it expired${
+          `journal: lost the claim on owner ${shown(owner)} after it expired${
             Option.isSome(taker) && Option.isSome(taker.value) ? `: ${describeClaim(taker.value.value)} holds it` : ""
           }; its unfinished operations may be recovered by the new holder`
         )
@@ -157,7 +172,9 @@ export const makeClaims = (backend: JournalBackend.Backend, options: Journal.Mak
       if (entry.lost) return
       yield* backend.deleteClaim(owner, token).pipe(
         Effect.catch((error) =>
-          Effect.logWarning(`journal: could not release the claim on owner ${owner}; it expires by itself`, error)
+          Effect.logWarning(
+            `journal: could not release the claim on owner ${shown(owner)}; it expires by itself: ${error.message}`
+          )
         )
       )
     }))
@@ -171,8 +188,14 @@ export const makeClaims = (backend: JournalBackend.Backend, options: Journal.Mak
       if (!(ttl > 0) || !Number.isFinite(ttl)) {
         return yield* new JournalError({ reason: "Invalid", detail: "a claim's ttl is a finite, positive duration" })
       }
-      if (owner.length === 0 || owner.length > maxKeyLength) {
-        return yield* new JournalError({ reason: "Invalid", detail: `an owner has 1 to ${maxKeyLength} characters` })
+      const problem = textProblem(owner, maxKeyLength)
+      if (problem !== undefined) {
+        return yield* new JournalError({
+          reason: "Invalid",
+          detail: `an owner is 1 to ${maxKeyLength} characters of well-formed Unicode without control characters; ${
+            typeof owner === "string" ? `"${shown(owner)}"` : "this one"
+          } ${problem}`
+        })
       }
       const entry = yield* Effect.acquireRelease(
         lock.withPermits(1)(Effect.gen(function*() {

@@ -9,6 +9,7 @@ import type * as JournalContract from "../JournalContract.js"
 import type * as JournalEntry from "../JournalEntry.js"
 import { JournalError, OwnerInUse } from "../JournalError.js"
 import { claimCases } from "./journalContractClaims.js"
+import { limitCases } from "./journalContractLimits.js"
 
 type Service = Journal.Journal.Service
 
@@ -322,6 +323,7 @@ export const cases = (makeStore: JournalContract.MakeStore): ReadonlyArray<Journ
         })
       )
     ),
-    ...claimCases(withStore, withJournal, test)
+    ...claimCases(withStore, withJournal, test),
+    ...limitCases(withJournal, test)
   ]
 }

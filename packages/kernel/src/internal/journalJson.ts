@@ -4,16 +4,60 @@ import * as Result from "effect/Result"
 import type * as JournalBackend from "../JournalBackend.js"
 import type * as JournalEntry from "../JournalEntry.js"
 import { JournalError } from "../JournalError.js"
+import { fitsUtf8 } from "./journalText.js"
 
-/** @internal */
-export const encodeJson = (value: unknown, what: string, key: string): Result.Result<string, JournalError> => {
+// JSON.stringify drops a function or a symbol and writes NaN and Infinity as null: a value that would not read back
+// as it was given is refused instead.
+const strict = (_field: string, item: unknown): unknown => {
+  if (typeof item === "function" || typeof item === "symbol") throw new TypeError(`a ${typeof item} is not JSON`)
+  if (typeof item === "number" && !Number.isFinite(item)) throw new TypeError(`${item} is not JSON`)
+  return item
+}
+
+/**
+ * The JSON text of a payload or a result, refused (`Invalid`) when it is not JSON (a function, a symbol, a `bigint`,
+ * `NaN`, `Infinity`, a cycle) or when it is over `maxBytes` in UTF-8.
+ * @internal
+ */
+export const encodeJson = (
+  value: unknown,
+  what: string,
+  key: string,
+  maxBytes: number
+): Result.Result<string, JournalError> => {
+  let text: string
   try {
     // `undefined` (no result) is stored as JSON null, and read back as no result.
-    return Result.succeed(JSON.stringify(value) ?? "null")
+    text = JSON.stringify(value, strict) ?? "null"
   } catch (cause) {
-    return Result.fail(new JournalError({ reason: "Invalid", key, detail: `the ${what} is not JSON`, cause }))
+    return Result.fail(
+      new JournalError({
+        reason: "Invalid",
+        key,
+        detail: `the ${what} is not JSON${cause instanceof Error ? ` (${cause.message})` : ""}`,
+        cause
+      })
+    )
   }
+  return checkSize(text, what, key, maxBytes)
 }
+
+/** @internal */
+export const checkSize = (
+  text: string,
+  what: string,
+  key: string,
+  maxBytes: number
+): Result.Result<string, JournalError> =>
+  fitsUtf8(text, maxBytes)
+    ? Result.succeed(text)
+    : Result.fail(
+      new JournalError({
+        reason: "Invalid",
+        key,
+        detail: `the ${what} is larger than ${maxBytes} bytes as JSON (maxPayloadBytes)`
+      })
+    )
 
 const decodeJson = (text: string, what: string, key: string): unknown => {
   try {

@@ -11,6 +11,7 @@ import { ShutdownError } from "../PeerError.js"
 import type * as Recovery from "../Recovery.js"
 import { InterruptedByCrash } from "../Recovery.js"
 import { Owner } from "./journalClaim.js"
+import { shown } from "./journalText.js"
 import { processKind, reapOne } from "./processRecord.js"
 import type { Outcome } from "./recoverySteps.js"
 import { orSkip, settle, toReport } from "./recoverySteps.js"
@@ -43,8 +44,8 @@ const failEntry = (journal: Journal.Service, entry: JournalEntry.Entry, detail: 
     { attempts: entry.attempts }
   ).pipe(
     Effect.tap(() =>
-      Effect.logInfo(`recovery: failed ${entry.kind} ${entry.key}: ${detail}`).pipe(
-        Effect.annotateLogs("key", entry.key)
+      Effect.logInfo(`recovery: failed ${shown(entry.kind)} ${shown(entry.key)}: ${shown(detail, 1000)}`).pipe(
+        Effect.annotateLogs("key", shown(entry.key))
       )
     ),
     Effect.map((failed): Outcome => ({ failed })),
@@ -71,8 +72,10 @@ const recoverOne = <R>(
       onFailure: orSkip(entry),
       onSuccess: (resumed) =>
         Effect.andThen(
-          Effect.logInfo(`recovery: resuming ${entry.kind} ${entry.key} (attempt ${resumed.attempts})`).pipe(
-            Effect.annotateLogs("key", entry.key)
+          Effect.logInfo(
+            `recovery: resuming ${shown(entry.kind)} ${shown(entry.key)} (attempt ${resumed.attempts})`
+          ).pipe(
+            Effect.annotateLogs("key", shown(entry.key))
           ),
           settle(journal, resumed, Effect.suspend(() => decision.run(resumed)), (completed) => ({ resumed: completed }))
         )
@@ -106,7 +109,7 @@ export const run = <R = never>(
       yield* Effect.logInfo(
         `recovery: ${report.resumed.length} resumed, ${report.failed.length} failed, ${report.errors.length} errors, ` +
           `${report.skipped.length} skipped, ${report.reaped.length} orphan processes`
-      ).pipe(Effect.annotateLogs("owner", owner))
+      ).pipe(Effect.annotateLogs("owner", shown(owner)))
     }
     return report
   })
@@ -130,7 +133,7 @@ export const recordShutdown = (
     // holds only while this journal is the owner's sole live holder: otherwise it may be another process's work.
     if (keysOf === undefined && !(yield* journal.holds(owner))) {
       return yield* Effect.logWarning(
-        `journal: the shutdown recorded nothing: without keysOf it needs this journal's claim on owner ${owner}`
+        `journal: the shutdown recorded nothing: without keysOf it needs this journal's claim on owner ${shown(owner)}`
       )
     }
     const running = new Set(keysOf === undefined ? yield* journal.running : [])

@@ -156,9 +156,37 @@ export const toRow = (stored: unknown): Effect.Effect<JournalBackend.Row, Journa
   })
 }
 
+// A password written in a connection URL (`scheme://user:password@host`): never shown.
+const urlPassword = /(\b[a-z][a-z0-9+.-]*:\/\/[^:/?#@\s]*:)[^@/\s]*@/gi
+
+/**
+ * What went wrong, as far down as the error says: a SQL error's message is often generic ("PgConnection: Failed to
+ * connect"), and the real reason (the server's "database "x" does not exist", a refused connection) is in its
+ * `reason` and `cause` chain. The distinct messages along it, joined, with any URL password removed; `shown` bounds
+ * and escapes the result where it is printed.
+ * @internal
+ */
+export const describeCause = (error: unknown): string => {
+  const messages: Array<string> = []
+  let current: unknown = error
+  for (let depth = 0; depth < 8 && typeof current === "object" && current !== null; depth++) {
+    const { cause, code, message, reason } = current as {
+      cause?: unknown
+      code?: unknown
+      message?: unknown
+      reason?: unknown
+    }
+    if (typeof message === "string" && message !== "" && !messages.some((seen) => seen.includes(message))) {
+      messages.push(typeof code === "string" && /^[0-9A-Z]{5}$|^E[A-Z]+$/.test(code) ? `${message} (${code})` : message)
+    }
+    current = typeof reason === "object" && reason !== null && !(reason instanceof String) ? reason : cause
+  }
+  return (messages.length === 0 ? String(error) : messages.join(": ")).replace(urlPassword, "$1***@")
+}
+
 /** @internal */
 export const storage = (detail: string) => (cause: SqlError | Migrator.MigrationError) =>
-  new JournalError({ reason: "Storage", detail: `${detail}: ${cause.message}`, cause })
+  new JournalError({ reason: "Storage", detail: `${detail}: ${describeCause(cause)}`, cause })
 
 /**
  * How many rows a write changed, as the driver reports it: `rowCount` (@effect/sql-pg, node-postgres), `changes`

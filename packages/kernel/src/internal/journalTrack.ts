@@ -4,6 +4,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type * as Journal from "../Journal.js"
 import { Journal as JournalTag } from "../Journal.js"
@@ -11,6 +12,9 @@ import { JournalError } from "../JournalError.js"
 import type * as JournalTrack from "../JournalTrack.js"
 import { Owner } from "./journalClaim.js"
 import { errorToJson, messageOf } from "./journalJson.js"
+
+const boundedMessage = (message: string | null) =>
+  message === null ? "the operation failed" : message.length > 1000 ? `${message.slice(0, 1000)}…` : message
 
 const conflict = (key: string, detail: string) => new JournalError({ reason: "Conflict", key, detail })
 
@@ -75,14 +79,27 @@ export const track = (
       if (isCutOff(exit.cause)) {
         yield* journal.release(key)
       } else {
-        yield* journal.fail(key, failureOf(exit.cause)).pipe(
-          Effect.catch((error) =>
-            Effect.andThen(
-              journal.release(key),
-              Effect.logWarning("journal: could not record the failure of an operation", error)
-            )
-          )
+        const failure = failureOf(exit.cause)
+        const recorded = yield* journal.fail(key, failure).pipe(
+          // An error too large to store: record the operation's failure with its message (bounded) instead.
+          Effect.catchIf(
+            (error) => error.reason === "Invalid",
+            () => journal.fail(key, { message: boundedMessage(messageOf(failure)) })
+          ),
+          Effect.result
         )
+        if (Result.isFailure(recorded)) {
+          // The journal still says InFlight while the operation failed: the caller must know (Recovery decides at the
+          // next start). The operation's own failure is kept as this error's cause.
+          yield* journal.release(key)
+          return yield* new JournalError({
+            reason: recorded.failure.reason,
+            key,
+            detail: `the operation failed, and its failure could not be recorded (${recorded.failure.detail}); ` +
+              "the entry stays unfinished until Recovery decides; the operation's failure is this error's cause",
+            cause: exit.cause
+          })
+        }
       }
       return yield* exit
     })

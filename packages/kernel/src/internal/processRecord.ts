@@ -11,6 +11,7 @@ import type * as JournalError from "../JournalError.js"
 import type * as ProcessRecord from "../ProcessRecord.js"
 import type * as Recovery from "../Recovery.js"
 import { Owner } from "./journalClaim.js"
+import { shown } from "./journalText.js"
 import type { Outcome } from "./recoverySteps.js"
 import { orSkip, settle, toReport } from "./recoverySteps.js"
 
@@ -53,7 +54,7 @@ export const reapOne = <R>(
               }).pipe(
                 Effect.tap((result) =>
                   Effect.logInfo(`recovery: orphan process ${info.pid}: ${result.outcome}`).pipe(
-                    Effect.annotateLogs("key", entry.key)
+                    Effect.annotateLogs("key", shown(entry.key))
                   )
                 )
               ),

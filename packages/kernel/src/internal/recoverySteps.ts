@@ -9,6 +9,7 @@ import type * as JournalEntry from "../JournalEntry.js"
 import type * as JournalError from "../JournalError.js"
 import type * as ProcessRecord from "../ProcessRecord.js"
 import type * as Recovery from "../Recovery.js"
+import { shown } from "./journalText.js"
 
 // The steps `Recovery.run` and `ProcessRecord.reapOrphans` share: what one entry came to, and how its end is recorded.
 /** @internal */
@@ -40,7 +41,7 @@ export const orSkip = (entry: JournalEntry.Entry) => (error: JournalError.Journa
   error.reason === "Conflict"
     ? Effect.succeed({ skipped: entry })
     : Effect.as(
-      Effect.logWarning("recovery: a journal step failed", error).pipe(Effect.annotateLogs("key", entry.key)),
+      Effect.logWarning("recovery: a journal step failed", error).pipe(Effect.annotateLogs("key", shown(entry.key))),
       entryError(entry, error)
     )
 
@@ -77,12 +78,14 @@ export const settle = <R>(
         Effect.catch((journalError) =>
           Effect.andThen(
             journal.release(entry.key),
-            Effect.logWarning("recovery: could not record a failed resume", journalError)
+            Effect.logWarning("recovery: could not record a failed resume", journalError).pipe(
+              Effect.annotateLogs("key", shown(entry.key))
+            )
           )
         )
       )
-      yield* Effect.logWarning(`recovery: resuming ${entry.kind} ${entry.key} failed`, exit.cause).pipe(
-        Effect.annotateLogs("key", entry.key)
+      yield* Effect.logWarning(`recovery: resuming ${shown(entry.kind)} ${shown(entry.key)} failed`, exit.cause).pipe(
+        Effect.annotateLogs("key", shown(entry.key))
       )
       return entryError(entry, error)
     })

@@ -3,6 +3,7 @@ import type * as Journal from "@lifeline/kernel/Journal"
 import * as JournalError from "@lifeline/kernel/JournalError"
 import * as JournalSql from "@lifeline/kernel/JournalSql"
 import * as NodeJournal from "@lifeline/node/NodeJournal"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -16,7 +17,11 @@ export type Synchronous = "FULL" | "NORMAL"
 
 /** @internal */
 export const make = (
-  options?: { readonly synchronous?: Synchronous | undefined }
+  options?: {
+    readonly synchronous?: Synchronous | undefined
+    readonly operationTimeout?: Duration.Input | undefined
+    readonly maxPayloadBytes?: number | undefined
+  }
 ): Effect.Effect<Journal.Journal.Service, JournalError.JournalError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -41,7 +46,12 @@ export const make = (
       )
     )
     // This process, so that a claimant on this host can tell whether a claim's holder still runs.
-    return yield* JournalSql.make({ identity: yield* NodeJournal.identity, liveness: NodeJournal.liveness })
+    return yield* JournalSql.make({
+      identity: yield* NodeJournal.identity,
+      liveness: NodeJournal.liveness,
+      operationTimeout: options?.operationTimeout,
+      maxPayloadBytes: options?.maxPayloadBytes
+    })
   })
 
 /** @internal */
