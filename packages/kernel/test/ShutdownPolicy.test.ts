@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ShutdownPolicy } from "@lifeline/kernel"
+import { DurationInput, ShutdownPolicy } from "@lifeline/kernel"
 import type { Config, SchemaIssue } from "effect"
-import { ConfigProvider, Duration, Effect, Layer, Schema } from "effect"
+import { ConfigProvider, Duration, Effect, Layer, Result, Schema } from "effect"
 
 // An environment holding exactly `entries`. Effect 4's providers read an empty value as unset unless told otherwise;
 // these tests are about the values themselves, so an empty one stays a value, as Effect 3's `fromMap` kept it.
@@ -233,5 +233,86 @@ describe("ShutdownPolicy", () => {
       assert.strictEqual(Duration.toMillis(ShutdownPolicy.drainTimeout(ShutdownPolicy.drain("10 seconds"))), 10_000)
       assert.strictEqual(Duration.toMillis(ShutdownPolicy.drainTimeout(ShutdownPolicy.FailFast())), 0)
     })
+  })
+
+  describe("what an invalid environment says (mutation testing)", () => {
+    const why = (text: string) => {
+      const refusal = Result.getFailure(DurationInput.parse(text))
+      assert.isTrue(refusal._tag === "Some")
+      const message = refusal._tag === "Some" ? refusal.value : ""
+      return message.slice(`not a duration: ${JSON.stringify(text)} (`.length, -`; use ${DurationInput.forms})`.length)
+    }
+
+    it.effect("a malformed drain timeout: the parser's reason alone, between the accepted forms and the value", () =>
+      Effect.gen(function*() {
+        for (const [text, unsigned] of [["3x", "3x"], ["three seconds", "three seconds"], ["-3x", "3x"]] as const) {
+          const error = yield* Effect.flip(
+            read([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", text]])
+          )
+          assert.deepStrictEqual(invalidData(error), [{
+            path: "LIFELINE_DRAIN_TIMEOUT",
+            message: `Expected a duration such as "3 seconds", "500 millis", 3s or 500ms (${
+              why(unsigned)
+            }) but received ${JSON.stringify(text)}`
+          }])
+        }
+      }))
+
+    it.effect("a negative drain timeout, also with spaces around it, names the value as written", () =>
+      Effect.gen(function*() {
+        for (const text of ["-3 seconds", "  -3s "]) {
+          const error = yield* Effect.flip(
+            read([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", text]])
+          )
+          assert.deepStrictEqual(invalidData(error), [{
+            path: "LIFELINE_DRAIN_TIMEOUT",
+            message: `Expected a duration that is not negative but received ${JSON.stringify(text)}`
+          }])
+        }
+      }))
+
+    it.effect("an unknown policy name: the choices and the value", () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(read([["LIFELINE_SHUTDOWN_POLICY", "graceful"]]))
+        assert.deepStrictEqual(invalidData(error), [{
+          path: "LIFELINE_SHUTDOWN_POLICY",
+          message: `Expected one of (fail-fast, drain) but received "graceful"`
+        }])
+      }))
+
+    // A source that cannot be read (a secret store that is down) is reported alone: it is not about the values.
+    const failing = (down: ReadonlyArray<string>, values: Record<string, string>) =>
+      Effect.provideService(
+        ConfigProvider.ConfigProvider,
+        ConfigProvider.make((path) =>
+          down.includes(String(path[0]))
+            ? Effect.fail(new ConfigProvider.SourceError({ message: `${String(path[0])} is unreachable` }))
+            : Effect.succeed(
+              values[String(path[0])] === undefined ? undefined : ConfigProvider.makeValue(values[String(path[0])])
+            )
+        )
+      )
+
+    it.effect("a source that cannot be read is reported alone, whichever variable it was reading", () =>
+      Effect.gen(function*() {
+        const sourceMessage = (error: Config.ConfigError) =>
+          error.cause._tag === "SourceError" ? error.cause.message : `not a SourceError: ${error.cause._tag}`
+        const policyDown = yield* Effect.flip(
+          ShutdownPolicy.config.pipe(failing(["LIFELINE_SHUTDOWN_POLICY"], { LIFELINE_DRAIN_TIMEOUT: "3x" }))
+        )
+        assert.strictEqual(sourceMessage(policyDown), "LIFELINE_SHUTDOWN_POLICY is unreachable")
+        const timeoutDown = yield* Effect.flip(
+          ShutdownPolicy.config.pipe(failing(["LIFELINE_DRAIN_TIMEOUT"], { LIFELINE_SHUTDOWN_POLICY: "nope" }))
+        )
+        assert.strictEqual(sourceMessage(timeoutDown), "LIFELINE_DRAIN_TIMEOUT is unreachable")
+        const bothDown = yield* Effect.flip(
+          ShutdownPolicy.config.pipe(failing(["LIFELINE_SHUTDOWN_POLICY", "LIFELINE_DRAIN_TIMEOUT"], {}))
+        )
+        assert.strictEqual(sourceMessage(bothDown), "LIFELINE_SHUTDOWN_POLICY is unreachable")
+        const timeoutOnly = yield* Effect.flip(
+          ShutdownPolicy.config.pipe(failing(["LIFELINE_DRAIN_TIMEOUT"], { LIFELINE_SHUTDOWN_POLICY: "drain" }))
+        )
+        assert.strictEqual(sourceMessage(timeoutOnly), "LIFELINE_DRAIN_TIMEOUT is unreachable")
+      }))
   })
 })

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { Process } from "@lifeline/kernel"
 import { ShutdownPolicy, StopSequence } from "@lifeline/kernel"
-import { Clock, Deferred, Duration, Effect, Exit, Fiber, Option } from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, Fiber, Logger, Option, References } from "effect"
 import { TestClock } from "effect/testing"
 import { poll } from "./utils.js"
 
@@ -456,4 +456,237 @@ describe("StopSequence", () => {
       yield* Fiber.join(interrupting)
       assert.deepStrictEqual(fake.events, ["close@0", "close done@3000", "end@3000", "SIGTERM@4000", "SIGKILL@5000"])
     }))
+
+  describe("what the sequence logs, step by step (mutation testing)", () => {
+    /** Runs `body` with every log line of the sequence collected as `LEVEL message`. */
+    const logged = <A, E>(body: (lines: Array<string>) => Effect.Effect<A, E>) => {
+      const lines: Array<string> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        lines.push(`${logLevel.toUpperCase()} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
+      })
+      return body(lines).pipe(
+        Effect.provide(Logger.layer([logger])),
+        Effect.provideService(References.MinimumLogLevel, "Debug")
+      )
+    }
+
+    it.effect("exits at the end of its input: two Debug lines, nothing louder", () =>
+      logged((lines) =>
+        Effect.gen(function*() {
+          const fake = yield* makeFake()
+          yield* StopSequence.run(fake.target, {})
+          assert.deepStrictEqual(lines, [
+            "DEBUG stop: close under the policy, then end of input",
+            "DEBUG stop: done (EndOfInput) in 0 ms"
+          ])
+        })
+      ))
+
+    it.effect("unkillable: each escalation says what it waited for, in its own bound", () =>
+      logged((lines) =>
+        Effect.gen(function*() {
+          const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: [] })
+          const stopping = yield* start(fake.target, {}, {
+            exitGrace: "2 seconds",
+            killGrace: "3 seconds",
+            verifyTimeout: "500 millis"
+          })
+          yield* adjust(2000)
+          yield* adjust(3000)
+          yield* adjust(500)
+          yield* Fiber.join(stopping)
+          assert.deepStrictEqual(lines, [
+            "DEBUG stop: close under the policy, then end of input",
+            "WARN stop: still running 2000 ms after the end of its input: SIGTERM",
+            "WARN stop: still running 3000 ms after SIGTERM: SIGKILL",
+            "ERROR stop: still running 500 ms after SIGKILL",
+            "DEBUG stop: done (Unkillable) in 5500 ms"
+          ])
+        })
+      ))
+
+    it.effect("no answer to the shutdown request: says so, with the bound, before SIGKILL", () =>
+      logged((lines) =>
+        Effect.gen(function*() {
+          const fake = yield* makeFake({ onEndOfInput: "ignore" })
+          const stopping = yield* start(fake.target, { shutdown: Effect.never }, { shutdownTimeout: "4 seconds" })
+          yield* adjust(4000)
+          yield* Fiber.join(stopping)
+          assert.deepStrictEqual(lines, [
+            "DEBUG stop: protocol shutdown",
+            "WARN stop: no answer to shutdown within 4000 ms: SIGKILL",
+            "DEBUG stop: done (Kill) in 4000 ms"
+          ])
+        })
+      ))
+
+    it.effect("a close that outlives its bound is named with the bound; a forced stop says it was forced", () =>
+      logged((lines) =>
+        Effect.gen(function*() {
+          const slow = yield* makeFake({ onEndOfInput: "ignore" })
+          const closing = yield* start(slow.target, { close: Effect.never }, { closeTimeout: "3 seconds" })
+          yield* adjust(3000)
+          yield* adjust(1000)
+          const report = yield* Fiber.join(closing)
+          assert.strictEqual(report.close, "TimedOut")
+          assert.deepStrictEqual(lines.filter((line) => !line.startsWith("DEBUG")), [
+            "WARN stop: the connection did not close within 3000 ms",
+            "WARN stop: still running 1000 ms after the end of its input: SIGTERM"
+          ])
+
+          lines.length = 0
+          const forced = yield* Deferred.make<void>()
+          const stubborn = yield* makeFake({ onEndOfInput: "ignore" })
+          const stopping = yield* start(stubborn.target, { forced: Deferred.await(forced) })
+          yield* Deferred.succeed(forced, void 0)
+          yield* settle
+          assert.isTrue((yield* Fiber.join(stopping)).forced)
+          assert.deepStrictEqual(lines.filter((line) => !line.startsWith("DEBUG")), ["WARN stop: forced: SIGKILL"])
+        })
+      ))
+
+    it.effect("descendants left in the group: SIGTERM at Debug, SIGKILL at Warn", () =>
+      logged((lines) =>
+        Effect.gen(function*() {
+          const fake = yield* makeFake({ descendantDiesOf: ["SIGKILL"] })
+          const stopping = yield* start(fake.target, {})
+          yield* adjust(1000)
+          const report = yield* Fiber.join(stopping)
+          assert.strictEqual(report.descendants, "Killed")
+          assert.deepStrictEqual(lines, [
+            "DEBUG stop: close under the policy, then end of input",
+            "DEBUG stop: processes left in the process group: SIGTERM",
+            "WARN stop: processes left in the process group: SIGKILL",
+            "DEBUG stop: done (EndOfInput) in 1000 ms"
+          ])
+        })
+      ))
+  })
+
+  describe("guards (mutation testing)", () => {
+    it.effect("a process that exits during the grace after its end of input ended there: no signal", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ onEndOfInput: "ignore" })
+        const stopping = yield* start(fake.target)
+        yield* adjust(500)
+        fake.exit({ exitCode: 0, signal: null })
+        yield* settle
+        const report = yield* Fiber.join(stopping)
+        assert.strictEqual(report.endedBy, "EndOfInput")
+        assert.deepStrictEqual(report.signals, [])
+        assert.strictEqual(report.elapsedMillis, 500)
+      }))
+
+    it.effect("a close that completes is not followed by the fail-fast close", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake()
+        const stopping = yield* start(fake.target, {
+          close: step(fake.events, "close", 100),
+          closeNow: step(fake.events, "closeNow", 0)
+        })
+        yield* adjust(100)
+        const report = yield* Fiber.join(stopping)
+        assert.strictEqual(report.close, "Completed")
+        assert.deepStrictEqual(fake.events, ["close@0", "close done@100", "end@100"])
+      }))
+
+    it.effect("a close that outlives its bound is interrupted in the background, not left running", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake()
+        const interrupted = yield* Deferred.make<void>()
+        const stopping = yield* start(fake.target, {
+          close: Effect.never.pipe(Effect.onInterrupt(() => Deferred.succeed(interrupted, void 0)))
+        }, { closeTimeout: "2 seconds" })
+        yield* adjust(2000)
+        const report = yield* Fiber.join(stopping)
+        assert.strictEqual(report.close, "TimedOut")
+        yield* Deferred.await(interrupted)
+      }))
+
+    it.effect("elapsedMillis is measured from the start of the stop, not from the epoch", () =>
+      Effect.gen(function*() {
+        yield* TestClock.adjust("1 hour")
+        const fake = yield* makeFake({ onEndOfInput: "ignore" })
+        const stopping = yield* start(fake.target)
+        yield* adjust(1000)
+        assert.strictEqual((yield* Fiber.join(stopping)).elapsedMillis, 1000)
+      }))
+
+    it.effect("once SIGKILL was sent, what is left in the group gets SIGKILL again, never a SIGTERM", () =>
+      Effect.gen(function*() {
+        // No answer to the shutdown request: SIGKILL at once. The descendant would die of a SIGTERM, and only of that.
+        const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: ["SIGKILL"], descendantDiesOf: ["SIGTERM"] })
+        const stopping = yield* start(fake.target, { shutdown: Effect.never }, { shutdownTimeout: "1 second" })
+        yield* adjust(1000)
+        yield* adjust(1000)
+        const report = yield* Fiber.join(stopping)
+        assert.strictEqual(report.endedBy, "Kill")
+        assert.deepStrictEqual(report.signals, ["SIGKILL", "SIGKILL"])
+        assert.strictEqual(report.descendants, "Survived")
+      }))
+
+    it.effect("a forced stop does not SIGTERM what is left in the group either, even when the leader had exited", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ descendantDiesOf: ["SIGKILL"] })
+        const forced = yield* Deferred.make<void>()
+        const stopping = yield* start(fake.target, {
+          close: Effect.never,
+          closeNow: step(fake.events, "closeNow", 0),
+          forced: Deferred.await(forced)
+        })
+        yield* Deferred.succeed(forced, void 0)
+        yield* settle
+        yield* adjust(20)
+        const report = yield* Fiber.join(stopping)
+        assert.strictEqual(report.endedBy, "EndOfInput")
+        assert.isTrue(report.forced)
+        assert.deepStrictEqual(report.signals, ["SIGKILL"])
+        assert.strictEqual(report.descendants, "Killed")
+      }))
+
+    it.effect("forced during a close that has no fail-fast variant: the input ends at once, SIGKILL", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ onEndOfInput: "ignore" })
+        const forced = yield* Deferred.make<void>()
+        const stopping = yield* start(fake.target, {
+          close: step(fake.events, "close", 10_000),
+          forced: Deferred.await(forced)
+        }, { policy: ShutdownPolicy.drain("10 seconds") })
+        yield* adjust(2000)
+        yield* Deferred.succeed(forced, void 0)
+        yield* settle
+        const report = yield* Fiber.join(stopping)
+        assert.deepStrictEqual(fake.events, ["close@0", "end@2000", "SIGKILL@2000"])
+        assert.strictEqual(report.close, "Forced")
+        assert.strictEqual(report.endedBy, "Kill")
+      }))
+
+    it.effect("descendants that survive SIGKILL too: Survived, verifyTimeout after it", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ descendantDiesOf: [] })
+        const stopping = yield* start(fake.target, {}, { killGrace: "1 second", verifyTimeout: "2 seconds" })
+        yield* adjust(1000)
+        yield* adjust(1999)
+        assert.isTrue(Option.isNone(yield* poll(stopping)))
+        yield* adjust(1)
+        const report = yield* Fiber.join(stopping)
+        assert.strictEqual(report.descendants, "Survived")
+        assert.deepStrictEqual(report.signals, ["SIGTERM", "SIGKILL"])
+        assert.strictEqual(report.elapsedMillis, 3000)
+      }))
+
+    it.effect("an unkillable leader whose group is already empty: no descendant is said to have survived", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: [] })
+        const stopping = yield* start({ ...fake.target, groupAlive: Effect.succeed(false) }, {}, {
+          verifyTimeout: "500 millis"
+        })
+        yield* adjust(1000)
+        yield* adjust(1000)
+        yield* adjust(500)
+        const report = yield* Fiber.join(stopping)
+        assert.strictEqual(report.endedBy, "Unkillable")
+        assert.strictEqual(report.descendants, "None")
+      }))
+  })
 })

@@ -49,15 +49,19 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
       if (serve !== undefined) {
         handlers[handshake.request] = (params, context) =>
           lifecycle.transition(Lifecycle.Initializing(), { from: "Starting" }).pipe(
-            // The gate admits handshake requests until Ready: only the one that moves Starting on may run.
+            // The gate admits handshake requests until Ready: only the one that moves Starting on may run. A second
+            // one is refused and leaves the running handshake alone (only the handshake's own outcome moves on).
             Effect.mapError(() =>
               RpcError.RpcError.invalidRequest(`${handshake.request}: the handshake is already running`)
             ),
-            Effect.andThen(serve(params, context)),
-            Effect.tap(() => Effect.ignore(lifecycle.transition(Lifecycle.Ready(), { from: "Initializing" }))),
-            Effect.tapError((error) =>
-              Effect.ignore(
-                lifecycle.transition(Lifecycle.Failed({ error: asFailure(error) }), { from: "Initializing" })
+            Effect.andThen(
+              serve(params, context).pipe(
+                Effect.tap(() => Effect.ignore(lifecycle.transition(Lifecycle.Ready(), { from: "Initializing" }))),
+                Effect.tapError((error) =>
+                  Effect.ignore(
+                    lifecycle.transition(Lifecycle.Failed({ error: asFailure(error) }), { from: "Initializing" })
+                  )
+                )
               )
             )
           )

@@ -1,0 +1,33 @@
+// Mutation testing of the framing decoders: `pnpm mutate jsonrpc` (see scripts/mutate.ts).
+import { packageConfig } from "./shared.mjs"
+
+const config = packageConfig({
+  name: "jsonrpc",
+  files: [
+    "packages/jsonrpc/src/internal/contentLength.ts",
+    "packages/jsonrpc/src/internal/ndjson.ts",
+    "packages/jsonrpc/src/Framing.ts"
+  ]
+})
+
+export default {
+  ...config,
+  // Nothing but the package's sources and tests: a stray link inside the package would stop the sandbox copy.
+  ignorePatterns: [
+    ...config.ignorePatterns,
+    "/packages/jsonrpc/*",
+    "!/packages/jsonrpc/src",
+    "!/packages/jsonrpc/test",
+    "!/packages/jsonrpc/package.json",
+    "!/packages/jsonrpc/vitest.config.ts",
+    "!/packages/jsonrpc/tsconfig*.json"
+  ],
+  // The framing tests: the message tests never reach these files, and their long property tests only slow the run.
+  testFiles: [
+    "packages/jsonrpc/test/Framing*.test.ts",
+    "packages/jsonrpc/test/ContentLength*.test.ts",
+    "packages/jsonrpc/test/Ndjson*.test.ts"
+  ],
+  // Its own sandbox folder (git-ignored under build/), so it can run while another package's run is in progress.
+  tempDirName: "build/stryker-tmp/jsonrpc"
+}

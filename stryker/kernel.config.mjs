@@ -1,0 +1,28 @@
+// Mutation testing of the kernel's lifecycle core: `pnpm mutate kernel` (see scripts/mutate.ts).
+// The kernel's journal and recovery decisions have a config of their own: stryker/kernel-recovery.config.mjs.
+// The files run in this order, one Stryker run each; the peer's pending table comes last.
+import { packageConfig } from "./shared.mjs"
+
+const config = packageConfig({
+  name: "kernel",
+  files: [
+    "packages/kernel/src/Connection.ts",
+    "packages/kernel/src/internal/connection.ts",
+    "packages/kernel/src/internal/connectionHandshake.ts",
+    "packages/kernel/src/internal/connectionLayer.ts",
+    "packages/kernel/src/Lifecycle.ts",
+    "packages/kernel/src/ShutdownPolicy.ts",
+    "packages/kernel/src/StopSequence.ts",
+    "packages/kernel/src/internal/stopSequence.ts",
+    // The peer's deadline heap and pending table (outbound calls, their timer, answers matched by id).
+    "packages/kernel/src/internal/deadlines.ts",
+    "packages/kernel/src/internal/peer/outbound.ts"
+  ]
+})
+
+export default {
+  ...config,
+  // Every kernel test but the journal's and recovery's (Journal*, Recovery*: their own config runs them). They never
+  // reach these files, and their slow cases time out on a loaded machine, which fails Stryker's initial test run.
+  testFiles: ["packages/kernel/test/[!JR]*.test.ts"]
+}
