@@ -8,8 +8,11 @@
  * survivor, and to the last reply.
  *
  * Usage: `node scripts/run-bundled.mjs scripts/fleet-soak.ts [--seed N] [--rounds N] [--operations N] [--sessions N]
- * [--work-ms N] [--expiry-ms N]`. Uses `LIFELINE_PG_URL` when set, else a throwaway server (scripts/postgres.sh).
- * Also `--throughput`: operations per second through the fleet for a trivial operation (work 0 ms), no kills.
+ * [--work-ms N] [--expiry-ms N]` (the shard-lock expiry: 4000 ms, or 30000 with `--throughput`). Uses
+ * `LIFELINE_PG_URL` when set, else a throwaway server (scripts/postgres.sh).
+ * Also `--throughput [--repeat N] [--cold]`: operations per second through the fleet for a trivial operation (work
+ * 0 ms), no kills, on sessions whose extensions already run (`--cold`: on new sessions, spawning their extensions);
+ * `--sharding JSON` overrides `ShardingConfig` fields.
  */
 import * as Effect from "effect/Effect"
 import * as ChildProcess from "node:child_process"
@@ -27,8 +30,18 @@ const rounds = flag("rounds", 8)
 const operations = flag("operations", 30)
 const sessions = flag("sessions", 6)
 const workMs = flag("work-ms", 1500)
-const expiryMs = flag("expiry-ms", 4000)
 const throughput = process.argv.includes("--throughput")
+// The kill rounds shorten the shard-lock expiry to bound a frozen runner's takeover; the throughput rounds keep it
+// long: a lock refresh must finish within a third of it, and a runner busy with a burst that misses it releases all
+// its shards and restarts every session it held (docs/fleet.md, "Operations per second").
+const expiryMs = flag("expiry-ms", throughput ? 30_000 : 4000)
+const cold = process.argv.includes("--cold")
+const repeat = flag("repeat", 1)
+/** `--sharding '{"entityMessagePollInterval":"100 millis"}'`: `ShardingConfig` fields over the soak's own. */
+const shardingOverrides = (() => {
+  const i = process.argv.indexOf("--sharding")
+  return i >= 0 ? JSON.parse(process.argv[i + 1]!) as Record<string, unknown> : {}
+})()
 
 /** mulberry32: a small seeded generator, so a failing round can be replayed. */
 const random = (() => {
@@ -70,10 +83,11 @@ const env: Harness.FleetEnv = {
   sharding: {
     shardsPerGroup: 30,
     shardLockExpiration: `${expiryMs} millis`,
-    shardLockRefreshInterval: `${Math.min(1000, Math.floor(expiryMs / 3))} millis`,
+    shardLockRefreshInterval: `${Math.min(throughput ? 5000 : 1000, Math.floor(expiryMs / 3))} millis`,
     refreshAssignmentsInterval: "1 second",
     runnerHealthCheckInterval: "1 second",
-    entityMessagePollInterval: "500 millis"
+    entityMessagePollInterval: "500 millis",
+    ...shardingOverrides
   },
   workMs: throughput ? 0 : workMs
 }
@@ -85,24 +99,58 @@ const main = Effect.gen(function*() {
   const ports = [yield* Harness.freePort, yield* Harness.freePort, yield* Harness.freePort]
   const runners = yield* Effect.forEach(ports, (port) => Harness.startRunner(url, port, effectsFile, env))
   const pids = yield* Effect.forEach(runners, (r) => r.ready(60_000), { concurrency: "unbounded" })
+  if (throughput) {
+    // The runners' logs, for the record (a lost shard lock shows there), however the run ends.
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() =>
+        runners.forEach((runner, i) =>
+          Fs.writeFileSync(Path.join(directory, `runner-${pids[i]}.stderr`), runner.stderr())
+        )
+      )
+    )
+  }
   yield* Harness.eventually(() => runners.reduce((n, r) => n + r.shards(), 0) === 30, "shards assigned", 30_000)
   log(`fleet up: runners ${pids.join(", ")}; seed ${seed}; ${operations} operations over ${sessions} sessions a round`)
 
   if (throughput) {
-    // Warm-up round: spawns the sessions' extensions; the measured round reuses them.
-    yield* (yield* Harness.startClient(url, "warm", sessions, sessions, env)).line("finished", 120_000)
-    const client = yield* Harness.startClient(url, `tp${Date.now()}`, operations, sessions, env)
-    yield* client.line("finished", 300_000)
-    const started = Number((yield* client.line("sending ", 0)).split(" ")[1])
-    const output = Harness.parseClient(client.lines)
-    const last = Math.max(...[...output.replies.values()].map((r) => r[0]!.at))
-    log(
-      `throughput: ${operations} operations over ${sessions} sessions in ${
-        last - started
-      } ms from the first send to the last reply = ${
-        (operations * 1000 / (last - started)).toFixed(1)
-      } ops/s; errors ${output.errors.length}`
-    )
+    // Warm-up: spawns the sessions' extensions and leaves them running (`--cold`: measure on new sessions, so that
+    // the figure includes spawning one extension per session, as the first figures of docs/fleet.md did).
+    const prefix = `tp${Date.now()}`
+    if (!cold) {
+      yield* (yield* Harness.startClient(url, `${prefix}-warm`, sessions, sessions, env, {
+        sessionPrefix: prefix,
+        keepSessions: true
+      })).line("finished", 120_000)
+    }
+    for (let round = 1; round <= repeat; round++) {
+      const runId = `${prefix}-r${round}`
+      // The last round closes the sessions: their keep-alive would otherwise restart them with every new fleet
+      // on this database.
+      const client = yield* Harness.startClient(url, runId, operations, sessions, env, {
+        sessionPrefix: cold ? runId : prefix,
+        keepSessions: !cold && round < repeat
+      })
+      yield* client.line("finished", 600_000)
+      const started = Number((yield* client.line("sending ", 0)).split(" ")[1])
+      const output = Harness.parseClient(client.lines)
+      const last = Math.max(...[...output.replies.values()].map((r) => r[0]!.at))
+      Fs.writeFileSync(Path.join(directory, `client-${runId}`), client.lines.join("\n") + "\n")
+      log(
+        `throughput ${runId}: ${operations} operations over ${sessions} ${cold ? "new" : "running"} sessions in ${
+          last - started
+        } ms from the first send to the last reply = ${
+          (operations * 1000 / (last - started)).toFixed(1)
+        } ops/s; errors ${output.errors.length}; load ${
+          Os.loadavg()[0]!.toFixed(1)
+        }; effects and client lines in ${directory}`
+      )
+    }
+    // A graceful stop (SIGTERM), so that a runner started with `--cpu-prof` in NODE_OPTIONS writes its profile.
+    yield* Effect.forEach(runners, (runner) =>
+      Effect.promise(() => {
+        runner.child.kill("SIGTERM")
+        return Promise.race([runner.exited, new Promise((resolve) => setTimeout(resolve, 15_000))])
+      }), { concurrency: "unbounded", discard: true })
     return
   }
 

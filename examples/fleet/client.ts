@@ -15,11 +15,14 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 
-const [url, runId, operations, sessions] = process.argv.slice(2)
+const [url, runId, operations, sessions, prefixArg] = process.argv.slice(2)
 if (url === undefined || runId === undefined || operations === undefined || sessions === undefined) {
-  process.stderr.write("usage: client.ts <postgres url> <run id> <operations> <sessions>\n")
+  process.stderr.write("usage: client.ts <postgres url> <run id> <operations> <sessions> [<session prefix>]\n")
   process.exit(2)
 }
+const prefix = prefixArg ?? runId
+const keepSessions = process.env.FLEET_KEEP_SESSIONS === "1"
+const maxConnections = process.env.FLEET_MAX_CONNECTIONS ? Number(process.env.FLEET_MAX_CONNECTIONS) : undefined
 const sharding = JSON.parse(process.env.FLEET_SHARDING ?? "{}") as FleetRunner.ShardingOptions
 const line = (text: string) => Effect.sync(() => process.stdout.write(`${text}\n`))
 
@@ -28,7 +31,7 @@ const main = Effect.gen(function*() {
   yield* line(`sending ${Date.now()}`)
   yield* Effect.forEach(keys, (i) => {
     const key = `${runId}/op-${i}`
-    return ExtensionSession.run(`${runId}-s${i % Number(sessions)}`, { key, kind: "work", payload: { i } }).pipe(
+    return ExtensionSession.run(`${prefix}-s${i % Number(sessions)}`, { key, kind: "work", payload: { i } }).pipe(
       Effect.flatMap((reply) => line(`reply ${key} ${Date.now()} ${(reply as { runner: number }).runner}`)),
       Effect.catch((error) => line(`error ${key} ${Date.now()} ${String(error).replace(/\s+/g, " ")}`))
     )
@@ -44,16 +47,20 @@ const main = Effect.gen(function*() {
     )
   }
   // Done with these sessions: their extensions stop once idle (the runner's `maxIdleTime`).
-  yield* Effect.forEach(
-    Array.from({ length: Number(sessions) }, (_, i) => `${runId}-s${i}`),
-    (sessionId) => Effect.ignore(ExtensionSession.close(sessionId)),
-    { concurrency: "unbounded", discard: true }
-  )
+  if (!keepSessions) {
+    yield* Effect.forEach(
+      Array.from({ length: Number(sessions) }, (_, i) => `${prefix}-s${i}`),
+      (sessionId) => Effect.ignore(ExtensionSession.close(sessionId)),
+      { concurrency: "unbounded", discard: true }
+    )
+  }
   yield* line("finished")
 })
 
 NodeSignals.runMain(
   main.pipe(
-    Effect.provide(PgJournal.layerClient.pipe(Layer.provideMerge(FleetRunner.layerClientPostgres({ url, sharding }))))
+    Effect.provide(
+      PgJournal.layerClient.pipe(Layer.provideMerge(FleetRunner.layerClientPostgres({ url, sharding, maxConnections })))
+    )
   )
 )

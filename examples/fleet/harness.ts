@@ -34,7 +34,9 @@ export interface Watched {
 }
 
 const watch = (args: ReadonlyArray<string>, env: Record<string, string>): Watched => {
-  const child = ChildProcess.spawn(process.execPath, [runBundled, ...args], {
+  // `FLEET_NODE_ARGS` (e.g. `--cpu-prof --cpu-prof-dir=DIR`): options for Node in every runner and client.
+  const nodeArgs = (process.env.FLEET_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "")
+  const child = ChildProcess.spawn(process.execPath, [...nodeArgs, runBundled, ...args], {
     cwd: root,
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, ...env }
@@ -126,16 +128,24 @@ export const startRunner = (
     }
   })
 
-/** Starts a client that sends `operations` operations over `sessions` sessions; the Scope SIGKILLs it. */
+/**
+ * Starts a client that sends `operations` operations over `sessions` sessions; the Scope SIGKILLs it. With
+ * `sessionPrefix` its sessions are `<sessionPrefix>-s<n>` (else `<runId>-s<n>`); with `keepSessions` it does not
+ * close them at the end, so that a later client with the same prefix finds their extensions running.
+ */
 export const startClient = (
   url: string,
   runId: string,
   operations: number,
   sessions: number,
-  env: FleetEnv
+  env: FleetEnv,
+  options?: { readonly sessionPrefix?: string | undefined; readonly keepSessions?: boolean | undefined }
 ): Effect.Effect<Watched, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const watched = watch([fixture("client.ts"), url, runId, String(operations), String(sessions)], envOf(env))
+    const watched = watch(
+      [fixture("client.ts"), url, runId, String(operations), String(sessions), options?.sessionPrefix ?? runId],
+      { ...envOf(env), FLEET_KEEP_SESSIONS: options?.keepSessions === true ? "1" : "0" }
+    )
     yield* killedWithScope(watched)
     return watched
   })

@@ -1,7 +1,9 @@
 /**
  * A runner of the fleet fixture: a Lifeline host that joins the fleet on Postgres and runs `ExtensionSession`s whose
  * child is `extension.ts`. Writes `ready <pid>` to stdout once it has joined. Sharding settings come as JSON in
- * `FLEET_SHARDING` (the tests shorten the shard-lock expiry).
+ * `FLEET_SHARDING` (the tests shorten the shard-lock expiry); `FLEET_MAX_CONNECTIONS` sets the size of its Postgres
+ * pool (default: `FleetRunner`'s) and `FLEET_SESSION_CONCURRENCY` how many operations of one session run at once
+ * (default `unbounded`).
  *
  * Usage: `node scripts/run-bundled.mjs examples/fleet/runner.ts <postgres url> <port> <effects file>`
  */
@@ -11,6 +13,7 @@ import * as NodeSignals from "@lifeline/node/NodeSignals"
 import * as PgJournal from "@lifeline/postgres/PgJournal"
 import * as ShardId from "effect/cluster/ShardId"
 import * as Sharding from "effect/cluster/Sharding"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ChildProcess from "effect/process/ChildProcess"
@@ -38,6 +41,11 @@ const here = Path.join(root, "examples/fleet")
 const sharding = JSON.parse(process.env.FLEET_SHARDING ?? "{}") as FleetRunner.ShardingOptions
 const shardsTotal = sharding.shardsPerGroup ?? 300
 const workMs = Number(process.env.FLEET_WORK_MS ?? "400")
+const maxConnections = process.env.FLEET_MAX_CONNECTIONS ? Number(process.env.FLEET_MAX_CONNECTIONS) : undefined
+const concurrency = process.env.FLEET_SESSION_CONCURRENCY === undefined ||
+    process.env.FLEET_SESSION_CONCURRENCY === "unbounded"
+  ? "unbounded" as const
+  : Number(process.env.FLEET_SESSION_CONCURRENCY)
 
 const Sessions = ExtensionSession.layer({
   command: (sessionId) =>
@@ -51,13 +59,15 @@ const Sessions = ExtensionSession.layer({
   protocol: Host,
   run: (peer, operation) => peer.call(Work, { key: operation.key, attempt: operation.attempt, ms: workMs }),
   decisions: { work: () => "Resume" },
-  concurrency: "unbounded",
+  concurrency,
   maxIdleTime: "5 seconds",
   claim: { ttl: sharding.shardLockExpiration ?? "10 seconds" },
+  // `FLEET_DRAIN_TIMEOUT` (e.g. `1 second`): how long operations in flight may finish when the runner stops.
+  drainTimeout: process.env.FLEET_DRAIN_TIMEOUT as Duration.Input | undefined,
   stop: { exitGrace: "200 millis", killGrace: "500 millis" }
 })
 
-const Runner = FleetRunner.layerPostgres({ url, port: Number(port), sharding })
+const Runner = FleetRunner.layerPostgres({ url, port: Number(port), sharding, maxConnections })
 
 // Reports how many shards this runner holds whenever that changes: `shards <n>`.
 const reportShards = Effect.gen(function*() {

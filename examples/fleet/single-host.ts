@@ -2,7 +2,8 @@
  * The single-host baseline of the fleet's throughput figure: one process, no cluster, the same extension (one child
  * per session) and the same Postgres journal; each operation is journaled (`JournalTrack.track`: begin, then
  * complete) around one `work` call to its session's child. Sends `<operations>` over `<sessions>` sessions at once
- * after a warm-up call per session, and prints `throughput <operations> <ms>`.
+ * after a warm-up call per session, and prints `throughput <operations> <ms> <first send, epoch ms> <last reply, epoch
+ * ms>`.
  *
  * Usage: `node scripts/run-bundled.mjs examples/fleet/single-host.ts <postgres url> <operations> <sessions>`
  */
@@ -63,7 +64,8 @@ const main = Effect.gen(function*() {
     (i) => run(`single-${id}-${i}`, i % Number(sessions)),
     { concurrency: "unbounded", discard: true }
   )
-  yield* Effect.sync(() => process.stdout.write(`throughput ${operations} ${Date.now() - started}\n`))
+  const ended = Date.now()
+  yield* Effect.sync(() => process.stdout.write(`throughput ${operations} ${ended - started} ${started} ${ended}\n`))
 }).pipe(Effect.scoped)
 
 NodeSignals.runMain(

@@ -26,11 +26,16 @@ import * as internal from "./internal/runner.js"
  * - `shardLockExpiration` (Effect's default 35 s): how long a dead runner's shards stay locked when its database
  *   session is not seen to end. A SIGKILLed process's connections are closed by its operating system, so Postgres
  *   releases its advisory locks at once; a frozen or partitioned one holds them until this expiry.
- * - `shardLockRefreshInterval` (10 s, at most a third of the expiry): how often a runner renews its locks.
+ * - `shardLockRefreshInterval` (10 s, at most a third of the expiry): how often a runner renews its locks. Each
+ *   renewal must also finish within that interval: a runner that misses it (its event loop or its Postgres busy with a
+ *   burst, on a loaded machine) releases every shard it holds, and every session it ran is stopped and started again,
+ *   with a new child. Keep the expiry long enough that a third of it outlasts the runner's worst stall (a SIGKILLed
+ *   runner's locks are released at once anyway, whatever the expiry).
  * - `refreshAssignmentsInterval` (3 s): how often a runner re-reads who is alive and takes the shards it is assigned.
  * - `runnerHealthCheckInterval` (1 min): how often runners check each other (a ping) and report unhealthy ones.
  * - `entityMessagePollInterval` (10 s): how often a runner reads messages it has not seen from storage; a shard it
- *   takes over is read at once.
+ *   takes over is read at once, and a message sent while the sender knows the shard's runner is read at once too
+ *   (the sender notifies it over its socket), so this bounds only messages sent while the shard had no known runner.
  *
  * Values must agree across the runners of a fleet, `shardsPerGroup` above all.
  *
