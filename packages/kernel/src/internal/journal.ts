@@ -64,8 +64,11 @@ const bounded =
   (timeout: Duration.Duration) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | JournalError, R> =>
     Effect.uninterruptibleMask((restore) =>
       // Started at once: a step that needs no I/O (the memory backend) ends before the timeout is even set.
-      Effect.flatMap(Effect.forkDetach(effect, { startImmediately: true }), (fiber) =>
-        restore(
+      Effect.flatMap(Effect.forkDetach(effect, { startImmediately: true }), (fiber) => {
+        // Already ended (no I/O): its outcome as it is, without setting up a timeout nobody needs.
+        const done = fiber.pollUnsafe()
+        if (done !== undefined) return done
+        return restore(
           Fiber.await(fiber).pipe(
             Effect.timeoutOrElse({
               duration: timeout,
@@ -85,7 +88,8 @@ const bounded =
             Exit.isSuccess(exit) ? Effect.void : Effect.asVoid(Effect.forkDetach(Fiber.interrupt(fiber)))
           ),
           Effect.flatMap((exit): Effect.Effect<A, E | JournalError> => exit)
-        ))
+        )
+      })
     )
 
 const boundedBackend = (backend: JournalBackend.Backend, timeout: Duration.Duration): JournalBackend.Backend => {
