@@ -1,13 +1,17 @@
 /**
  * A session of an extension (or agent) process, run by whichever runner of the fleet holds its shard: an entity of
  * Effect's cluster, keyed by the session id, that spawns the session's child process in its scope and speaks
- * JSON-RPC to it over stdio, and runs each operation of the session as a persisted RPC whose primary key is the
- * operation's journal key. When the entity starts (the session's first operation, a shard moved, or the runner that
+ * JSON-RPC to it over stdio, and runs each operation of the session as a persisted RPC keyed by the operation's
+ * journal key. When the entity starts (the session's first operation, a shard moved, or the runner that
  * held it died), it first runs the kernel's `Recovery` for the session: what the journal says completed is answered
  * from the journal, the rest is resumed on the new child or failed with `InterruptedByCrash`, as the decisions say.
  *
  * A stdio child cannot move between machines: when the session moves, its child is stopped with the old entity (or
- * died with the old runner) and the new runner starts a new one. What the old child held in memory is gone.
+ * died with the old runner) and the new runner starts a new one. What the old child held in memory is gone. A child
+ * that exits is started again at the session's next operation, within a restart budget (`maxRestarts`).
+ *
+ * When a runner stops gracefully (or the shard moves), it starts no new operation (the next runner runs it), and
+ * gives those in flight `drainTimeout` to finish before leaving them unfinished for the next runner's recovery.
  *
  * @since 0.1.0
  */
@@ -19,95 +23,76 @@ import type * as Peer from "@lifeline/kernel/Peer"
 import type * as Protocol from "@lifeline/kernel/Protocol"
 import type * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import type * as ClusterError from "effect/cluster/ClusterError"
-import * as ClusterSchema from "effect/cluster/ClusterSchema"
-import * as Entity from "effect/cluster/Entity"
 import type * as Sharding from "effect/cluster/Sharding"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
-import * as PrimaryKey from "effect/PrimaryKey"
 import type * as ChildProcess from "effect/process/ChildProcess"
-import * as Rpc from "effect/rpc/Rpc"
-import * as Schema from "effect/Schema"
+import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import type { ExtensionUnavailable, InvalidOperation, KeyReused, OperationFailed } from "./FleetError.js"
+
+export {
+  /**
+   * @since 0.1.0
+   * @category schemas
+   */
+  Close,
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  ExtensionSession,
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  maxKeyLength,
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  maxSessionIdLength,
+  /**
+   * @since 0.1.0
+   * @category schemas
+   */
+  Operation,
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  owner,
+  /**
+   * @since 0.1.0
+   * @category schemas
+   */
+  Run
+} from "./SessionEntity.js"
 import * as internal from "./internal/session.js"
 
-/**
- * One operation of a session: its journal `key` (at most 255 characters, unique across the fleet: it is also the
- * primary key of the persisted message, so sending the same key twice is one operation with one reply), its `kind`
- * (which recovery decision applies) and its JSON `payload`.
- *
- * @example
- * ```ts
- * import { ExtensionSession } from "@lifeline/fleet"
- *
- * const operation = new ExtensionSession.Operation({ key: "session-7/turn-3", kind: "llm", payload: { text: "hi" } })
- * ```
- *
- * @since 0.1.0
- * @category schemas
- */
-export class Operation extends Schema.Class<Operation>("@lifeline/fleet/Operation")({
-  key: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(255)),
-  kind: Schema.String,
-  payload: Schema.Json
-}) {
-  /** The journal key: the cluster stores one message, and one reply, per key. */
-  [PrimaryKey.symbol](): string {
-    return this.key
-  }
-}
-
-/**
- * The operation failed: its handler failed (`error` is what the journal recorded), or it was interrupted by the
- * death of a runner and the recovery decision of its kind was to fail it (`interrupted`: the journal holds an
- * `InterruptedByCrash`; send it again under a new key to retry), or the key belongs to another session.
- *
- * @since 0.1.0
- * @category errors
- */
-export class OperationFailed extends Schema.TaggedError<OperationFailed>("@lifeline/fleet/OperationFailed")(
-  "OperationFailed",
-  {
-    key: Schema.String,
-    kind: Schema.String,
-    reason: Schema.String,
-    interrupted: Schema.Boolean,
-    error: Schema.optional(Schema.Json)
-  }
-) {
-  override get message(): string {
-    return `${this.kind} ${this.key} failed${this.interrupted ? " (interrupted)" : ""}: ${this.reason}`
-  }
-}
-
-/**
- * The RPC of an operation: persisted (it outlives the runner that runs it, and the one that sent it), deduplicated
- * by its key, answered with the operation's JSON result.
- *
- * @since 0.1.0
- * @category schemas
- */
-export const Run = Rpc.make("Run", { payload: Operation, success: Schema.Json, error: OperationFailed }).annotate(
-  ClusterSchema.Persisted,
-  true
-)
-
-/**
- * Ends the session's keep-alive: the entity stops once idle for `maxIdleTime`, and its child with it.
- *
- * @since 0.1.0
- * @category schemas
- */
-export const Close = Rpc.make("Close")
-
-/**
- * The entity.
- *
- * @since 0.1.0
- * @category models
- */
-export const ExtensionSession = Entity.make("ExtensionSession", [Run, Close])
+export {
+  /**
+   * @since 0.1.0
+   * @category errors
+   */
+  ExtensionUnavailable,
+  /**
+   * @since 0.1.0
+   * @category errors
+   */
+  InvalidOperation,
+  /**
+   * @since 0.1.0
+   * @category errors
+   */
+  KeyReused,
+  /**
+   * @since 0.1.0
+   * @category errors
+   */
+  OperationFailed
+} from "./FleetError.js"
 
 /**
  * What an operation gets: its key, kind and payload, which attempt this is (2 or more: resumed after a crash), and
@@ -164,25 +149,25 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
   readonly concurrency?: number | "unbounded" | undefined
   /** How long a closed session stays idle before it stops. Default 1 minute. */
   readonly maxIdleTime?: Duration.Input | undefined
+  /**
+   * When the runner stops (or the session's shard moves), how long an operation in flight may still finish before it
+   * is left unfinished in the journal, for the next runner to resume or fail by its kind's decision. Operations not
+   * started yet are never started: the next runner gets them. Keep it below the runner's `entityTerminationTimeout`
+   * (Effect's default 15 s), which bounds the whole stop. Default 10 seconds.
+   */
+  readonly drainTimeout?: Duration.Input | undefined
+  /**
+   * A child that exited is started again at the session's next operation, at most this many times in a row without
+   * an operation succeeding on it; then operations fail with `ExtensionUnavailable` (`RestartBudgetSpent`) until the
+   * session restarts (closed and idle, or moved). A command that cannot be spawned counts the same way. Default 3.
+   */
+  readonly maxRestarts?: number | undefined
+  /** The wait before the n-th restart in a row: `restartBackoff × 2^(n-1)`. Default 1 second. */
+  readonly restartBackoff?: Duration.Input | undefined
   /** The child's stop sequence, when the session stops or moves. */
   readonly stop?: NodeChildProcess.StopOptions | undefined
   readonly shutdown?: ((peer: Peer.Peer<Serves, Calls>) => Effect.Effect<unknown, unknown>) | undefined
 }
-
-/**
- * The journal owner of a session's operations: `fleet/session/<sessionId>`.
- *
- * @example
- * ```ts
- * import { ExtensionSession } from "@lifeline/fleet"
- *
- * ExtensionSession.owner("s-1") // "fleet/session/s-1"
- * ```
- *
- * @since 0.1.0
- * @category models
- */
-export const owner = (sessionId: string): string => `fleet/session/${sessionId}`
 
 /**
  * Registers the entity with the runner: provide it the `Sharding` of `FleetRunner.layer` and the `Journal` (a
@@ -215,7 +200,8 @@ export const layer: <Serves extends Method.Any, Calls extends Method.Any, R = ne
 /**
  * Sends an operation to its session, wherever the session runs, and waits for its reply. The message is stored
  * first, so the operation survives the death of the runner running it (and of this one); sending the same key again
- * waits for the same reply instead of running it twice.
+ * waits for the same reply instead of running it twice (the same key with another kind or payload: `KeyReused`). A
+ * session id, key, kind or payload out of bounds fails with `InvalidOperation` before anything is stored.
  *
  * @example
  * ```ts
@@ -234,6 +220,9 @@ export const run: (
 ) => Effect.Effect<
   Schema.Json,
   | OperationFailed
+  | ExtensionUnavailable
+  | KeyReused
+  | InvalidOperation
   | ClusterError.MailboxFull
   | ClusterError.AlreadyProcessingMessage
   | ClusterError.PersistenceError
@@ -259,6 +248,7 @@ export const close: (
   sessionId: string
 ) => Effect.Effect<
   void,
+  | InvalidOperation
   | ClusterError.MailboxFull
   | ClusterError.AlreadyProcessingMessage
   | ClusterError.PersistenceError

@@ -3,17 +3,29 @@
 /**
  * A session of an extension (or agent) process, run by whichever runner of the fleet holds its shard: an entity of
  * Effect's cluster, keyed by the session id, that spawns the session's child process in its scope and speaks
- * JSON-RPC to it over stdio, and runs each operation of the session as a persisted RPC whose primary key is the
- * operation's journal key. When the entity starts (the session's first operation, a shard moved, or the runner that
+ * JSON-RPC to it over stdio, and runs each operation of the session as a persisted RPC keyed by the operation's
+ * journal key. When the entity starts (the session's first operation, a shard moved, or the runner that
  * held it died), it first runs the kernel's `Recovery` for the session: what the journal says completed is answered
  * from the journal, the rest is resumed on the new child or failed with `InterruptedByCrash`, as the decisions say.
  *
  * A stdio child cannot move between machines: when the session moves, its child is stopped with the old entity (or
- * died with the old runner) and the new runner starts a new one. What the old child held in memory is gone.
+ * died with the old runner) and the new runner starts a new one. What the old child held in memory is gone. A child
+ * that exits is started again at the session's next operation, within a restart budget (`maxRestarts`).
+ *
+ * When a runner stops gracefully (or the shard moves), it starts no new operation (the next runner runs it), and
+ * gives those in flight `drainTimeout` to finish before leaving them unfinished for the next runner's recovery.
  *
  * @since 0.1.0
  */
 export * as ExtensionSession from "./ExtensionSession.js"
+
+/**
+ * The errors of a fleet's operations, as the sender of an operation receives them (`ExtensionSession.run`'s error
+ * channel; `Run`'s persisted error schema).
+ *
+ * @since 0.1.0
+ */
+export * as FleetError from "./FleetError.js"
 
 /**
  * The cluster's tables (messages, replies, runners, shard locks) created or upgraded once per database, one runner at
@@ -34,3 +46,12 @@ export * as FleetMigrations from "./FleetMigrations.js"
  * @since 0.1.0
  */
 export * as FleetRunner from "./FleetRunner.js"
+
+/**
+ * What the cluster knows of a session: the `ExtensionSession` entity, its two RPCs (`Run`, persisted, and `Close`),
+ * the `Operation` it carries and the limits on session ids and keys. `ExtensionSession` re-exports all of it, with the
+ * layer that runs the entity.
+ *
+ * @since 0.1.0
+ */
+export * as SessionEntity from "./SessionEntity.js"

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ExtensionSession } from "@lifeline/fleet"
 import type { JournalEntry } from "@lifeline/kernel"
-import { Journal, JournalBackend, Recovery } from "@lifeline/kernel"
+import { Journal, JournalBackend, JournalError, Recovery } from "@lifeline/kernel"
 import { Effect, Exit, Fiber, Option, PrimaryKey, Ref, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import * as internal from "../src/internal/session.js"
@@ -53,7 +53,7 @@ describe("ExtensionSession", () => {
       Effect.gen(function*() {
         const backend = yield* JournalBackend.makeMemory
         const dead = yield* Journal.make(backend)
-        yield* dead.begin({ kind: "tool", key: "k3", payload: {}, owner })
+        yield* dead.begin({ kind: "tool", key: "k3", payload: { key: "k3" }, owner })
         const journal = yield* Journal.make(backend)
         yield* Effect.scoped(Recovery.run({ owner })).pipe(Effect.provideService(Journal.Journal, journal))
         const { execute, runs } = yield* counting
@@ -66,10 +66,17 @@ describe("ExtensionSession", () => {
     it.effect("interruption leaves the entry InFlight for recovery, and not running here", () =>
       Effect.gen(function*() {
         const journal = yield* Journal.makeMemory
-        const fiber = yield* Effect.forkChild(internal.handle(journal, owner, operation("k4"), () => Effect.never))
+        const fiber = yield* Effect.forkChild(
+          internal.handle(journal, owner, operation("k4"), () => Effect.never, "10 seconds")
+        )
         yield* Effect.yieldNow
         assert.deepStrictEqual(yield* journal.running, ["k4"])
-        yield* Fiber.interrupt(fiber)
+        // The operation gets the drain (10 s) to finish, then is left unfinished.
+        const interrupting = yield* Effect.forkChild(Fiber.interrupt(fiber))
+        yield* TestClock.adjust("9999 millis")
+        assert.deepStrictEqual(yield* journal.running, ["k4"])
+        yield* TestClock.adjust("1 millis")
+        yield* Fiber.join(interrupting)
         assert.deepStrictEqual(yield* journal.running, [])
         assert.strictEqual(Option.getOrThrow(yield* journal.get("k4")).status, "InFlight")
         // The redelivered message, with no recovery in between, takes the entry over as a second attempt.
@@ -78,6 +85,73 @@ describe("ExtensionSession", () => {
           ran: "k4",
           attempt: 2
         })
+      }))
+
+    it.effect("an operation in flight when its handler is interrupted finishes within the drain and is recorded", () =>
+      Effect.gen(function*() {
+        const journal = yield* Journal.makeMemory
+        const work = (entry: JournalEntry.Entry) => Effect.as(Effect.sleep("3 seconds"), { done: entry.key })
+        const fiber = yield* Effect.forkChild(internal.handle(journal, owner, operation("k9"), work, "10 seconds"))
+        yield* Effect.yieldNow
+        const interrupting = yield* Effect.forkChild(Fiber.interrupt(fiber))
+        yield* TestClock.adjust("3 seconds")
+        yield* Fiber.join(interrupting)
+        const entry = Option.getOrThrow(yield* journal.get("k9"))
+        assert.strictEqual(entry.status, "Completed")
+        assert.deepStrictEqual(entry.result, { done: "k9" })
+        assert.deepStrictEqual(yield* journal.running, [])
+      }))
+
+    it.effect("a key reused with another payload or kind is refused; the same operation is answered again", () =>
+      Effect.gen(function*() {
+        const journal = yield* Journal.makeMemory
+        const { execute, runs } = yield* counting
+        const first = new ExtensionSession.Operation({ key: "k10", kind: "work", payload: { a: 1, b: [1, 2] } })
+        yield* internal.handle(journal, owner, first, execute)
+        const otherPayload = new ExtensionSession.Operation({ key: "k10", kind: "work", payload: { a: 2, b: [1, 2] } })
+        const reused = yield* Effect.flip(internal.handle(journal, owner, otherPayload, execute))
+        assert.strictEqual(reused._tag, "KeyReused")
+        const otherKind = new ExtensionSession.Operation({ key: "k10", kind: "tool", payload: { a: 1, b: [1, 2] } })
+        const reusedKind = yield* Effect.flip(internal.handle(journal, owner, otherKind, execute))
+        assert.strictEqual(reusedKind._tag, "KeyReused")
+        if (reusedKind._tag === "KeyReused") assert.strictEqual(reusedKind.storedKind, "work")
+        // The same payload with its keys in another order (as a JSONB column returns it) is the same operation.
+        const same = new ExtensionSession.Operation({ key: "k10", kind: "work", payload: { b: [1, 2], a: 1 } })
+        assert.deepStrictEqual(yield* internal.handle(journal, owner, same, execute), { ran: "k10", attempt: 1 })
+        assert.strictEqual(yield* Ref.get(runs), 1)
+      }))
+
+    it.effect("an end that the journal could not record (Postgres down) is retried, and recorded once it is back", () =>
+      Effect.gen(function*() {
+        const memory = yield* JournalBackend.makeMemory
+        const down = yield* Ref.make(false)
+        const backend: JournalBackend.Backend = {
+          ...memory,
+          update: (key, where, patch) =>
+            Effect.flatMap(Ref.get(down), (isDown) =>
+              isDown
+                ? Effect.fail(new JournalError.JournalError({ reason: "Storage", detail: "connection refused" }))
+                : memory.update(key, where, patch))
+        }
+        const journal = yield* Journal.make(backend)
+        // The operation finishes just as the journal becomes unreachable.
+        const work = () => Effect.as(Ref.set(down, true), { ok: true })
+        const fiber = yield* Effect.forkChild(internal.handle(journal, owner, operation("k11"), work))
+        yield* TestClock.adjust("3 seconds")
+        assert.isUndefined(fiber.pollUnsafe())
+        yield* Ref.set(down, false)
+        yield* TestClock.adjust("500 millis")
+        assert.deepStrictEqual(yield* Fiber.join(fiber), { ok: true })
+        assert.strictEqual(Option.getOrThrow(yield* journal.get("k11")).status, "Completed")
+        // Down for longer than the window (30 s): the journal error is the handler's (the entity restarts).
+        const fiber2 = yield* Effect.forkChild(Effect.flip(internal.handle(journal, owner, operation("k12"), work)))
+        yield* TestClock.adjust("29 seconds")
+        assert.isUndefined(fiber2.pollUnsafe())
+        yield* TestClock.adjust("2 seconds")
+        const error = yield* Fiber.join(fiber2)
+        assert.strictEqual(error._tag, "JournalError")
+        yield* Ref.set(down, false)
+        assert.strictEqual(Option.getOrThrow(yield* journal.get("k12")).status, "InFlight")
       }))
 
     it.effect("a key of another session is refused", () =>
@@ -142,8 +216,15 @@ describe("ExtensionSession", () => {
   })
 
   describe("Operation", () => {
-    it("its primary key is its journal key, and the key is bounded", () => {
-      assert.strictEqual(PrimaryKey.value(operation("s-1/op-1")), "s-1/op-1")
+    it("its primary key is its journal key and a digest of kind and payload, and the key is bounded", () => {
+      const pk = PrimaryKey.value(operation("s-1/op-1"))
+      assert.isTrue(pk.startsWith("s-1/op-1#"), pk)
+      // The same operation (keys of the payload in any order) has the same primary key; another kind or payload not.
+      const of = (kind: string, payload: Schema.Json) =>
+        PrimaryKey.value(new ExtensionSession.Operation({ key: "k", kind, payload }))
+      assert.strictEqual(of("work", { a: 1, b: [2] }), of("work", { b: [2], a: 1 }))
+      assert.notStrictEqual(of("work", { a: 1 }), of("work", { a: 2 }))
+      assert.notStrictEqual(of("work", { a: 1 }), of("tool", { a: 1 }))
       const decode = Schema.decodeUnknownExit(ExtensionSession.Operation)
       assert.isTrue(Exit.isFailure(decode({ key: "", kind: "work", payload: null })))
       assert.isTrue(Exit.isFailure(decode({ key: "x".repeat(256), kind: "work", payload: null })))

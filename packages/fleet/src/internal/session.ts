@@ -1,39 +1,37 @@
+import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import * as Journal from "@lifeline/kernel/Journal"
-import * as JournalEntry from "@lifeline/kernel/JournalEntry"
-import type * as JournalError from "@lifeline/kernel/JournalError"
+import type * as JournalEntry from "@lifeline/kernel/JournalEntry"
 import type * as Method from "@lifeline/kernel/Method"
 import type * as Peer from "@lifeline/kernel/Peer"
 import * as Recovery from "@lifeline/kernel/Recovery"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as Cause from "effect/Cause"
 import * as Entity from "effect/cluster/Entity"
-import type * as Sharding from "effect/cluster/Sharding"
+import * as Sharding from "effect/cluster/Sharding"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as ExtensionSession from "../ExtensionSession.js"
-import { ExtensionSession as SessionEntity, Operation, OperationFailed, owner as ownerOf } from "../ExtensionSession.js"
+import { ExtensionUnavailable, InvalidOperation, OperationFailed } from "../FleetError.js"
+import {
+  ExtensionSession as SessionEntity,
+  maxKeyLength,
+  maxSessionIdLength,
+  Operation,
+  owner as ownerOf
+} from "../SessionEntity.js"
+import * as ChildSlot from "./child.js"
+import { defaultDrainTimeout, handle } from "./operation.js"
+import type { Invalid } from "./validate.js"
+import { operationProblem, sessionIdProblem } from "./validate.js"
 
-/** The reply a finished entry gives: its stored result, or the failure it recorded. */
-export const answer = (entry: JournalEntry.Entry): Effect.Effect<Schema.Json, OperationFailed> =>
-  entry.status === "Completed"
-    ? Effect.succeed((entry.result ?? null) as Schema.Json)
-    : Effect.fail(failedOf(entry))
-
-export const failedOf = (entry: JournalEntry.Entry): OperationFailed =>
-  new OperationFailed({
-    key: entry.key,
-    kind: entry.kind,
-    reason: entry.reason ?? "failed",
-    interrupted: Option.isSome(Recovery.interruptedByCrash(entry)),
-    ...(entry.error === undefined ? {} : { error: entry.error as Schema.Json })
-  })
+export { answer, defaultDrainTimeout, failedOf, handle, recordRetryWindow } from "./operation.js"
 
 /** The kernel's decisions for the session, each resuming on the session's new child. */
 export const decisionsOf = <R>(
@@ -70,64 +68,6 @@ export const recover = <R>(
     })
   )
 
-/** Runs one operation under the journal: answered from the journal when it already ended. */
-export const handle = <R>(
-  journal: Journal.Journal.Service,
-  owner: string,
-  operation: Operation,
-  execute: (entry: JournalEntry.Entry) => Effect.Effect<Schema.Json, unknown, R>
-): Effect.Effect<Schema.Json, OperationFailed | JournalError.JournalError, R> =>
-  Effect.gen(function*() {
-    const existing = yield* journal.get(operation.key)
-    const entry = Option.isSome(existing)
-      ? existing.value
-      : (yield* journal.begin({ kind: operation.kind, key: operation.key, payload: operation.payload, owner }))
-        .entry
-    if (entry.owner !== owner) {
-      return yield* new OperationFailed({
-        key: operation.key,
-        kind: operation.kind,
-        reason: `the key belongs to ${entry.owner}`,
-        interrupted: false
-      })
-    }
-    if (entry.status === "Completed" || entry.status === "Failed") return yield* answer(entry)
-    if (Option.isSome(existing)) {
-      // Unfinished and left to this runner (recovery skipped it, or a begin raced us): take it under the guard.
-      const running = yield* journal.running
-      if (running.includes(entry.key)) {
-        return yield* new OperationFailed({
-          key: entry.key,
-          kind: entry.kind,
-          reason: "already running on this runner",
-          interrupted: false
-        })
-      }
-      return yield* runEntry(journal, yield* journal.resume(entry.key, { attempts: entry.attempts }), execute)
-    }
-    return yield* runEntry(journal, entry, execute)
-  })
-
-const runEntry = <R>(
-  journal: Journal.Journal.Service,
-  entry: JournalEntry.Entry,
-  execute: (entry: JournalEntry.Entry) => Effect.Effect<Schema.Json, unknown, R>
-): Effect.Effect<Schema.Json, OperationFailed | JournalError.JournalError, R> =>
-  // The journal step after the operation runs whatever happens to the fiber: an interruption lands only inside
-  // `restore`, and is recorded as what it is (the entry stays InFlight, no longer running here).
-  Effect.uninterruptibleMask((restore) =>
-    Effect.flatMap(Effect.exit(restore(execute(entry))), (exit) => {
-      if (Exit.isSuccess(exit)) return Effect.as(journal.complete(entry.key, exit.value), exit.value)
-      if (Cause.hasInterruptsOnly(exit.cause)) {
-        return Effect.andThen(journal.release(entry.key), Effect.failCause(exit.cause as Cause.Cause<never>))
-      }
-      return Effect.flatMap(
-        journal.fail(entry.key, JournalEntry.errorToJson(Cause.squash(exit.cause))),
-        (failed) => Effect.fail(failedOf(failed))
-      )
-    })
-  )
-
 export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
   options: ExtensionSession.Options<Serves, Calls, R>
 ): Layer.Layer<never, never, Sharding.Sharding | Journal.Journal | Exclude<R, Scope.Scope>> =>
@@ -137,56 +77,119 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
       const sessionId = address.entityId
       const owner = ownerOf(sessionId)
       const journal = yield* Journal.Journal
+      const sharding = yield* Sharding.Sharding
+      const drainTimeout = options.drainTimeout ?? defaultDrainTimeout
+      // A session id out of bounds (sent by an older client, or around `run`) cannot have a journal owner: its
+      // operations are refused, and the entity starts no child.
+      const invalid = sessionIdProblem(sessionId, maxSessionIdLength)
       // The child and the recovery start beside the build, not in it: the cluster starts a runner's entities one
       // after the other, so a build that waited for a spawn, for a dead runner's claim or for resumed operations
-      // would hold up every other session taken over with it. Operations wait until both are done. The child and
-      // the claim belong to the entity's scope, and end with it.
-      const ready = yield* Deferred.make<(entry: JournalEntry.Entry) => Effect.Effect<Schema.Json, unknown, R>>()
-      yield* Effect.gen(function*() {
-        const { peer } = yield* NodeChildProcess.makePeer<Serves, Calls, R>({
-          command: options.command(sessionId),
-          protocol: options.protocol,
-          handlers: (options.handlers ?? {}) as Peer.Handlers<Serves, R>,
-          name: `session ${sessionId}`,
-          stop: options.stop,
-          shutdown: options.shutdown
-        }).pipe(Effect.orDie)
-        const execute = (entry: JournalEntry.Entry) =>
-          options.run(peer, {
-            sessionId,
-            key: entry.key,
-            kind: entry.kind,
-            payload: entry.payload as Schema.Json,
-            attempt: entry.attempts
-          })
-        const report = yield* recover({
-          owner,
-          decisions: decisionsOf(options.decisions, execute),
-          maxAttempts: options.maxAttempts,
-          concurrency: options.concurrency ?? 1,
-          claim: options.claim ?? { ttl: "10 seconds" }
-        }, options.claimRetryInterval ?? Duration.millis(250)).pipe(Effect.orDie)
-        if (report.resumed.length + report.failed.length + report.errors.length > 0) {
-          yield* Effect.logInfo(
-            `session ${sessionId} recovered: ${report.resumed.length} resumed, ${report.failed.length} failed, ${report.errors.length} errors`
+      // would hold up every other session taken over with it. Operations wait until both are done. Nothing here dies:
+      // a handler that died would restart the entity in a loop, and hold up the runner's other sessions meanwhile.
+      const ready = yield* Deferred.make<Execute<R>, OperationFailed>()
+      // The children of sessions are not registered with `GracefulShutdown`: a graceful stop of the runner must not
+      // stop them under operations in flight. They stop with their session's entity, after its drain.
+      const slot = yield* ChildSlot.make({
+        spawn: Effect.map(
+          Effect.suspend(() =>
+            NodeChildProcess.makePeer<Serves, Calls, R>({
+              command: options.command(sessionId),
+              protocol: options.protocol,
+              handlers: (options.handlers ?? {}) as Peer.Handlers<Serves, R>,
+              name: `session ${sessionId}`,
+              stop: options.stop,
+              shutdown: options.shutdown
+            })
+          ).pipe(Effect.updateContext(Context.omit(GracefulShutdown.GracefulShutdown))),
+          ({ child, peer }) => ({ value: peer, alive: Effect.map(child.exitStatus, Option.isNone) })
+        ),
+        maxRestarts: options.maxRestarts ?? 3,
+        backoff: options.restartBackoff ?? "1 second",
+        describe: (error) => String(error)
+      })
+      const execute: Execute<R> = (entry) =>
+        slot.acquire.pipe(
+          Effect.mapError((unavailable) => new ExtensionUnavailable({ sessionId, ...unavailable })),
+          Effect.flatMap((peer) =>
+            options.run(peer, {
+              sessionId,
+              key: entry.key,
+              kind: entry.kind,
+              payload: entry.payload as Schema.Json,
+              attempt: entry.attempts
+            })
+          ),
+          Effect.tap(() => slot.succeeded)
+        )
+      if (invalid === undefined) {
+        yield* Effect.gen(function*() {
+          // Started with the session, so that a resumed operation finds it; a failure is the operations' to report.
+          yield* slot.acquire.pipe(
+            Effect.catch((unavailable) =>
+              Effect.logWarning(`session ${sessionId}: its extension did not start: ${unavailable.detail}`)
+            )
           )
-        }
-        return execute
-      }).pipe(
-        Effect.exit,
-        Effect.flatMap((exit) => Deferred.done(ready, exit)),
-        Effect.forkScoped
-      )
+          const report = yield* recover({
+            owner,
+            decisions: decisionsOf(options.decisions, execute),
+            maxAttempts: options.maxAttempts,
+            concurrency: options.concurrency ?? 1,
+            claim: options.claim ?? { ttl: "10 seconds" }
+          }, options.claimRetryInterval ?? Duration.millis(250)).pipe(
+            // A journal that cannot be reached is waited for; any other failure ends the session's start.
+            Effect.retry({
+              while: (error) => error._tag === "JournalError" && error.reason === "Storage",
+              schedule: Schedule.min([Schedule.exponential("500 millis"), Schedule.spaced("10 seconds")])
+            })
+          )
+          if (report.resumed.length + report.failed.length + report.errors.length > 0) {
+            yield* Effect.logInfo(
+              `session ${sessionId} recovered: ${report.resumed.length} resumed, ${report.failed.length} failed, ${report.errors.length} errors`
+            )
+          }
+          return execute
+        }).pipe(
+          Effect.catchCause((cause): Effect.Effect<never, OperationFailed> =>
+            Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause as Cause.Cause<never>) : Effect.fail(
+              new OperationFailed({
+                key: "",
+                kind: "",
+                reason: `the session could not start: ${Cause.pretty(cause).slice(0, 2000)}`,
+                interrupted: false
+              })
+            )
+          ),
+          Effect.exit,
+          Effect.flatMap((exit) => Deferred.done(ready, exit)),
+          Effect.forkScoped
+        )
+      }
       // Keeps the entity, and its child, on this runner until `Close`; a new owner of the shard restarts it at once.
-      yield* Entity.keepAlive(true)
+      // An entity with an invalid id has nothing to keep: it stops once idle.
+      if (invalid === undefined) yield* Entity.keepAlive(true)
+      const refuse = (operation: Operation, reason: string) =>
+        Effect.fail(new OperationFailed({ key: operation.key, kind: operation.kind, reason, interrupted: false }))
       return SessionEntity.of({
         Run: ({ payload }) =>
-          Effect.flatMap(Deferred.await(ready), (execute) =>
-            // The operation's own failure is its reply; a journal that cannot be read or written is a defect (the
-            // entity restarts, the message is delivered again).
-            handle(journal, owner, payload, execute).pipe(
-              Effect.catchTag("JournalError", (error) => Effect.die(error))
-            )),
+          Effect.gen(function*() {
+            // A stopping runner starts nothing: the operation is left to the next runner (the entity's termination
+            // interrupts this wait, and the cluster does not answer an interrupted persisted request).
+            if (yield* sharding.isShutdown) return yield* Effect.never
+            if (invalid !== undefined) return yield* refuse(payload, `invalid session id: ${invalid.problem}`)
+            const problem = operationProblem(payload, maxKeyLength)
+            if (problem !== undefined) return yield* refuse(payload, `invalid ${problem.field}: ${problem.problem}`)
+            const run = yield* Deferred.await(ready).pipe(
+              Effect.mapError((error) => new OperationFailed({ ...error, key: payload.key, kind: payload.kind }))
+            )
+            // The operation's own failure is its reply. A journal that cannot be reached is a defect (the entity
+            // restarts, the message is delivered again); one that refuses the operation is its reply.
+            return yield* handle(journal, owner, payload, run, drainTimeout).pipe(
+              Effect.catchTag("JournalError", (error) =>
+                error.reason === "Storage"
+                  ? Effect.die(error)
+                  : refuse(payload, `the journal refused it: ${error.message}`))
+            )
+          }),
         Close: () => Effect.provideService(Entity.keepAlive(false), Entity.CurrentAddress, address)
       })
     }),
@@ -194,14 +197,25 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
     // `R` is needed by the build and by the handlers alike; TypeScript cannot merge the two `Exclude`s.
   ) as Layer.Layer<never, never, Sharding.Sharding | Journal.Journal | Exclude<R, Scope.Scope>>
 
+type Execute<R> = (entry: JournalEntry.Entry) => Effect.Effect<Schema.Json, unknown, R>
+
+const check = (invalid: () => Invalid | undefined): Effect.Effect<void, InvalidOperation> =>
+  Effect.suspend(() => {
+    const problem = invalid()
+    return problem === undefined ? Effect.void : Effect.fail(new InvalidOperation(problem))
+  })
+
 export const run = (
   sessionId: string,
   operation: { readonly key: string; readonly kind: string; readonly payload: Schema.Json }
 ) =>
-  Effect.flatMap(
-    SessionEntity.client,
-    (clientFor) => clientFor(sessionId).Run(new Operation(operation))
+  Effect.andThen(
+    check(() => sessionIdProblem(sessionId, maxSessionIdLength) ?? operationProblem(operation, maxKeyLength)),
+    Effect.flatMap(SessionEntity.client, (clientFor) => clientFor(sessionId).Run(new Operation(operation)))
   )
 
 export const close = (sessionId: string) =>
-  Effect.flatMap(SessionEntity.client, (clientFor) => clientFor(sessionId).Close())
+  Effect.andThen(
+    check(() => sessionIdProblem(sessionId, maxSessionIdLength)),
+    Effect.flatMap(SessionEntity.client, (clientFor) => clientFor(sessionId).Close())
+  )

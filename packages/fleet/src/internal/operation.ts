@@ -1,0 +1,164 @@
+import type * as Journal from "@lifeline/kernel/Journal"
+import * as JournalEntry from "@lifeline/kernel/JournalEntry"
+import type * as JournalError from "@lifeline/kernel/JournalError"
+import * as Recovery from "@lifeline/kernel/Recovery"
+import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import { ExtensionUnavailable, KeyReused, OperationFailed } from "../FleetError.js"
+import type { Operation } from "../SessionEntity.js"
+import { jsonEquals } from "./validate.js"
+
+/** The reply a finished entry gives: its stored result, or the failure it recorded. */
+export const answer = (entry: JournalEntry.Entry): Effect.Effect<Schema.Json, OperationFailed | ExtensionUnavailable> =>
+  entry.status === "Completed"
+    ? Effect.succeed((entry.result ?? null) as Schema.Json)
+    : Effect.fail(unavailableOf(entry.error) ?? failedOf(entry))
+
+/** An operation recorded Failed because the session's extension was unavailable is answered as such. */
+const unavailableOf = (error: unknown): ExtensionUnavailable | undefined => {
+  const decoded = Schema.decodeUnknownOption(ExtensionUnavailable)(error)
+  return Option.isSome(decoded) ? decoded.value : undefined
+}
+
+export const failedOf = (entry: JournalEntry.Entry): OperationFailed =>
+  new OperationFailed({
+    key: entry.key,
+    kind: entry.kind,
+    reason: entry.reason ?? "failed",
+    interrupted: Option.isSome(Recovery.interruptedByCrash(entry)),
+    ...(entry.error === undefined ? {} : { error: entry.error as Schema.Json })
+  })
+
+/** Runs one operation under the journal: answered from the journal when it already ended. */
+export const handle = <R>(
+  journal: Journal.Journal.Service,
+  owner: string,
+  operation: Operation,
+  execute: (entry: JournalEntry.Entry) => Effect.Effect<Schema.Json, unknown, R>,
+  drainTimeout: Duration.Input = defaultDrainTimeout
+): Effect.Effect<Schema.Json, OperationFailed | ExtensionUnavailable | KeyReused | JournalError.JournalError, R> =>
+  Effect.gen(function*() {
+    let existing = yield* journal.get(operation.key)
+    const began = Option.isSome(existing) ? undefined : yield* journal.begin({
+      kind: operation.kind,
+      key: operation.key,
+      payload: operation.payload,
+      owner
+    }).pipe(
+      // Another operation under the same key began first (operations of a session run concurrently): read it.
+      Effect.catchIf((error) => error.reason === "Conflict", () => Effect.succeed(undefined))
+    )
+    if (began === undefined && Option.isNone(existing)) existing = yield* journal.get(operation.key)
+    if (began === undefined && Option.isNone(existing)) {
+      return yield* new OperationFailed({
+        key: operation.key,
+        kind: operation.kind,
+        reason: "the key was taken and is gone",
+        interrupted: false
+      })
+    }
+    const entry = began !== undefined ? began.entry : (existing as Option.Some<JournalEntry.Entry>).value
+    if (entry.owner !== owner) {
+      return yield* new OperationFailed({
+        key: operation.key,
+        kind: operation.kind,
+        reason: `the key belongs to ${entry.owner}`,
+        interrupted: false
+      })
+    }
+    if (entry.kind !== operation.kind || !jsonEquals(entry.payload, operation.payload)) {
+      return yield* new KeyReused({ key: operation.key, kind: operation.kind, storedKind: entry.kind })
+    }
+    if (entry.status === "Completed" || entry.status === "Failed") return yield* answer(entry)
+    if (Option.isSome(existing)) {
+      // Unfinished and left to this runner (recovery skipped it, or a begin raced us): take it under the guard.
+      const running = yield* journal.running
+      if (running.includes(entry.key)) {
+        return yield* new OperationFailed({
+          key: entry.key,
+          kind: entry.kind,
+          reason: "already running on this runner",
+          interrupted: false
+        })
+      }
+      return yield* runEntry(
+        journal,
+        yield* journal.resume(entry.key, { attempts: entry.attempts }),
+        execute,
+        drainTimeout
+      )
+    }
+    return yield* runEntry(journal, entry, execute, drainTimeout)
+  })
+
+/** How long an operation in flight may still finish once its handler is interrupted (the runner stops). */
+export const defaultDrainTimeout: Duration.Input = "10 seconds"
+
+const runEntry = <R>(
+  journal: Journal.Journal.Service,
+  entry: JournalEntry.Entry,
+  execute: (entry: JournalEntry.Entry) => Effect.Effect<Schema.Json, unknown, R>,
+  drainTimeout: Duration.Input
+): Effect.Effect<Schema.Json, OperationFailed | ExtensionUnavailable | JournalError.JournalError, R> =>
+  // The journal step after the operation runs whatever happens to the fiber. When the handler is interrupted (the
+  // runner stops, or the shard moves), the operation gets `drainTimeout` to finish, then is interrupted and recorded
+  // as what it is: the entry stays InFlight, no longer running here, for the next runner's recovery.
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(drain(restore, execute(entry), drainTimeout), (exit) => {
+      if (Exit.isSuccess(exit)) return Effect.as(recording(journal.complete(entry.key, exit.value)), exit.value)
+      if (Cause.hasInterruptsOnly(exit.cause)) {
+        return Effect.andThen(journal.release(entry.key), Effect.failCause(exit.cause as Cause.Cause<never>))
+      }
+      const error = Cause.squash(exit.cause)
+      return Effect.flatMap(
+        recording(journal.fail(
+          entry.key,
+          error instanceof ExtensionUnavailable
+            ? { _tag: error._tag, sessionId: error.sessionId, reason: error.reason, detail: error.detail }
+            : JournalEntry.errorToJson(error)
+        )),
+        (failed) => Effect.fail(unavailableOf(failed.error) ?? failedOf(failed))
+      )
+    })
+  )
+
+/**
+ * How long the step that records an operation's end is retried while the journal is unreachable (a `Storage` error:
+ * each attempt is bounded by the journal's `operationTimeout`), so that a short Postgres outage does not leave an
+ * operation that finished unrecorded, to be run again or failed by the next runner's recovery.
+ */
+export const recordRetryWindow: Duration.Input = "30 seconds"
+
+const recording = <A>(step: Effect.Effect<A, JournalError.JournalError>) =>
+  Effect.retry(step, {
+    while: (error) => error.reason === "Storage",
+    schedule: Schedule.spaced("500 millis").pipe(Schedule.upTo({ duration: recordRetryWindow }))
+  })
+
+const drain = <A, E, R>(
+  restore: <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>,
+  effect: Effect.Effect<A, E, R>,
+  drainTimeout: Duration.Input
+): Effect.Effect<Exit.Exit<A, E>, never, R> =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.forkChild(Effect.interruptible(effect), { startImmediately: true })
+    const joined = yield* Effect.exit(restore(Fiber.join(fiber)))
+    if (Exit.isSuccess(joined) || !Cause.hasInterrupts(joined.cause) || fiber.pollUnsafe() !== undefined) {
+      return fiber.pollUnsafe() ?? joined
+    }
+    // Interrupted from outside while the operation runs: let it finish within the drain, else interrupt it.
+    const finished = yield* Effect.timeoutOption(Fiber.await(fiber), drainTimeout)
+    if (Option.isSome(finished)) return finished.value
+    yield* Effect.logInfo(
+      `operation still running after the drain (${
+        Duration.format(Duration.fromInputUnsafe(drainTimeout))
+      }): left unfinished for the next runner`
+    )
+    return yield* Fiber.interrupt(fiber).pipe(Effect.andThen(Fiber.await(fiber)))
+  })
