@@ -67,7 +67,7 @@ describePostgres(pg, "Fleet", () => {
           assert.notInclude(runner.stderr(), "already exists")
         }
       }).pipe(Effect.scoped),
-    60_000
+    120_000
   )
 
   it.live(
@@ -98,7 +98,7 @@ describePostgres(pg, "Fleet", () => {
         const killedAt = Date.now()
         yield* Effect.promise(() => victim.exited)
 
-        yield* client.line("finished", 45_000)
+        yield* client.line("finished", 120_000)
         const output = Harness.parseClient(client.lines)
         const effects = Harness.readEffects(effectsFile)
         // What the dead runner had started and not answered: the only operations that may run twice.
@@ -138,6 +138,6 @@ describePostgres(pg, "Fleet", () => {
           20_000
         )
       }).pipe(Effect.scoped),
-    90_000
+    180_000
   )
 })

@@ -83,7 +83,7 @@ describePostgres(pg, "Fleet Postgres outage", () => {
           `-c listen_addresses=127.0.0.1 -p ${port} -k ${dir} -c fsync=off -c max_connections=200`,
           "start"
         ])
-        yield* client.line("finished", 60_000)
+        yield* client.line("finished", 120_000)
         const output = Harness.parseClient(client.lines)
         const effects = Harness.readEffects(effectsFile)
         const summary = Array.from({ length: operations }, (_, i) => {
@@ -107,6 +107,6 @@ describePostgres(pg, "Fleet Postgres outage", () => {
         }
         assert.isAbove(inFlight.size, 0)
       }).pipe(Effect.scoped),
-    120_000
+    180_000
   )
 })

@@ -77,7 +77,7 @@ const stopOneRunner = (name: string, workMs: number) =>
     yield* Effect.promise(() => victim.exited)
     const stopMs = Date.now() - stoppedAt
 
-    yield* client.line("finished", 60_000)
+    yield* client.line("finished", 120_000)
     const output = Harness.parseClient(client.lines)
     const effects = Harness.readEffects(effectsFile)
     assert.deepStrictEqual(output.errors, [], victim.stderr().slice(-3000))
@@ -115,7 +115,7 @@ describePostgres(pg, "Fleet graceful stop", () => {
         assert.isAtMost(stopMs, 15_000, `the runner took ${stopMs} ms to stop`)
         yield* Effect.logInfo(`fleet stop: ${inFlightAtStop.size} in flight at SIGTERM; stopped in ${stopMs} ms`)
       }).pipe(Effect.scoped),
-    90_000
+    180_000
   )
 
   it.live(
@@ -132,6 +132,6 @@ describePostgres(pg, "Fleet graceful stop", () => {
         assert.isAtMost(stopMs, 8_000, `the runner took ${stopMs} ms to stop`)
         yield* Effect.logInfo(`fleet stop (cut drain): ${inFlightAtStop.size} resumed; stopped in ${stopMs} ms`)
       }).pipe(Effect.scoped),
-    90_000
+    180_000
   )
 })
