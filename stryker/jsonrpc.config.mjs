@@ -22,12 +22,7 @@ export default {
     "!/packages/jsonrpc/vitest.config.ts",
     "!/packages/jsonrpc/tsconfig*.json"
   ],
-  // The framing tests: the message tests never reach these files, and their long property tests only slow the run.
-  testFiles: [
-    "packages/jsonrpc/test/Framing*.test.ts",
-    "packages/jsonrpc/test/ContentLength*.test.ts",
-    "packages/jsonrpc/test/Ndjson*.test.ts"
-  ],
+  // Which tests run is set in stryker/jsonrpc.vitest.mjs (never with `testFiles`: see vitest-sandbox.mjs).
   // Its own sandbox folder (git-ignored under build/), so it can run while another package's run is in progress.
   tempDirName: "build/stryker-tmp/jsonrpc"
 }

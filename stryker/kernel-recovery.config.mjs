@@ -19,6 +19,7 @@ export default {
   incrementalFile: all(config.incrementalFile),
   jsonReporter: { fileName: all(config.jsonReporter.fileName) },
   htmlReporter: { fileName: all(config.htmlReporter.fileName) },
-  testFiles: ["packages/kernel/test/Recovery*.test.ts"],
+  // Its own vitest wrapper: the recovery tests only (never Stryker's `testFiles`: see vitest-sandbox.mjs).
+  vitest: { ...config.vitest, configFile: "stryker/kernel-recovery.vitest.mjs" },
   tempDirName: "build/stryker-tmp/kernel-recovery"
 }

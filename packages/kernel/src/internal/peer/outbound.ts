@@ -48,7 +48,9 @@ const abandon = (s: State, call: PendingCall, timedOut: boolean): void => {
   s.tombstones.add(call.id)
   // The answer may already be on its way: if it arrives it meets the tombstone and is dropped and counted.
   const cancellation = s.cancellation
-  if (cancellation !== undefined && call.enqueued && s.disconnect === undefined) {
+  // Sent while the transport is open: also during a drain, when new calls are refused but the peer still works on
+  // (and should stop) what it was sent.
+  if (cancellation !== undefined && call.enqueued && !s.tornDown) {
     const reason = timedOut ? `timed out after ${call.timeoutMillis} ms` : "cancelled by the caller"
     unsafeWrite(s, Message.notification(cancellation.method, cancellation.encode(call.id, reason)))
   }
