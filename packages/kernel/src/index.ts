@@ -248,3 +248,15 @@ export * as TestTransport from "./TestTransport.js"
  * @since 0.1.0
  */
 export * as Transport from "./Transport.js"
+
+/**
+ * Text that came from the other side (a peer's names, reasons and messages, its stderr; a journal key or owner; a
+ * server's error), made safe for a log line or an error message: control characters, line and paragraph separators
+ * and bidirectional overrides are written as `\uXXXX` escapes (so one entry stays one line, and a terminal shows what
+ * was logged instead of obeying it), and a long value is cut with a marker saying how long it was. The journal, the
+ * Node stderr logger and the fleet check and escape with these; `@lifeline/hermes-node`'s `TerminalText` is the
+ * variant for text printed to a person (Control Pictures instead of escapes).
+ *
+ * @since 0.1.0
+ */
+export * as UntrustedText from "./UntrustedText.js"

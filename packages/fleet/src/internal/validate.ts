@@ -1,22 +1,19 @@
 import * as Journal from "@lifeline/kernel/Journal"
+import * as UntrustedText from "@lifeline/kernel/UntrustedText"
 import type * as Schema from "effect/Schema"
 import * as Crypto from "node:crypto"
 
-// What the journal refuses in a key, a kind or an owner (C0 and C1 controls, DEL; lone surrogates): checked here,
-// before anything is stored, so that a bad value is a typed error for its sender and never a message that a runner
-// cannot run.
-const control = /[\u0000-\u001f\u007f-\u009f]/
-const loneSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+const shown = (value: string) => JSON.stringify(UntrustedText.shown(value, 60))
 
-const shown = (value: string) => JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value)
-
-/** Why `value` is not 1 to `max` characters of well-formed Unicode without control characters, if it is not. */
+/**
+ * Why `value` is not a name the journal accepts (`UntrustedText.nameProblem`: 1 to `max` characters of well-formed
+ * Unicode without control characters), with the value shown: checked here, before anything is stored, so that a bad
+ * value is a typed error for its sender and never a message that a runner cannot run.
+ */
 export const textProblem = (value: unknown, max: number): string | undefined => {
-  if (typeof value !== "string") return "is not a string"
-  if (value.length === 0 || value.length > max) return `has ${value.length} characters, not 1 to ${max}`
-  if (loneSurrogate.test(value)) return `${shown(value)} is not well-formed Unicode (a lone surrogate)`
-  if (control.test(value)) return `${shown(value)} contains a control character`
-  return undefined
+  const problem = UntrustedText.nameProblem(value, max)
+  if (problem === undefined || typeof value !== "string" || value.length === 0 || value.length > max) return problem
+  return `${shown(value)} ${problem}`
 }
 
 const payloadProblem = (payload: Schema.Json): string | undefined => {

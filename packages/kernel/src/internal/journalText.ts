@@ -2,8 +2,8 @@
 
 // Controls (C0, DEL, C1), line and paragraph separators and bidi overrides: what would let a value that came from
 // outside (a key, a kind, an owner, a host name, a server's message) start a line that looks like another log entry,
-// move the cursor or clear the terminal, or reorder what is shown. The same set as `@lifeline/node`'s stderr logger,
-// which the kernel cannot import.
+// move the cursor or clear the terminal, or reorder what is shown (`@lifeline/node`'s stderr logger escapes its lines
+// with the same set, through `UntrustedText.escape`).
 const unsafe = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g
 
 // Characters a key, a kind or an owner may not contain: C0 and C1 controls and DEL (NUL among them, which PostgreSQL
@@ -17,6 +17,10 @@ const loneSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\
 /** How many characters of an untrusted value a message or a log line shows. @internal */
 export const maxShownLength = 120
 
+/** `text` with every unsafe character written as a `\uXXXX` escape. @internal */
+export const escape = (text: string): string =>
+  text.replace(unsafe, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`)
+
 /**
  * `value` as it may appear in a message or a log line: every unsafe character written as a `\uXXXX` escape, and cut
  * to `max` characters with a marker saying how long it was.
@@ -24,7 +28,7 @@ export const maxShownLength = 120
  */
 export const shown = (value: string, max: number = maxShownLength): string => {
   const cut = value.length > max ? value.slice(0, max) : value
-  const escaped = cut.replace(unsafe, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`)
+  const escaped = escape(cut)
     // a lone surrogate, including one left by the cut, is shown as an escape too
     .replace(new RegExp(loneSurrogate, "g"), (char) => `\\u${char.charCodeAt(0).toString(16)}`)
   return value.length > max ? `${escaped}…(${value.length} characters)` : escaped

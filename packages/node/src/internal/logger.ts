@@ -4,24 +4,21 @@
  *
  * @internal
  */
+import * as UntrustedText from "@lifeline/kernel/UntrustedText"
 import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import type * as Scope from "effect/Scope"
 import { type Guarded, unsafeGuard } from "./streams.js"
 
-// Controls (C0, DEL, C1), line and paragraph separators and bidi overrides: what would let a logged value that came
-// from the other side (its stderr, a method name, a reason) move the cursor, rewrite the terminal's title or
-// clipboard (OSC 0, OSC 52), reorder what is shown, or start a line that looks like another entry.
-const unsafeCharacters = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g
-
 /**
- * The line with every character of {@link unsafeCharacters} written as a `\uXXXX` escape, so one entry stays one
- * line and a terminal shows what was logged instead of obeying it.
+ * The line with every control character, line or paragraph separator and bidirectional override written as a
+ * `\uXXXX` escape (`UntrustedText.escape`), so one entry stays one line and a terminal shows what was logged instead
+ * of obeying it (a logged value that came from the other side, its stderr, a method name, a reason, cannot move the
+ * cursor, rewrite the terminal's title or clipboard, or start a line that looks like another entry).
  *
  * @internal
  */
-export const escapeLine = (line: string): string =>
-  line.replace(unsafeCharacters, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`)
+export const escapeLine: (line: string) => string = UntrustedText.escape
 
 /**
  * One logfmt line per entry, written straight to `stderr` (not through `console`, which user code may replace, and

@@ -1,0 +1,69 @@
+/**
+ * Text that came from the other side (a peer's names, reasons and messages, its stderr; a journal key or owner; a
+ * server's error), made safe for a log line or an error message: control characters, line and paragraph separators
+ * and bidirectional overrides are written as `\uXXXX` escapes (so one entry stays one line, and a terminal shows what
+ * was logged instead of obeying it), and a long value is cut with a marker saying how long it was. The journal, the
+ * Node stderr logger and the fleet check and escape with these; `@lifeline/hermes-node`'s `TerminalText` is the
+ * variant for text printed to a person (Control Pictures instead of escapes).
+ *
+ * @since 0.1.0
+ */
+import * as internal from "./internal/journalText.js"
+
+/**
+ * `text` with every control character (C0, DEL, C1), line or paragraph separator and bidirectional override written
+ * as a `\uXXXX` escape; nothing else changes.
+ *
+ * @example
+ * ```ts
+ * import { UntrustedText } from "@lifeline/kernel"
+ *
+ * UntrustedText.escape("done\nINFO forged") // "done\\u000aINFO forged"
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const escape: (text: string) => string = internal.escape
+
+/**
+ * {@link escape}, cut to `max` characters (default {@link maxShownLength}) with a marker saying how long the value
+ * was: what a message or a log line shows of an untrusted value.
+ *
+ * @example
+ * ```ts
+ * import { UntrustedText } from "@lifeline/kernel"
+ *
+ * UntrustedText.shown("x".repeat(500), 10) // "xxxxxxxxxx…(500 characters)"
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const shown: (value: string, max?: number) => string = internal.shown
+
+/**
+ * How many characters of an untrusted value {@link shown} keeps by default: 120.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const maxShownLength: number = internal.maxShownLength
+
+/**
+ * Why `value` cannot be a name (a journal key, kind or owner, a fleet session id), or `undefined` when it can: a name
+ * is 1 to `max` characters of well-formed Unicode (no lone surrogate, which drivers store as U+FFFD, so two names
+ * would collide) without control characters (NUL among them, which PostgreSQL refuses).
+ *
+ * @example
+ * ```ts
+ * import { UntrustedText } from "@lifeline/kernel"
+ *
+ * UntrustedText.nameProblem("turn-3/tool", 255) // undefined
+ * UntrustedText.nameProblem("a\u0000b", 255) // "contains a control character (NUL, a line break, an escape, ...)"
+ * ```
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const nameProblem = (value: unknown, max: number): string | undefined => internal.textProblem(value, max)
