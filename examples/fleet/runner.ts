@@ -17,9 +17,8 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ChildProcess from "effect/process/ChildProcess"
-import * as Fs from "node:fs"
 import * as Path from "node:path"
-import * as Url from "node:url"
+import { root } from "./harness.js"
 import { Host, Work } from "./protocol.js"
 
 const [url, port, effectsFile] = process.argv.slice(2)
@@ -27,16 +26,6 @@ if (url === undefined || port === undefined || effectsFile === undefined) {
   process.stderr.write("usage: runner.ts <postgres url> <port> <effects file>\n")
   process.exit(2)
 }
-const root = (() => {
-  // From this file, or from its bundle under node_modules/.cache (scripts/run-bundled.mjs): up to the repository.
-  let dir = Path.dirname(Url.fileURLToPath(import.meta.url))
-  while (!Fs.existsSync(Path.join(dir, "scripts", "run-bundled.mjs"))) {
-    const up = Path.dirname(dir)
-    if (up === dir) throw new Error("not inside the Lifeline repository")
-    dir = up
-  }
-  return dir
-})()
 const here = Path.join(root, "examples/fleet")
 const sharding = JSON.parse(process.env.FLEET_SHARDING ?? "{}") as FleetRunner.ShardingOptions
 const shardsTotal = sharding.shardsPerGroup ?? 300

@@ -18,7 +18,7 @@ import * as ChildProcess from "effect/process/ChildProcess"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as Url from "node:url"
+import { root } from "./harness.js"
 import { Host, Work } from "./protocol.js"
 
 const [url, operations, sessions] = process.argv.slice(2)
@@ -26,16 +26,6 @@ if (url === undefined || operations === undefined || sessions === undefined) {
   process.stderr.write("usage: single-host.ts <postgres url> <operations> <sessions>\n")
   process.exit(2)
 }
-const root = (() => {
-  // From this file, or from its bundle under node_modules/.cache (scripts/run-bundled.mjs): up to the repository.
-  let dir = Path.dirname(Url.fileURLToPath(import.meta.url))
-  while (!Fs.existsSync(Path.join(dir, "scripts", "run-bundled.mjs"))) {
-    const up = Path.dirname(dir)
-    if (up === dir) throw new Error("not inside the Lifeline repository")
-    dir = up
-  }
-  return dir
-})()
 const effectsFile = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-single-")), "effects")
 
 const main = Effect.gen(function*() {
