@@ -48,10 +48,10 @@ interface Report {
   readonly exit: { readonly code: number | null; readonly signal: string | null } | null
 }
 
-/** Runs the client to its end; its stdout is what a terminal would receive. */
-const runTranscript = (args: ReadonlyArray<string>) =>
+/** Runs the client to its end (killed after `timeout` ms); its stdout is what a terminal would receive. */
+const runTranscript = (args: ReadonlyArray<string>, timeout = 20_000) =>
   Effect.callback<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }>((resume) => {
-    const child = ChildProcess.execFile(client, args, { timeout: 20_000 }, (_error, stdout, stderr) => {
+    const child = ChildProcess.execFile(client, args, { timeout }, (_error, stdout, stderr) => {
       resume(Effect.sync(() => ({ code: child.exitCode, stdout, stderr })))
     })
     return Effect.sync(() => child.kill("SIGKILL"))
@@ -68,6 +68,18 @@ const tempDir = Effect.acquireRelease(
   Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-lsp-"))),
   (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
 )
+
+/** Writes `contents` to a file called `name` in a temporary directory removed with the Scope; answers its path. */
+const tempFile = (name: string, contents: string) =>
+  Effect.map(tempDir, (dir) => {
+    const file = Path.join(dir, name)
+    Fs.writeFileSync(file, contents)
+    return file
+  })
+
+/** A scripted server's source written to a temporary file, as the `--server` command line that runs it. */
+const serverCommand = (name: string, source: string) =>
+  Effect.map(tempFile(name, source), (file) => `${process.execPath} ${file}`)
 
 const document = `{
   "name": "demo",
@@ -90,8 +102,23 @@ const settings = {
   }
 }
 
-/** The scripted servers' reading side: Content-Length frames from stdin, each parsed and given to `onMessage`. */
-const readFrames = `let buffer = Buffer.alloc(0)
+/**
+ * A scripted language server around `handlers`, a script that defines `handle(message)`: `send(message)` writes one
+ * frame, with `header` before its Content-Length; every message read from stdin but `shutdown` (answered null) is
+ * given to `handle`.
+ */
+const scriptedServer = (handlers: string, header = "") => `
+const send = (message) => {
+  const body = Buffer.from(JSON.stringify(message), "utf8")
+  process.stdout.write("${header}Content-Length: " + body.length + "\\r\\n\\r\\n")
+  process.stdout.write(body)
+}
+${handlers}
+const onMessage = (message) => {
+  if (message.method === "shutdown") send({ jsonrpc: "2.0", id: message.id, result: null })
+  else handle(message)
+}
+let buffer = Buffer.alloc(0)
 process.stdin.on("data", (chunk) => {
   buffer = Buffer.concat([buffer, chunk])
   for (;;) {
@@ -111,21 +138,17 @@ process.stdin.on("data", (chunk) => {
  * `documentSymbol` with the answers it got, and then neither exits after `exit`, nor at the end of its input, nor on
  * SIGTERM.
  */
-const stubbornServer = `
+const stubbornServer = scriptedServer(
+  `
 const answers = {}
 let symbolRequest
-const send = (message) => {
-  const body = Buffer.from(JSON.stringify(message), "utf8")
-  process.stdout.write("Content-Type: application/vscode-jsonrpc; charset=utf-8\\r\\nContent-Length: " + body.length + "\\r\\n\\r\\n")
-  process.stdout.write(body)
-}
 const asked = ["workspace/configuration", "window/workDoneProgress/create", "client/registerCapability", "custom/unknown"]
 const maybeAnswerSymbols = () => {
   if (symbolRequest !== undefined && Object.keys(answers).length === asked.length) {
     send({ jsonrpc: "2.0", id: symbolRequest, result: answers })
   }
 }
-const onMessage = (message) => {
+const handle = (message) => {
   if (message.method === "initialize") {
     send({ jsonrpc: "2.0", id: message.id, result: { capabilities: { documentSymbolProvider: true } } })
     send({ jsonrpc: "2.0", method: "$/logTrace", params: { message: "hello" } })
@@ -137,32 +160,26 @@ const onMessage = (message) => {
   } else if (message.method === "textDocument/documentSymbol") {
     symbolRequest = message.id
     maybeAnswerSymbols()
-  } else if (message.method === "shutdown") {
-    send({ jsonrpc: "2.0", id: message.id, result: null })
   } else if (message.method === undefined && typeof message.id === "string") {
     answers[asked[Number(message.id.slice(1)) - 1]] = "error" in message ? { error: message.error.code } : { result: message.result }
     maybeAnswerSymbols()
   }
 }
-${readFrames}
 process.stdin.on("end", () => {})
 process.on("SIGTERM", () => {})
 setInterval(() => {}, 1000)
-`
+`,
+  "Content-Type: application/vscode-jsonrpc; charset=utf-8\\r\\n"
+)
 
 /**
  * A language server whose strings are terminal escape sequences: its `serverInfo`, a request it sends (an OSC 52
  * clipboard write as the method name, answered -32601), the diagnostics it publishes and the symbol it answers hold
  * ESC, BEL, the one-byte C1 CSI and a right-to-left override. It answers `shutdown` and exits after `exit`.
  */
-const hostileServer = `
-const send = (message) => {
-  const body = Buffer.from(JSON.stringify(message), "utf8")
-  process.stdout.write("Content-Length: " + body.length + "\\r\\n\\r\\n")
-  process.stdout.write(body)
-}
+const hostileServer = scriptedServer(`
 const range = { start: { line: 0, character: 0 }, end: { line: 0, character: 1 } }
-const onMessage = (message) => {
+const handle = (message) => {
   if (message.method === "initialize") {
     send({ jsonrpc: "2.0", id: message.id, result: { capabilities: { documentSymbolProvider: true }, serverInfo: { name: "\\u001b]0;owned\\u0007", version: "\\u009b2J" } } })
     send({ jsonrpc: "2.0", id: "h1", method: "\\u001b]52;c;b3duZWQ=\\u0007\\u001b[2J", params: {} })
@@ -171,14 +188,11 @@ const onMessage = (message) => {
     send({ jsonrpc: "2.0", method: "textDocument/publishDiagnostics", params: { uri: message.params.textDocument.uri, diagnostics: [diagnostic] } })
   } else if (message.method === "textDocument/documentSymbol") {
     send({ jsonrpc: "2.0", id: message.id, result: [{ name: "\\u001b[31mevil\\u009b0m", kind: 12, range, selectionRange: range }] })
-  } else if (message.method === "shutdown") {
-    send({ jsonrpc: "2.0", id: message.id, result: null })
   } else if (message.method === "exit") {
     process.exit(0)
   }
 }
-${readFrames}
-`
+`)
 
 /** What a terminal obeys instead of showing: ESC, BEL, the one-byte C1 CSI, a bidirectional override. */
 const controls = /[\u001b\u0007\u009b\u202e]/
@@ -201,14 +215,9 @@ farewell world
  * A language server that publishes no diagnostics: it answers `initialize`, answers `documentSymbol` with one symbol
  * whose `detail` says how long after `didOpen` the request came, answers `shutdown` and exits after `exit`.
  */
-const quietServer = `
+const quietServer = scriptedServer(`
 let openedAt
-const send = (message) => {
-  const body = Buffer.from(JSON.stringify(message), "utf8")
-  process.stdout.write("Content-Length: " + body.length + "\\r\\n\\r\\n")
-  process.stdout.write(body)
-}
-const onMessage = (message) => {
+const handle = (message) => {
   if (message.method === "initialize") {
     send({ jsonrpc: "2.0", id: message.id, result: { capabilities: { documentSymbolProvider: true, textDocumentSync: 1 } } })
   } else if (message.method === "textDocument/didOpen") {
@@ -217,23 +226,19 @@ const onMessage = (message) => {
     const range = { start: { line: 0, character: 0 }, end: { line: 0, character: 1 } }
     const waited = String(Math.round(performance.now() - openedAt))
     send({ jsonrpc: "2.0", id: message.id, result: [{ name: "quiet", detail: waited, kind: 12, range, selectionRange: range }] })
-  } else if (message.method === "shutdown") {
-    send({ jsonrpc: "2.0", id: message.id, result: null })
   } else if (message.method === "exit") {
     process.exit(0)
   }
 }
-${readFrames}
-`
+`)
 
-describe("lsp-client", () => {
+// Each test runs the client, and the client a server, as processes of their own: seconds on a busy machine.
+describe("lsp-client", { timeout: 15_000 }, () => {
   it.live(
     "drives vscode-json-language-server through its lifecycle: documentSymbol lists the keys",
     () =>
       Effect.gen(function*() {
-        const dir = yield* tempDir
-        const file = Path.join(dir, "package.json")
-        Fs.writeFileSync(file, document)
+        const file = yield* tempFile("package.json", document)
         const { code, report } = yield* runClient(["--server", `${jsonServer} --stdio`, "--file", file])
         assert.strictEqual(code, 0)
         assert.isTrue(report.ok)
@@ -244,7 +249,7 @@ describe("lsp-client", () => {
         assert.deepStrictEqual(report.exit, { code: 0, signal: null })
         assert.isBelow(report.initializeMs, 10_000)
         assert.isBelow(report.shutdownMs, 2_000)
-      }).pipe(Effect.scoped),
+      }),
     20_000
   )
 
@@ -252,9 +257,7 @@ describe("lsp-client", () => {
     "hover and completion use a schema given by --settings; the server's registrations are answered",
     () =>
       Effect.gen(function*() {
-        const dir = yield* tempDir
-        const file = Path.join(dir, "package.json")
-        Fs.writeFileSync(file, document)
+        const file = yield* tempFile("package.json", document)
         const common = ["--server", `${jsonServer} --stdio`, "--file", file, "--settings", JSON.stringify(settings)]
         const hover = yield* runClient([...common, "--request", "hover", "--line", "1", "--character", "4"])
         assert.isTrue(hover.report.ok)
@@ -264,7 +267,7 @@ describe("lsp-client", () => {
         assert.isTrue(completion.report.ok)
         const items = (completion.report.result as { items: ReadonlyArray<{ label: string }> }).items
         assert.includeMembers(items.map((item) => item.label), ["name", "private"])
-      }).pipe(Effect.scoped),
+      }),
     20_000
   )
 
@@ -272,14 +275,10 @@ describe("lsp-client", () => {
     "answers every server request; a server that never exits after exit is killed within the bound",
     () =>
       Effect.gen(function*() {
-        const dir = yield* tempDir
-        const server = Path.join(dir, "stubborn-server.mjs")
-        Fs.writeFileSync(server, stubbornServer)
-        const file = Path.join(dir, "package.json")
-        Fs.writeFileSync(file, document)
+        const file = yield* tempFile("package.json", document)
         const { code, report } = yield* runClient([
           "--server",
-          `${process.execPath} ${server}`,
+          yield* serverCommand("stubborn-server.mjs", stubbornServer),
           "--file",
           file,
           "--settings",
@@ -307,7 +306,7 @@ describe("lsp-client", () => {
         assert.isBelow(report.shutdownMs, 6_000)
         assert.isFalse(report.ok)
         assert.strictEqual(code, 1)
-      }).pipe(Effect.scoped),
+      }),
     20_000
   )
   // Issue 13, item 8: bash-language-server analyses a document only once its `initialized` handler has the client's
@@ -317,9 +316,7 @@ describe("lsp-client", () => {
     "bash-language-server: documentSymbol after the first publishDiagnostics lists both functions; without the wait, []",
     () =>
       Effect.gen(function*() {
-        const dir = yield* tempDir
-        const file = Path.join(dir, "two-functions.sh")
-        Fs.writeFileSync(file, script)
+        const file = yield* tempFile("two-functions.sh", script)
         const { code, report } = yield* runClient(["--server", bashServer, "--file", file])
         assert.strictEqual(code, 0)
         assert.isTrue(report.ok)
@@ -334,27 +331,16 @@ describe("lsp-client", () => {
         const unwaited = yield* runClient(["--server", bashServer, "--file", file, "--wait", "0"])
         assert.strictEqual(unwaited.report.firstDiagnostics.outcome, "not awaited")
         assert.deepStrictEqual(unwaited.report.result, [])
-      }).pipe(Effect.scoped),
-    15_000
+      })
   )
 
   it.live(
     "a server that publishes no diagnostics: the report says none came, and the request is sent after the bound",
     () =>
       Effect.gen(function*() {
-        const dir = yield* tempDir
-        const server = Path.join(dir, "quiet-server.mjs")
-        Fs.writeFileSync(server, quietServer)
-        const file = Path.join(dir, "package.json")
-        Fs.writeFileSync(file, document)
-        const { code, report } = yield* runClient([
-          "--server",
-          `${process.execPath} ${server}`,
-          "--file",
-          file,
-          "--wait",
-          "600ms"
-        ])
+        const file = yield* tempFile("package.json", document)
+        const server = yield* serverCommand("quiet-server.mjs", quietServer)
+        const { code, report } = yield* runClient(["--server", server, "--file", file, "--wait", "600ms"])
         assert.strictEqual(code, 0)
         assert.isTrue(report.ok)
         assert.strictEqual(report.firstDiagnostics.outcome, "none came")
@@ -366,42 +352,26 @@ describe("lsp-client", () => {
         // The server measured the time from didOpen to the request: the bound, not less.
         assert.isAtLeast(Number(symbols[0]!.detail), 550)
         assert.deepStrictEqual(report.exit, { code: 0, signal: null })
-      }).pipe(Effect.scoped),
-    15_000
+      })
   )
 
   it.live(
     "--wait takes the compact durations a user types; anything else is one line and exit 2",
     () =>
       Effect.gen(function*() {
-        const dir = yield* tempDir
-        const file = Path.join(dir, "package.json")
-        Fs.writeFileSync(file, document)
-        const refused = yield* Effect.callback<{ readonly code: number | null; readonly stderr: string }>((resume) => {
-          const child = ChildProcess.execFile(
-            client,
-            ["--server", jsonServer, "--file", file, "--wait", "soon"],
-            { timeout: 10_000 },
-            (_error, _stdout, stderr) => resume(Effect.sync(() => ({ code: child.exitCode, stderr })))
-          )
-          return Effect.sync(() => child.kill("SIGKILL"))
-        })
+        const file = yield* tempFile("package.json", document)
+        const refused = yield* runTranscript(["--server", jsonServer, "--file", file, "--wait", "soon"], 10_000)
         assert.strictEqual(refused.code, 2)
         assert.include(refused.stderr.split("\n")[0]!, "--wait: not a duration: \"soon\"")
-      }).pipe(Effect.scoped),
-    15_000
+      })
   )
 
   it.live(
     "what the server chose is printed with its control characters shown, never sent to the terminal raw",
     () =>
       Effect.gen(function*() {
-        const dir = yield* tempDir
-        const server = Path.join(dir, "hostile-server.mjs")
-        Fs.writeFileSync(server, hostileServer)
-        const file = Path.join(dir, "package.json")
-        Fs.writeFileSync(file, document)
-        const args = ["--server", `${process.execPath} ${server}`, "--file", file]
+        const file = yield* tempFile("package.json", document)
+        const args = ["--server", yield* serverCommand("hostile-server.mjs", hostileServer), "--file", file]
         const transcript = yield* runTranscript(args)
         assert.strictEqual(transcript.code, 0, transcript.stderr)
         assert.notMatch(transcript.stdout, controls)
@@ -416,7 +386,6 @@ describe("lsp-client", () => {
           "\u001b[31mevil\u009b0m"
         ])
         assert.strictEqual(report.firstDiagnostics.count, 1)
-      }).pipe(Effect.scoped),
-    15_000
+      })
   )
 })

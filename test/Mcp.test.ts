@@ -67,6 +67,10 @@ const runClient = (args: ReadonlyArray<string>, env: Record<string, string> = {}
     ({ code, stdout }) => ({ code, report: JSON.parse(stdout) as Report, stdout })
   )
 
+/** Runs the client against the reference server, with its `echo` tool called with `message`; `args` follow. */
+const echoOnEverything = (message: string, ...args: Array<string>) =>
+  runClient(["--server", everything, "--tool", "echo", "--arguments", JSON.stringify({ message }), ...args])
+
 /** What a terminal obeys instead of showing: ESC, BEL, the one-byte C1 CSI, a bidirectional override. */
 const controls = /[\u001b\u0007\u009b\u202e]/
 
@@ -252,14 +256,7 @@ layer(Fixtures.layer(["mcp-server"]), { excludeTestServices: true, timeout: "60 
   // nothing of the client's keeps it alive.
   it.effect("the reference server: initialize, tools/list, tools/call echo, and an exit at the end of stdin", () =>
     Effect.gen(function*() {
-      const { code, report } = yield* runClient([
-        "--server",
-        everything,
-        "--tool",
-        "echo",
-        "--arguments",
-        JSON.stringify({ message: "hello, everything" })
-      ])
+      const { code, report } = yield* echoOnEverything("hello, everything")
       assert.strictEqual(code, 0)
       assert.isTrue(report.ok)
       assert.strictEqual(report.protocolVersion, "2025-06-18")
@@ -278,16 +275,7 @@ layer(Fixtures.layer(["mcp-server"]), { excludeTestServices: true, timeout: "60 
 
   it.effect("the reference server with --root: roots/list is answered before the close, and it still exits on EOF", () =>
     Effect.gen(function*() {
-      const { code, report } = yield* runClient([
-        "--server",
-        everything,
-        "--tool",
-        "echo",
-        "--arguments",
-        "{\"message\":\"r\"}",
-        "--root",
-        here
-      ])
+      const { code, report } = yield* echoOnEverything("r", "--root", here)
       assert.strictEqual(code, 0)
       assert.isTrue(report.ok)
       assert.isTrue(report.roots.declared)
@@ -316,20 +304,15 @@ layer(Fixtures.layer(["mcp-server"]), { excludeTestServices: true, timeout: "60 
   // right, the server needed SIGTERM, and the report keeps the two apart.
   it.effect("a server that needs SIGTERM after the end of stdin: ok, and serverExit.needed says SIGTERM", () =>
     Effect.gen(function*() {
-      const { code, report } = yield* runClient([
-        "--server",
-        everything,
-        "--tool",
-        "echo",
-        "--arguments",
-        "{\"message\":\"s\"}",
+      const { code, report } = yield* echoOnEverything(
+        "s",
         "--root",
         here,
         "--roots-wait",
         "0",
         "--close-timeout",
         "400ms"
-      ])
+      )
       assert.strictEqual(code, 0)
       assert.isTrue(report.ok)
       if (report.roots.askedAtMs === null) {

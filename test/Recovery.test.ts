@@ -72,6 +72,15 @@ const crash = (running: Worker) =>
     assert.strictEqual(exit.signal, "SIGKILL")
   })
 
+/** A host that began `llm/turn-1` and `tool/call-1` and was killed with SIGKILL before it ended them: its journal. */
+const crashedMidOperations = Effect.gen(function*() {
+  const filename = freshFile()
+  const host = yield* worker(filename, "begin", "llm/turn-1", "tool/call-1")
+  yield* host.line("begun")
+  yield* crash(host)
+  return filename
+})
+
 /** A process that sleeps until killed, in its own group, killed with the Scope. */
 const sleeper = Effect.acquireRelease(
   Effect.sync(() => {
@@ -87,15 +96,12 @@ const sleeper = Effect.acquireRelease(
 const entries = (journal: Journal.Journal.Service, keys: ReadonlyArray<string>) =>
   Effect.forEach(keys, (key) => Effect.map(journal.get(key), Option.getOrThrow))
 
-describe("Recovery with real processes", () => {
+describe("Recovery with real processes", { timeout: processTimeout }, () => {
   it.live(
     "an operation begun by a process killed with SIGKILL is InFlight when the journal is reopened",
     () =>
       Effect.gen(function*() {
-        const filename = freshFile()
-        const host = yield* worker(filename, "begin", "llm/turn-1", "tool/call-1")
-        yield* host.line("begun")
-        yield* crash(host)
+        const filename = yield* crashedMidOperations
         const journal = yield* SqliteJournal.makeFile({ filename })
         const [turn, call] = yield* entries(journal, ["llm/turn-1", "tool/call-1"])
         assert.deepStrictEqual([turn.status, turn.kind, turn.attempts, turn.payload], [
@@ -106,19 +112,14 @@ describe("Recovery with real processes", () => {
         ])
         assert.deepStrictEqual([call.status, call.kind], ["InFlight", "tool"])
         assert.deepStrictEqual((yield* journal.unfinished()).map((entry) => entry.key), ["llm/turn-1", "tool/call-1"])
-      }).pipe(Effect.scoped),
-    processTimeout
+      })
   )
 
   it.live(
     "seed cases 1 and 2 after SIGKILL: the LLM request auto-continues once; the tool shows InterruptedByCrash and is retried",
     () =>
       Effect.gen(function*() {
-        const filename = freshFile()
-        const host = yield* worker(filename, "begin", "llm/turn-1", "tool/call-1")
-        yield* host.line("begun")
-        yield* crash(host)
-
+        const filename = yield* crashedMidOperations
         let llmRuns = 0
         const decisions = {
           llm: () => Recovery.resume(() => Effect.sync(() => ({ text: "continued", run: ++llmRuns }))),
@@ -152,8 +153,7 @@ describe("Recovery with real processes", () => {
         )
         const retried = Option.getOrThrow(yield* journal.get("tool/call-1"))
         assert.deepStrictEqual([retried.status, retried.attempts], ["Completed", 2])
-      }).pipe(Effect.scoped),
-    processTimeout
+      })
   )
 
   it.live(
@@ -179,8 +179,7 @@ describe("Recovery with real processes", () => {
         )
         assert.isTrue(rows.every((row) => row.status === "Completed" || row.status === "InFlight"))
         assert.isAbove(rows.find((row) => row.status === "Completed")?.count ?? 0, 0)
-      }).pipe(Effect.scoped),
-    processTimeout
+      })
   )
 
   describe("two processes on one journal", () => {
@@ -190,13 +189,16 @@ describe("Recovery with real processes", () => {
     }
     const jsonAfter = (line: string) => JSON.parse(line.slice(line.indexOf(" ") + 1))
 
+    /** A worker that holds the journal's claim, renewed with a ttl of `ttlMs`, with `llm/turn-1` begun. */
+    const holder = (filename: string, ttlMs: string) =>
+      Effect.tap(worker(filename, "hold", ttlMs, "llm/turn-1"), (held) => held.line("held"))
+
     it.live(
       "the second is refused while the first lives; after a SIGKILL of the first, it takes over and recovers its work",
       () =>
         Effect.gen(function*() {
           const filename = freshFile()
-          const first = yield* worker(filename, "hold", "1000", "llm/turn-1")
-          yield* first.line("held")
+          const first = yield* holder(filename, "1000")
           const second = yield* worker(filename, "recover", "1000")
           const refused = jsonAfter(yield* second.line("refused "))
           assert.deepStrictEqual([refused._tag, refused.owner, refused.pid, refused.host], [
@@ -227,8 +229,7 @@ describe("Recovery with real processes", () => {
           }])
           // released when the third stopped
           assert.isTrue(Option.isNone(yield* journal.holder("local")))
-        }).pipe(Effect.scoped),
-      processTimeout
+        })
     )
 
     it.live(
@@ -236,8 +237,7 @@ describe("Recovery with real processes", () => {
       () =>
         Effect.gen(function*() {
           const filename = freshFile()
-          const first = yield* worker(filename, "hold", "600000", "llm/turn-1")
-          yield* first.line("held")
+          const first = yield* holder(filename, "600000")
           const journal = yield* SqliteJournal.makeFile({ filename })
           const held = Option.getOrThrow(yield* journal.holder("local"))
           yield* crash(first)
@@ -245,8 +245,7 @@ describe("Recovery with real processes", () => {
           const recovered: Recovered = jsonAfter(yield* second.line("recovered "))
           assert.deepStrictEqual(recovered.resumed, [["llm/turn-1", 2]])
           assert.isBelow(recovered.claim.claimedAt, held.expiresAt)
-        }).pipe(Effect.scoped),
-      processTimeout
+        })
     )
   })
 
@@ -282,8 +281,7 @@ describe("Recovery with real processes", () => {
           const entry = report.reaped[0].entry
           assert.deepStrictEqual([entry.status, entry.result], ["Completed", { outcome: "Killed" }])
           assert.strictEqual((entry.payload as ProcessRecord.ProcessInfo).pid, pid)
-        }).pipe(Effect.scoped),
-      processTimeout
+        })
     )
 
     it.live(
@@ -300,8 +298,7 @@ describe("Recovery with real processes", () => {
           ])
           assert.isFalse(isAlive(pid))
           assert.deepStrictEqual(yield* journal.unfinished(), [])
-        }).pipe(Effect.scoped),
-      processTimeout
+        })
     )
 
     it.live(
@@ -334,8 +331,7 @@ describe("Recovery with real processes", () => {
             [["process/local/gone", "Gone"], ["process/local/reused", "Reused"]]
           )
           assert.isTrue(isAlive(stranger.pid))
-        }).pipe(Effect.scoped),
-      processTimeout
+        })
     )
   })
 
@@ -445,15 +441,25 @@ describe("Recovery with real processes", () => {
         return yield* Effect.die(new Error(`${key} never became ${status}`))
       }))
 
+    /**
+     * Starts the agent with `drainMs` on a fresh journal, and sends it SIGTERM once request 1 (`key`, `ms`) is InFlight
+     * there. Answers the journal's file and the agent.
+     */
+    const terminatedDuring = (drainMs: number, key: string, ms: number) =>
+      Effect.gen(function*() {
+        const filename = freshFile()
+        const running = yield* agent(filename, drainMs)
+        yield* running.request(1, key, ms)
+        yield* awaitStatus(filename, key, "InFlight")
+        yield* running.worker.kill("SIGTERM")
+        return { filename, running }
+      })
+
     it.live(
       "seed case 3: SIGTERM during a request waits for the response, then a clean stop leaves nothing unfinished",
       () =>
         Effect.gen(function*() {
-          const filename = freshFile()
-          const running = yield* agent(filename, 20_000)
-          yield* running.request(1, "turn-1", 1500)
-          yield* awaitStatus(filename, "turn-1", "InFlight")
-          yield* running.worker.kill("SIGTERM")
+          const { filename, running } = yield* terminatedDuring(20_000, "turn-1", 1500)
           assert.deepStrictEqual(
             yield* running.response(1),
             { jsonrpc: "2.0", id: 1, result: "answered turn-1" } as any
@@ -462,19 +468,14 @@ describe("Recovery with real processes", () => {
           const journal = yield* SqliteJournal.makeFile({ filename })
           assert.strictEqual(Option.getOrThrow(yield* journal.get("turn-1")).status, "Completed")
           assert.deepStrictEqual(yield* journal.unfinished(), [])
-        }).pipe(Effect.scoped),
-      processTimeout
+        })
     )
 
     it.live(
       "seed case 4: SIGTERM past the drain deadline marks the request NeedsRecovery; a restart auto-continues it",
       () =>
         Effect.gen(function*() {
-          const filename = freshFile()
-          const first = yield* agent(filename, 300)
-          yield* first.request(1, "turn-2", 60_000)
-          yield* awaitStatus(filename, "turn-2", "InFlight")
-          yield* first.worker.kill("SIGTERM")
+          const { filename, running: first } = yield* terminatedDuring(300, "turn-2", 60_000)
           // the cut-off request gets no answer: its id is tombstoned and the connection closed
           assert.deepStrictEqual(yield* first.worker.exited, { code: 143, signal: null })
           const cut = yield* awaitStatus(filename, "turn-2", "NeedsRecovery")
@@ -485,8 +486,7 @@ describe("Recovery with real processes", () => {
           assert.deepStrictEqual([resumed.attempts, resumed.result], [2, "continued turn-2"])
           second.worker.child.stdin!.end() // the host goes away: the agent stops by itself
           assert.deepStrictEqual(yield* second.worker.exited, { code: 0, signal: null })
-        }).pipe(Effect.scoped),
-      processTimeout
+        })
     )
   })
 })

@@ -28,6 +28,14 @@ const stateFile = "/data/extensions/counter/state.json"
 
 const State = Schema.Struct({ runs: Schema.Number })
 
+/** `initialize` as a host sends it, every field given. */
+const fullInitialize = {
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: { hermesVersion: "t", protocolVersion: "1.0", dataDir, hostPid: 1 }
+}
+
 interface Probe {
   readonly started: Deferred.Deferred<void>
   readonly finished: Ref.Ref<number>
@@ -80,6 +88,14 @@ const counter = (
       }
     }
   })
+
+/** A `HostMonitor` that adds each pid it is asked to watch to `watched`, then reports the exit when `exit` ends. */
+const recordingMonitor = (
+  watched: Ref.Ref<Array<number>>,
+  exit: Effect.Effect<void>
+): HostMonitor.HostMonitor.Service => ({
+  awaitExit: (pid) => Effect.andThen(Ref.update(watched, (w) => [...w, pid]), exit)
+})
 
 /**
  * Runs `extension` on one end of a pair, and a host peer serving `editor/*` from a store on the other. `hostPid` is
@@ -162,19 +178,8 @@ describe("Extension", () => {
   it.effect("command/execute is a notification: never answered, and the command works through editor/*", () =>
     Effect.gen(function*() {
       const probe = yield* makeProbe
-      const pair = yield* TestTransport.makePair()
-      yield* Extension.run(counter(probe)).pipe(
-        Effect.provideService(Transport.Transport, pair.right),
-        Effect.provide(makeMemoryFs().layer),
-        Effect.forkScoped
-      )
-      const raw = yield* makeRaw(pair.left)
-      yield* raw.send({
-        jsonrpc: "2.0",
-        id: 1,
-        method: "initialize",
-        params: { hermesVersion: "t", protocolVersion: "1.0", dataDir, hostPid: 1 }
-      })
+      const { raw } = yield* runRaw(counter(probe), makeMemoryFs())
+      yield* raw.send(fullInitialize)
       assert.strictEqual((yield* raw.next).id, 1)
       yield* raw.send({ jsonrpc: "2.0", method: "initialized" })
       yield* raw.send({ jsonrpc: "2.0", method: "command/execute", params: { command: "counter.mark" } })
@@ -346,9 +351,7 @@ describe("Extension", () => {
       const probe = yield* makeProbe
       const watched = yield* Ref.make<Array<number>>([])
       // The host "dies" one second (TestClock) after the watch starts, while counter.slow still has a second to go.
-      const monitor: HostMonitor.HostMonitor.Service = {
-        awaitExit: (pid) => Effect.andThen(Ref.update(watched, (w) => [...w, pid]), Effect.sleep("1 second"))
-      }
+      const monitor = recordingMonitor(watched, Effect.sleep("1 second"))
       const { fiber, fs, host, initialize, store } = yield* harness(counter(probe), makeMemoryFs(), {
         hostPid: 4242,
         monitor
@@ -379,9 +382,7 @@ describe("Extension", () => {
     Effect.gen(function*() {
       const probe = yield* makeProbe
       const watched = yield* Ref.make<Array<number>>([])
-      const monitor: HostMonitor.HostMonitor.Service = {
-        awaitExit: (pid) => Effect.andThen(Ref.update(watched, (w) => [...w, pid]), Effect.void)
-      }
+      const monitor = recordingMonitor(watched, Effect.void)
       const { fiber, host, initialize } = yield* harness(counter(probe), makeMemoryFs(), { hostPid: 0, monitor })
       yield* initialize
       yield* adjust("1 minute")
@@ -410,15 +411,8 @@ describe("Extension", () => {
   it.effect("a second shutdown gets the same answer", () =>
     Effect.gen(function*() {
       const probe = yield* makeProbe
-      const pair = yield* TestTransport.makePair()
-      yield* Extension.run(counter(probe)).pipe(
-        Effect.provideService(Transport.Transport, pair.right),
-        Effect.provide(makeMemoryFs().layer),
-        Effect.forkScoped
-      )
-      const raw = yield* makeRaw(pair.left)
-      const params = { hermesVersion: "t", protocolVersion: "1.0", dataDir, hostPid: 1 }
-      yield* raw.send({ jsonrpc: "2.0", id: 1, method: "initialize", params })
+      const { raw } = yield* runRaw(counter(probe), makeMemoryFs())
+      yield* raw.send(fullInitialize)
       yield* raw.next
       yield* raw.send({ jsonrpc: "2.0", id: 2, method: "shutdown" })
       yield* raw.send({ jsonrpc: "2.0", id: 3, method: "shutdown" })
@@ -448,19 +442,8 @@ describe("Extension", () => {
           }
         }
       })
-      const pair = yield* TestTransport.makePair()
-      yield* Extension.run(extension).pipe(
-        Effect.provideService(Transport.Transport, pair.right),
-        Effect.provide(makeMemoryFs().layer),
-        Effect.forkScoped
-      )
-      const raw = yield* makeRaw(pair.left)
-      yield* raw.send({
-        jsonrpc: "2.0",
-        id: 1,
-        method: "initialize",
-        params: { hermesVersion: "t", protocolVersion: "1.0", dataDir, hostPid: 1 }
-      })
+      const { raw } = yield* runRaw(extension, makeMemoryFs())
+      yield* raw.send(fullInitialize)
       yield* raw.next
       yield* raw.send({ jsonrpc: "2.0", method: "command/execute", params: { command: "report.open" } })
       const open = yield* raw.next
@@ -546,7 +529,7 @@ describe("Extension", () => {
           const watched = yield* Ref.make<Array<number>>([])
           const { fiber, raw } = yield* runRaw(counter(probe), fs, {
             env,
-            monitor: { awaitExit: (pid) => Effect.andThen(Ref.update(watched, (w) => [...w, pid]), Effect.never) }
+            monitor: recordingMonitor(watched, Effect.never)
           })
           yield* raw.send(
             params === undefined

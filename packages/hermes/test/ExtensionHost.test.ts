@@ -56,31 +56,33 @@ const marker = (fs = makeMemoryFs(), policy: ShutdownPolicy.Policy = ShutdownPol
 const raw = (script: (raw: Raw) => Effect.Effect<unknown, unknown>): TestSpawner.Behaviour =>
   Effect.scoped(Effect.flatMap(Transport.Transport, (transport) => Effect.flatMap(makeRaw(transport), script)))
 
-const answerInitialize = (raw: Raw) =>
-  Effect.flatMap(raw.next, (request) =>
-    raw.send({
-      jsonrpc: "2.0",
-      id: request.id,
-      result: { name: "raw", version: "0.0.1", commands: [{ id: "raw.run", title: "Run" }] }
-    }))
+const rawInfo = { name: "raw", version: "0.0.1", commands: [{ id: "raw.run", title: "Run" }] }
 
-/** Answers `initialize` and `shutdown`, hands every other message to `onMessage`, and crashes when `crash` fails. */
+/** Reads the `initialize` request and answers it with `result`. */
+const answerInitialize = (raw: Raw, result: unknown = rawInfo) =>
+  Effect.flatMap(raw.next, (request) => raw.send({ jsonrpc: "2.0", id: request.id, result }))
+
+/**
+ * Answers `initialize` with `info` (default `rawInfo`), hands every later message to `onMessage` (`shutdown` too,
+ * before it is answered), ends once it has answered `shutdown`, and crashes when `crash` fails.
+ */
 const polite = (
   options: {
+    readonly info?: unknown
     readonly onMessage?: (message: any) => Effect.Effect<void>
     readonly crash?: Effect.Effect<void, unknown>
   } = {}
 ) =>
   raw((raw) =>
     Effect.gen(function*() {
-      yield* answerInitialize(raw)
+      yield* answerInitialize(raw, options.info)
       const serve = Effect.gen(function*() {
         for (;;) {
           const message = yield* raw.next
+          if (options.onMessage !== undefined) yield* options.onMessage(message)
           if (message.method === "shutdown") {
             return yield* raw.send({ jsonrpc: "2.0", id: message.id, result: { success: true } })
           }
-          if (options.onMessage !== undefined) yield* options.onMessage(message)
         }
       })
       yield* Effect.raceFirst(serve, Effect.andThen(options.crash ?? Effect.never, Effect.never))
@@ -113,6 +115,32 @@ const layers = <A, E, R>(
     )
   })
 
+/** `marker()`, completing `reason` with the reason of the shutdown its run ended with. */
+const markerTelling = (reason: Deferred.Deferred<string>) =>
+  marker().pipe(Effect.tap((outcome) => Deferred.succeed(reason, String(outcome.reason))))
+
+/** An extension that crashes each time `crash` runs; `spawner` starts it, again after each crash. */
+const crashing = Effect.gen(function*() {
+  const crashes = yield* Queue.unbounded<void>()
+  const spawner = yield* TestSpawner.make(() =>
+    polite({ crash: Effect.andThen(Queue.take(crashes), Effect.fail("crash")) })
+  )
+  return { spawner, crash: Queue.offer(crashes, void 0) }
+})
+
+/** What `shutdown` (closing) sums up when the extension answered success and exited 0, with its times set to 0. */
+const cleanClosing: ExtensionHost.ShutdownSummary = {
+  reason: "closing",
+  responded: true,
+  success: true,
+  error: undefined,
+  killed: false,
+  terminated: false,
+  exit: { exitCode: 0, signal: null },
+  elapsedMillis: 0,
+  elapsedMs: 0
+}
+
 const tags = (events: ReadonlyArray<ExtensionHost.Event>) =>
   events.filter((e) => e._tag !== "StatusChanged" && e._tag !== "RequestServed").map((e) => e._tag)
 
@@ -136,20 +164,7 @@ describe("ExtensionHost", () => {
         yield* eventually(Effect.map(store.current, (m) => m.includes("RUN1^JOHN")), "the message was patched")
         yield* extension.awaitQuiet("300 millis").pipe(Effect.forkChild, Effect.tap(adjust("300 millis")))
         const summary = Option.getOrThrow(yield* extension.shutdown("closing"))
-        assert.deepStrictEqual(
-          { ...summary, elapsedMillis: 0, elapsedMs: 0 },
-          {
-            reason: "closing",
-            responded: true,
-            success: true,
-            error: undefined,
-            killed: false,
-            terminated: false,
-            exit: { exitCode: 0, signal: null },
-            elapsedMillis: 0,
-            elapsedMs: 0
-          }
-        )
+        assert.deepStrictEqual({ ...summary, elapsedMillis: 0, elapsedMs: 0 }, cleanClosing)
         assert.strictEqual(yield* extension.status, "Stopped")
         assert.deepStrictEqual(tags(yield* extension.history), [
           "Spawned",
@@ -237,19 +252,7 @@ describe("ExtensionHost", () => {
       for (const [name, detail] of refused) {
         const seen = yield* Queue.unbounded<any>()
         const spawner = yield* TestSpawner.make(() =>
-          raw((raw) =>
-            Effect.gen(function*() {
-              const request = yield* raw.next
-              yield* raw.send({ jsonrpc: "2.0", id: request.id, result: { name, version: "1.0.0", commands: [] } })
-              for (;;) {
-                const message = yield* raw.next
-                yield* Queue.offer(seen, message)
-                if (message.method === "shutdown") {
-                  return yield* raw.send({ jsonrpc: "2.0", id: message.id, result: { success: true } })
-                }
-              }
-            })
-          )
+          polite({ info: { name, version: "1.0.0", commands: [] }, onMessage: (message) => Queue.offer(seen, message) })
         )
         yield* Effect.gen(function*() {
           const extension = yield* ExtensionHost.start(spec, options)
@@ -270,20 +273,7 @@ describe("ExtensionHost", () => {
       }
       // The protocol's characters, up to 128 of them, are accepted, dots included where they are not all there is.
       for (const name of ["a", "hl7.anonymise_2-b", ".config", "a..b", "-", "_", "x".repeat(128)]) {
-        const spawner = yield* TestSpawner.make(() =>
-          raw((raw) =>
-            Effect.gen(function*() {
-              const request = yield* raw.next
-              yield* raw.send({ jsonrpc: "2.0", id: request.id, result: { name, version: "1.0.0", commands: [] } })
-              for (;;) {
-                const message = yield* raw.next
-                if (message.method === "shutdown") {
-                  return yield* raw.send({ jsonrpc: "2.0", id: message.id, result: { success: true } })
-                }
-              }
-            })
-          )
-        )
+        const spawner = yield* TestSpawner.make(() => polite({ info: { name, version: "1.0.0", commands: [] } }))
         yield* Effect.gen(function*() {
           const extension = yield* ExtensionHost.start(spec, options)
           assert.strictEqual(yield* extension.status, "Ready", name)
@@ -422,23 +412,20 @@ describe("ExtensionHost", () => {
 
   it.effect("a crash is followed by a restart; when the restart budget is exhausted it stays failed", () =>
     Effect.gen(function*() {
-      const crash = yield* Queue.unbounded<void>()
-      const spawner = yield* TestSpawner.make(() =>
-        polite({ crash: Effect.andThen(Queue.take(crash), Effect.fail("crash")) })
-      )
+      const { crash, spawner } = yield* crashing
       yield* Effect.gen(function*() {
         const extension = yield* ExtensionHost.start(spec, {
           ...options,
           restart: { maxRestarts: 2, within: "1 minute" }
         })
         for (const generation of [2, 3]) {
-          yield* Queue.offer(crash, void 0)
+          yield* crash
           yield* eventually(Effect.map(spawner.spawned, (s) => s.length === generation), "restarted")
           yield* extension.awaitStatus((s) => s === "Ready")
           const ready = (yield* extension.history).filter((e) => e._tag === "Ready")
           assert.strictEqual(ready[ready.length - 1]._tag === "Ready" && ready[ready.length - 1].generation, generation)
         }
-        yield* Queue.offer(crash, void 0)
+        yield* crash
         assert.strictEqual(yield* extension.awaitStatus((s) => s === "Failed"), "Failed")
         const history = yield* extension.history
         const crashes = history.filter((e) => e._tag === "Exited" && !e.expected)
@@ -452,17 +439,14 @@ describe("ExtensionHost", () => {
 
   it.effect("crashes further apart than the window never exhaust the budget", () =>
     Effect.gen(function*() {
-      const crash = yield* Queue.unbounded<void>()
-      const spawner = yield* TestSpawner.make(() =>
-        polite({ crash: Effect.andThen(Queue.take(crash), Effect.fail("crash")) })
-      )
+      const { crash, spawner } = yield* crashing
       yield* Effect.gen(function*() {
         const extension = yield* ExtensionHost.start(spec, {
           ...options,
           restart: { maxRestarts: 1, within: "1 minute" }
         })
         for (let i = 0; i < 3; i++) {
-          yield* Queue.offer(crash, void 0)
+          yield* crash
           yield* eventually(Effect.map(spawner.spawned, (s) => s.length === i + 2), "restarted")
           yield* extension.awaitStatus((s) => s === "Ready")
           yield* adjust("61 seconds")
@@ -498,9 +482,7 @@ describe("ExtensionHost", () => {
       const expected = { closing: "Stopped", disabled: "Disabled", reload: "Stopped", error: "Stopped" } as const
       for (const reason of HermesProtocol.ShutdownReason.literals) {
         const received = yield* Deferred.make<string>()
-        const spawner = yield* TestSpawner.make(() =>
-          marker().pipe(Effect.tap((outcome) => Deferred.succeed(received, String(outcome.reason))))
-        )
+        const spawner = yield* TestSpawner.make(() => markerTelling(received))
         yield* Effect.gen(function*() {
           const extension = yield* ExtensionHost.start(spec, options)
           const summary = Option.getOrThrow(yield* extension.shutdown(reason))
@@ -515,9 +497,7 @@ describe("ExtensionHost", () => {
   it.effect("closing the host's scope shuts the extension down with reason closing", () =>
     Effect.gen(function*() {
       const reason = yield* Deferred.make<string>()
-      const spawner = yield* TestSpawner.make(() =>
-        marker().pipe(Effect.tap((outcome) => Deferred.succeed(reason, String(outcome.reason))))
-      )
+      const spawner = yield* TestSpawner.make(() => markerTelling(reason))
       yield* Effect.scoped(ExtensionHost.start(spec, options)).pipe((self) => layers(self, spawner))
       assert.strictEqual(yield* Deferred.await(reason), "closing")
     }))
@@ -529,10 +509,7 @@ describe("ExtensionHost", () => {
       const itsOwn = yield* GracefulShutdown.make
       const reason = yield* Deferred.make<string>()
       const spawner = yield* TestSpawner.make(() =>
-        marker().pipe(
-          Effect.tap((outcome) => Deferred.succeed(reason, String(outcome.reason))),
-          Effect.provideService(GracefulShutdown.GracefulShutdown, itsOwn)
-        )
+        markerTelling(reason).pipe(Effect.provideService(GracefulShutdown.GracefulShutdown, itsOwn))
       )
       yield* Effect.gen(function*() {
         const extension = yield* ExtensionHost.start(spec, options)
@@ -544,17 +521,7 @@ describe("ExtensionHost", () => {
         const finished = (yield* extension.history).find((e) => e._tag === "ShutdownFinished")
         assert.deepStrictEqual(
           finished?._tag === "ShutdownFinished" && { ...finished.summary, elapsedMillis: 0, elapsedMs: 0 },
-          {
-            reason: "closing",
-            responded: true,
-            success: true,
-            error: undefined,
-            killed: false,
-            terminated: false,
-            exit: { exitCode: 0, signal: null },
-            elapsedMillis: 0,
-            elapsedMs: 0
-          }
+          cleanClosing
         )
         // Closing the Scope afterwards finds it stopped: nothing runs twice.
         assert.isTrue(Option.isNone(yield* extension.shutdown()))

@@ -15,66 +15,26 @@ const parsed = () => Result.getOrThrow(Hl7.parse(sample))
 type Encode = (value: string, delimiters: Hl7.Delimiters) => string
 
 /**
- * `Hl7.set` with the encoding as a parameter: the single-patch function as it was before `Hl7.patch`, kept here as the
- * reference a batch is held to when it is given another encoding than `escape`.
+ * `Hl7.set` with the encoding as a parameter, the reference a batch is held to when it is given another encoding than
+ * `escape`. Built on `Hl7.set`, not on a copy of its body: the value is written as a placeholder that `escape` keeps as
+ * it is and that the message does not hold yet, and the placeholder, where it landed, is then replaced by the encoded
+ * value. Clearing (`null`) is `Hl7.set`'s own; so are the refusals.
  */
-const referenceSet = (message: Hl7.Message, path: string, value: string | null, encode: Encode) =>
-  Result.flatMap(Hl7.parsePath(path), (p): Result.Result<Hl7.Message, Hl7.Hl7Error> => {
-    let seen = 0
-    const index = message.segments.findIndex((s) => s.name === p.segment && ++seen === p.occurrence)
-    if (index === -1) {
-      const count = message.segments.filter((s) => s.name === p.segment).length
-      return Result.fail(
-        new Hl7.Hl7Error({
-          reason: "NoSuchSegment",
-          detail: count === 0
-            ? `the message has no ${p.segment} segment`
-            : `the message has ${count} ${p.segment} segment(s), not ${p.occurrence}`
-        })
-      )
-    }
-    if (p.segment === "MSH" && p.field <= 2) {
-      return Result.fail(new Hl7.Hl7Error({ reason: "ReadOnly", detail: `MSH-${p.field} holds the delimiters` }))
-    }
-    const trimEnd = (parts: Array<string>, keep = 1) => {
-      let end = parts.length
-      while (end > keep && parts[end - 1] === "") end--
-      return parts.slice(0, end)
-    }
-    const replaceAt = (parts: ReadonlyArray<string>, at: number, text: string) => {
-      const out = parts.slice()
-      while (out.length <= at) out.push("")
-      out[at] = text
-      return out
-    }
-    const d = message.delimiters
-    const join = (parts: Array<string>, delimiter: string) => (value === null ? trimEnd(parts) : parts).join(delimiter)
-    const text = value === null ? "" : encode(value, d)
-    const segment = message.segments[index]
-    let field = text
-    if (p.repetition !== undefined || p.component !== undefined) {
-      const at = (p.repetition ?? 1) - 1
-      const repetitions = (segment.fields[p.field] ?? "").split(d.repetition)
-      let repetition = text
-      if (p.component !== undefined) {
-        const components = (repetitions[at] ?? "").split(d.component)
-        let component = text
-        if (p.subcomponent !== undefined) {
-          const subcomponents = (components[p.component - 1] ?? "").split(d.subcomponent)
-          component = join(replaceAt(subcomponents, p.subcomponent - 1, text), d.subcomponent)
-        }
-        repetition = join(replaceAt(components, p.component - 1, component), d.component)
-      }
-      field = join(replaceAt(repetitions, at, repetition), d.repetition)
-    }
-    const fields = replaceAt(segment.fields, p.field, field)
-    const segments = message.segments.slice()
-    segments[index] = {
+const referenceSet = (message: Hl7.Message, path: string, value: string | null, encode: Encode) => {
+  if (value === null) return Hl7.set(message, path, null)
+  const text = Hl7.format(message)
+  let placeholder = "\u27e6value\u27e7"
+  while (text.includes(placeholder)) placeholder += "\u27e7"
+  if (Hl7.escape(placeholder, message.delimiters) !== placeholder) throw new Error("escape changed the placeholder")
+  const encoded = encode(value, message.delimiters)
+  return Result.map(Hl7.set(message, path, placeholder), (written): Hl7.Message => ({
+    delimiters: written.delimiters,
+    segments: written.segments.map((segment) => ({
       name: segment.name,
-      fields: value === null ? trimEnd(fields, segment.name === "MSH" ? 3 : 1) : fields
-    }
-    return Result.succeed({ delimiters: d, segments })
-  })
+      fields: segment.fields.map((field) => field.split(placeholder).join(encoded))
+    }))
+  }))
+}
 
 type Outcome =
   | string

@@ -67,6 +67,12 @@ const failing = (events: Array<string>, name: string) => Effect.andThen(step(eve
 
 const settle = Effect.repeat(Effect.yieldNow, { times: 50 })
 
+/** A second signal on demand: `forced` is the step the sequence waits on; `force` sends it and lets the fibers run. */
+const makeForce = Effect.map(Deferred.make<void>(), (signal) => ({
+  forced: Deferred.await(signal),
+  force: Effect.andThen(Deferred.succeed(signal, void 0), settle)
+}))
+
 /** Starts the sequence in a fiber and lets it run up to its first wait. */
 const start = (
   target: StopSequence.Target,
@@ -345,15 +351,14 @@ describe("StopSequence", () => {
     it.effect("forced during the close: the fail-fast close runs, SIGKILL at once", () =>
       Effect.gen(function*() {
         const fake = yield* makeFake({ onEndOfInput: "ignore" })
-        const forced = yield* Deferred.make<void>()
+        const { force, forced } = yield* makeForce
         const stopping = yield* start(fake.target, {
           close: step(fake.events, "close", 10_000),
           closeNow: step(fake.events, "closeNow", 0),
-          forced: Deferred.await(forced)
+          forced
         }, { policy: ShutdownPolicy.drain("10 seconds") })
         yield* adjust(2000)
-        yield* Deferred.succeed(forced, void 0)
-        yield* settle
+        yield* force
         const report = yield* Fiber.join(stopping)
         assert.deepStrictEqual(fake.events, [
           "close@0",
@@ -371,11 +376,10 @@ describe("StopSequence", () => {
     it.effect("forced during the exit grace: SIGKILL at once, no SIGTERM", () =>
       Effect.gen(function*() {
         const fake = yield* makeFake({ onEndOfInput: "ignore" })
-        const forced = yield* Deferred.make<void>()
-        const stopping = yield* start(fake.target, { forced: Deferred.await(forced) })
+        const { force, forced } = yield* makeForce
+        const stopping = yield* start(fake.target, { forced })
         yield* adjust(300)
-        yield* Deferred.succeed(forced, void 0)
-        yield* settle
+        yield* force
         const report = yield* Fiber.join(stopping)
         assert.deepStrictEqual(fake.events, ["end@0", "SIGKILL@300"])
         assert.deepStrictEqual(report.signals, ["SIGKILL"])
@@ -535,11 +539,10 @@ describe("StopSequence", () => {
           ])
 
           lines.length = 0
-          const forced = yield* Deferred.make<void>()
+          const { force, forced } = yield* makeForce
           const stubborn = yield* makeFake({ onEndOfInput: "ignore" })
-          const stopping = yield* start(stubborn.target, { forced: Deferred.await(forced) })
-          yield* Deferred.succeed(forced, void 0)
-          yield* settle
+          const stopping = yield* start(stubborn.target, { forced })
+          yield* force
           assert.isTrue((yield* Fiber.join(stopping)).forced)
           assert.deepStrictEqual(lines.filter((line) => !line.startsWith("DEBUG")), ["WARN stop: forced: SIGKILL"])
         })
@@ -628,14 +631,13 @@ describe("StopSequence", () => {
     it.effect("a forced stop does not SIGTERM what is left in the group either, even when the leader had exited", () =>
       Effect.gen(function*() {
         const fake = yield* makeFake({ descendantDiesOf: ["SIGKILL"] })
-        const forced = yield* Deferred.make<void>()
+        const { force, forced } = yield* makeForce
         const stopping = yield* start(fake.target, {
           close: Effect.never,
           closeNow: step(fake.events, "closeNow", 0),
-          forced: Deferred.await(forced)
+          forced
         })
-        yield* Deferred.succeed(forced, void 0)
-        yield* settle
+        yield* force
         yield* adjust(20)
         const report = yield* Fiber.join(stopping)
         assert.strictEqual(report.endedBy, "EndOfInput")
@@ -647,14 +649,13 @@ describe("StopSequence", () => {
     it.effect("forced during a close that has no fail-fast variant: the input ends at once, SIGKILL", () =>
       Effect.gen(function*() {
         const fake = yield* makeFake({ onEndOfInput: "ignore" })
-        const forced = yield* Deferred.make<void>()
+        const { force, forced } = yield* makeForce
         const stopping = yield* start(fake.target, {
           close: step(fake.events, "close", 10_000),
-          forced: Deferred.await(forced)
+          forced
         }, { policy: ShutdownPolicy.drain("10 seconds") })
         yield* adjust(2000)
-        yield* Deferred.succeed(forced, void 0)
-        yield* settle
+        yield* force
         const report = yield* Fiber.join(stopping)
         assert.deepStrictEqual(fake.events, ["close@0", "end@2000", "SIGKILL@2000"])
         assert.strictEqual(report.close, "Forced")
