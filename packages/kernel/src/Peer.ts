@@ -249,8 +249,10 @@ export interface Peer<Serves extends Method.Any, Calls extends Method.Any> {
   /** Interrupts every inbound handler now and tombstones its id. */
   readonly interruptHandlers: Effect.Effect<ReadonlyArray<CutOff>>
   /**
-   * Ends the connection: refuses new work, fails pending calls, interrupts handlers, writes what is queued (within
-   * `flushTimeout`) and ends the transport. Idempotent; the Scope's finalizer runs it too.
+   * Ends the connection: refuses new work, takes the pending calls off the table (their ids tombstoned), interrupts
+   * handlers, writes what is queued (within `flushTimeout`), ends the transport, and then fails the callers of what
+   * was pending, in batches (docs/peer.md, "Teardown"); it completes once every one has its error. Idempotent; the
+   * Scope's finalizer runs it too.
    */
   readonly close: (error: PeerError.Disconnect) => Effect.Effect<void>
 }

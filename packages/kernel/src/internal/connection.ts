@@ -23,6 +23,7 @@ import * as PeerError from "../PeerError.js"
 import * as PeerMetrics from "../PeerMetrics.js"
 import * as ShutdownPolicy from "../ShutdownPolicy.js"
 import { asFailure, handshakePeer, isFailure } from "./connectionHandshake.js"
+import { detachPeer } from "./peer/detach.js"
 
 /** @internal */
 export const make = <Serves extends Method.Any, Calls extends Method.Any, R = never, E = never>(
@@ -165,7 +166,15 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
               : "Stop",
             phase
           })
-          const cutOut = yield* peer.failPending(error)
+          // The pending calls are taken off the peer first (tombstoned, cancelled on the wire) but their callers are
+          // woken only once the peer is closed: the end of input comes first, so the other side starts exiting while
+          // they wake, in batches that leave the event loop free between them (docs/peer.md, "Teardown"). A forced
+          // stop waits for no exit, and the program's fibers are interrupted as it runs (a second signal): its
+          // callers are woken at once, before the interruption of their own fiber can reach them.
+          const pending = yield* detachPeer(peer, error)
+          const forced = yield* Deferred.isDone(force)
+          if (forced) yield* pending.wakeNow
+          const cutOut = pending.cutOff
           yield* cancelOnWire(
             cutOut,
             error.reason === "DrainTimeout"
@@ -174,6 +183,7 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
           )
           const cutIn = yield* peer.interruptHandlers
           yield* peer.close(error)
+          if (!forced) yield* pending.wake
           yield* Effect.ignore(lifecycle.transition(Lifecycle.Closed(), { from: "Closing" }))
           const report: Connection.ShutdownReport = {
             policy: how,

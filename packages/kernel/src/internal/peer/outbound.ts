@@ -1,8 +1,8 @@
 /**
  * Outbound calls and notifications: the pending table, the one timer over a deadline heap that fails calls whose
- * timeout passed, answers matched by id, and the failing of every pending call when the connection is lost. A call
- * is an entry in the table with a resume callback, never a fiber of the peer's own: an Effect caller parks on it
- * (`awaitCall`), a Promise caller's callbacks are it (`PromiseClient`).
+ * timeout passed, answers matched by id, and the lost connection (`lose`; the end of every pending call at once is in
+ * `detach.ts`). A call is an entry in the table with a resume callback, never a fiber of the peer's own: an Effect
+ * caller parks on it (`awaitCall`), a Promise caller's callbacks are it (`PromiseClient`).
  *
  * @internal
  */
@@ -18,6 +18,7 @@ import type * as Method from "../../Method.js"
 import type * as Peer from "../../Peer.js"
 import type * as PeerError from "../../PeerError.js"
 import { answerExit, type CallCodecs, codecsOf, notificationEncoderOf } from "./codecs.js"
+import { failPending } from "./detach.js"
 import { requestTimeout } from "./errors.js"
 import { type CallExit, complete, type PendingCall, type State, wakeIdle } from "./state.js"
 import { frameOf, offerNow, unsafeWrite, wakeWriter, write } from "./writer.js"
@@ -297,48 +298,8 @@ export const onResponse = (s: State, response: Message.Response): Effect.Effect<
 
 // -- the connection is lost --------------------------------------------------------------------------------------
 
-/**
- * Fails every pending call with `error` and tombstones its id; returns what it cut off, or nothing when `report` is
- * false (the peer's own teardown and a lost connection read nothing: no record per call).
- *
- * @internal
- */
-export const failPending = (s: State, error: PeerError.Disconnect, report = true): ReadonlyArray<Peer.CutOff> => {
-  // The table is swapped for an empty one first, not copied: a caller woken below runs at once, in this stack, and may
-  // call again.
-  const calls = s.pending
-  if (calls.size === 0) {
-    wakeIdle(s)
-    return []
-  }
-  s.pending = new Map()
-  s.deadlines.clear()
-  const cut: Array<Peer.CutOff> = report ? new Array(calls.size) : []
-  s.stats.failedByDisconnect += calls.size
-  // One outcome for every call: an Exit is immutable, and the error is one value whoever receives it (`catchTag`
-  // matches its `_tag`), so failing N calls makes no N errors, causes or stack traces. An Effect caller resumes at
-  // once, in this stack (Effect 4 runs a fiber resumed from a callback synchronously); a Promise caller is rejected
-  // with the error itself, and its handlers run as microtasks once this loop is done.
-  const exit = Exit.fail(error)
-  let i = 0
-  for (const call of calls.values()) {
-    if (report) cut[i++] = { direction: "outbound", id: call.id, method: call.method }
-    const reject = call.reject
-    if (reject !== undefined && call.live && call.resume !== undefined) {
-      call.live = false
-      call.resume = undefined
-      call.reject = undefined // the entry outlives the call, as a tombstone: it must not keep the Promise
-      reject(error)
-    } else {
-      complete(call, exit)
-    }
-  }
-  // The ids are tombstoned as one table, once no caller is woken any more: a caller woken above may cancel a new call,
-  // and the eviction that follows must not take ids out of the table while this loop reads it.
-  s.tombstones.addFresh(calls)
-  wakeIdle(s)
-  return cut
-}
+/** @internal */
+export { failPending }
 
 /**
  * No answer can come any more: fail what waits for one, refuse new calls, tell whoever watches `closed`.

@@ -138,7 +138,7 @@ export interface State {
 
   // -- outbound calls ------------------------------------------------------------------------------------------
   nextId: number
-  /** Replaced, not cleared, when every call fails at once (`failPending`). */
+  /** Replaced, not cleared, when every call ends at once (`detach.ts`). */
   pending: Map<RequestId, PendingCall>
   readonly tombstones: Tombstones<RequestId>
   /** One timer for every call's timeout: see `outbound.ts`. A call that ends otherwise leaves the heap at once. */
