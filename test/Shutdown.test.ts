@@ -20,7 +20,8 @@ import { isAlive } from "./support/processes.js"
 type Side = "host" | "child"
 type Policy = "fail-fast" | "drain 1s" | "drain 6s"
 type Trigger = "SIGTERM" | "SIGTERM twice" | "stop()" | "peer closes" | "peer crashes"
-type Work = "main" | "forked" | "inbound"
+/** `bare`: the main fiber's own call, whose failure is the main fiber's (`return yield* peer.call(...)`). */
+type Work = "main" | "bare" | "forked" | "inbound"
 
 interface Event {
   readonly role: Side
@@ -65,7 +66,7 @@ const policyEnv = (policy: Policy): Record<string, string> =>
 
 /** The events of one run, with the questions the rows ask of them. */
 class Events {
-  constructor(readonly all: ReadonlyArray<Event>, readonly t0: number) {}
+  constructor(readonly all: ReadonlyArray<Event>, readonly t0: number, readonly stderr = "") {}
   of(role: Side, e: string): ReadonlyArray<Event> {
     return this.all.filter((event) => event.role === role && event.e === e)
   }
@@ -85,6 +86,10 @@ class Events {
   }
   shutdown(role: Side): Event {
     return this.one(role, "shutdown")
+  }
+  /** The host's stderr has no ERROR line: a stop a signal asked for is no failure of the program. */
+  noErrorLogged(): void {
+    assert.notMatch(this.stderr, /level=ERROR/, this.stderr)
   }
 }
 
@@ -400,6 +405,68 @@ const matrix: ReadonlyArray<Row> = [
       assert.deepStrictEqual(child.cutOff, ["inbound work"])
       assert.strictEqual(ev.one("host", "stopped").endedBy, "EndOfInput")
     }
+  },
+  {
+    side: "host",
+    policy: "fail-fast",
+    trigger: "SIGTERM",
+    work: "bare",
+    workMs: 30_000,
+    elapsed: [0, 2500],
+    exitCodes: { host: 143, child: 0 },
+    saw: "the main fiber's own call is cut off: it fails with ShutdownError, the host exits 143, no ERROR logged",
+    check: (ev) => {
+      assert.strictEqual(ev.call("host"), "ShutdownError:Interrupted")
+      ev.noErrorLogged()
+      assert.match(ev.stderr, /level=INFO .*SIGTERM: the stop cut off what the program was waiting for/)
+    }
+  },
+  {
+    side: "host",
+    policy: "drain 1s",
+    trigger: "SIGTERM",
+    work: "bare",
+    workMs: 30_000,
+    elapsed: [900, 3500],
+    exitCodes: { host: 143, child: 0 },
+    saw: "the main fiber's own call is cut at the drain deadline: DrainTimeout, the host exits 143, no ERROR logged",
+    check: (ev) => {
+      assert.strictEqual(ev.call("host"), "ShutdownError:DrainTimeout")
+      assert.strictEqual(ev.served("child"), "interrupted")
+      ev.noErrorLogged()
+    }
+  },
+  {
+    side: "host",
+    policy: "drain 6s",
+    trigger: "SIGTERM twice",
+    work: "bare",
+    workMs: 30_000,
+    elapsed: [400, 3000],
+    exitCodes: { host: 2, child: null },
+    childMayRecord: 0,
+    saw: "a second signal cuts the drain the main fiber's call waits in: Forced (no deadline passed), exit 2",
+    check: (ev) => {
+      assert.strictEqual(ev.call("host"), "ShutdownError:Forced")
+      assert.isTrue(ev.one("host", "stopped").forced)
+      ev.noErrorLogged()
+    }
+  },
+  {
+    side: "child",
+    policy: "fail-fast",
+    trigger: "SIGTERM",
+    work: "bare",
+    workMs: 30_000,
+    elapsed: [0, 2500],
+    exitCodes: { host: 0, child: 143 },
+    saw: "the child's main fiber's own call is cut off: the child exits 143",
+    check: (ev) => {
+      assert.strictEqual(ev.call("child"), "ShutdownError:Interrupted")
+      assert.strictEqual(ev.served("host"), "interrupted")
+      // The host logs the child's stderr lines: none of them is an ERROR either.
+      ev.noErrorLogged()
+    }
   }
 ]
 
@@ -520,7 +587,7 @@ const run = (row: Row) =>
       15_000,
       diagnose
     )
-    const ev = new Events(events(), t0)
+    const ev = new Events(events(), t0, stderr)
     const exitCode = (role: Side) => ev.of(role, "exit")[0]?.code ?? null
     const child = exitCode("child")
     const expected = row.childMayRecord !== undefined && child === row.childMayRecord

@@ -1,6 +1,7 @@
 /**
  * A peer with a lifecycle: the handshake that makes it `Ready`, the gates that refuse traffic in the wrong state, and
- * a synchronous, idempotent `stop` that shuts it down under a `ShutdownPolicy` (fail-fast or timeout-bounded drain).
+ * an idempotent `stop` (an Effect that completes once every pending caller has its error) that shuts it down under a
+ * `ShutdownPolicy` (fail-fast or timeout-bounded drain).
  * Its lifetime is the Scope it is made in; closing that Scope stops it under the same policy, and so does a request to
  * stop the whole program (`GracefulShutdown`, which `NodeSignals.runMain` provides). Layer-first, `Service` declares a
  * connection of one protocol as a service of its own, built by `layer` over the `Transport` service.
@@ -353,8 +354,8 @@ export interface Connection<Serves extends Method.Any, Calls extends Method.Any>
    */
   readonly stop: (reason?: Lifecycle.CloseReason) => Effect.Effect<Lifecycle.StopResult>
   /**
-   * Stops fail-fast whatever the policy: cuts a drain in progress short at once (a second SIGTERM). Answers like
-   * `stop`.
+   * Stops fail-fast whatever the policy: cuts a drain in progress short at once (a second SIGTERM); the calls the drain
+   * had not finished fail with `ShutdownError { reason: "Forced" }`. Answers like `stop`.
    */
   readonly stopNow: (reason?: Lifecycle.CloseReason) => Effect.Effect<Lifecycle.StopResult>
   /** Waits for the end of the shutdown, however it started, and tells what it did. */

@@ -289,36 +289,41 @@ export const inboundGate = (state: State, method: string, isHandshake: boolean):
 
 /**
  * The error an outbound call fails with at once in `state`, or `undefined` if it may be sent. `phase` is the state's
- * name; `reason` is `Interrupted` or `Failed` when that is what started the shutdown, otherwise `Stop`.
+ * name; `reason` says what started the shutdown: `Interrupted` or `Failed` when that is what started it, otherwise
+ * `Stop` (with the `CloseReason` in `detail` when it was the other side: `RemoteShutdown`, `TransportClosed`). A
+ * `Closed` state does not say why it closed: `closedBy` is the reason of the `Closing` before it (a lifecycle's own
+ * `outboundGate` passes it), `Stop` when it is not given.
  *
  * @example
  * ```ts
  * import { Lifecycle } from "@lifeline/kernel"
  *
  * Lifecycle.outboundGate(Lifecycle.Closing({ reason: "Stop" }))?.phase // "Closing"
+ * Lifecycle.outboundGate(Lifecycle.Closed(), "Interrupted")?.reason // "Interrupted"
  * ```
  *
  * @since 0.1.0
  * @category combinators
  */
-export const outboundGate = (state: State): ShutdownError | undefined => {
+export const outboundGate = (state: State, closedBy?: CloseReason): ShutdownError | undefined => {
   switch (state._tag) {
     case "Starting":
     case "Initializing":
     case "Ready":
       return undefined
     case "Closing":
-      return state.reason === "Interrupted"
-        ? new ShutdownError({ reason: "Interrupted", phase: state._tag })
-        : state.reason === "Stop"
-        ? new ShutdownError({ reason: "Stop", phase: state._tag })
-        : new ShutdownError({ reason: "Stop", phase: state._tag, detail: state.reason })
+      return refusal(state.reason, state._tag)
     case "Closed":
-      return new ShutdownError({ reason: "Stop", phase: state._tag })
+      return refusal(closedBy ?? "Stop", state._tag)
     case "Failed":
       return new ShutdownError({ reason: "Failed", phase: state._tag, detail: state.error.message })
   }
 }
+
+const refusal = (reason: CloseReason, phase: Tag): ShutdownError =>
+  reason === "Interrupted" || reason === "Stop"
+    ? new ShutdownError({ reason, phase })
+    : new ShutdownError({ reason: "Stop", phase, detail: reason })
 
 /**
  * A peer's lifecycle. Every change of state goes through one synchronous step that checks the table, sets the state
@@ -374,7 +379,11 @@ export interface Lifecycle {
   readonly awaitState: (predicate: Predicate<State>) => Effect.Effect<State>
   /** {@link inboundGate} in the current state. */
   readonly inboundGate: (method: string, isHandshake: boolean) => RpcError.RpcError | undefined
-  /** {@link outboundGate} in the current state. */
+  /**
+   * {@link outboundGate} in the current state, with the reason of the `Closing` that came before a `Closed`. One error
+   * per state: every call refused in the same state gets the same `ShutdownError` instance (as the calls a teardown
+   * cuts off all get one), so a flood of refused calls costs no allocation each.
+   */
   readonly outboundGate: () => ShutdownError | undefined
 }
 
@@ -478,6 +487,15 @@ export const make: Effect.Effect<Lifecycle, never, Scope.Scope> = Effect.gen(fun
       return f(past, current, live)
     }))
 
+  // The reason of the `Closing` the lifecycle went through, if it did: what a call refused in `Closed` is told.
+  const closedBy = (): CloseReason | undefined => {
+    for (const event of history) if (event.to._tag === "Closing") return event.to.reason
+    return undefined
+  }
+  // The refusal of the state it was made for: states are values that a transition replaces, never changes.
+  let refusedIn: State | undefined
+  let refused: ShutdownError | undefined
+
   const events: Stream.Stream<Event> = subscribe((past, _, live) =>
     Stream.concat(Stream.fromIterable(past), live).pipe(Stream.takeUntil((event) => isTerminal(event.to)))
   )
@@ -500,7 +518,13 @@ export const make: Effect.Effect<Lifecycle, never, Scope.Scope> = Effect.gen(fun
         Effect.map(Option.getOrElse(() => current))
       ),
     inboundGate: (method, isHandshake) => inboundGate(current, method, isHandshake),
-    outboundGate: () => outboundGate(current)
+    outboundGate: () => {
+      if (refusedIn !== current) {
+        refusedIn = current
+        refused = outboundGate(current, closedBy())
+      }
+      return refused
+    }
   }
   return lifecycle
 })

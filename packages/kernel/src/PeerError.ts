@@ -44,8 +44,30 @@ export class PeerClosed extends Schema.TaggedError<PeerClosed>("@lifeline/kernel
 
 /**
  * Our side is shutting down: the call was failed at once instead of waiting (fail-fast, docs/lifecycle.md), or it was still
- * pending when a drain deadline passed. `reason` says what started the shutdown, `phase` which lifecycle state the
- * call met it in.
+ * pending when a drain ended without it. `reason` says what started the shutdown (`Stop`, `Interrupted`: a signal or an
+ * interrupted Scope, `Failed`), or why a drain ended before the call did: `DrainTimeout` when the drain deadline passed,
+ * `Forced` when a forced stop (`stopNow`, a second signal) cut the drain short first. `phase` is the lifecycle state
+ * the call met it in. A call refused after the stop keeps the reason that started it, in `Closing` and in `Closed`.
+ *
+ * @example
+ * ```ts
+ * import { PeerError } from "@lifeline/kernel"
+ *
+ * const why = (error: PeerError.ShutdownError): string => {
+ *   switch (error.reason) {
+ *     case "Stop":
+ *       return "stopped"
+ *     case "Interrupted":
+ *       return "a signal, or the Scope was interrupted"
+ *     case "DrainTimeout":
+ *       return "no answer before the drain deadline"
+ *     case "Forced":
+ *       return "no answer before the stop was forced"
+ *     case "Failed":
+ *       return "the connection failed"
+ *   }
+ * }
+ * ```
  *
  * @since 0.1.0
  * @category errors
@@ -53,7 +75,7 @@ export class PeerClosed extends Schema.TaggedError<PeerClosed>("@lifeline/kernel
 export class ShutdownError extends Schema.TaggedError<ShutdownError>("@lifeline/kernel/ShutdownError")(
   "ShutdownError",
   {
-    reason: Schema.Literals(["Stop", "DrainTimeout", "Interrupted", "Failed"]),
+    reason: Schema.Literals(["Stop", "DrainTimeout", "Forced", "Interrupted", "Failed"]),
     phase: Schema.String,
     detail: Schema.optional(Schema.String)
   }

@@ -180,7 +180,7 @@ describe("Connection teardown with calls pending", () => {
       assert.strictEqual(failures(log.slice(0, end)).filter((f) => f.caller < effectCallers).length, effectCallers)
       assert.strictEqual(failures(log).length, total)
       for (const { error } of failures(log)) {
-        assert.strictEqual((error as PeerError.ShutdownError).reason, "DrainTimeout")
+        assert.strictEqual((error as PeerError.ShutdownError).reason, "Forced")
       }
     }))
 

@@ -443,8 +443,6 @@ export const makeConnection = <Serves extends Method.Any, Calls extends Method.A
   Effect.gen(function*() {
     const { shutdown, ...rest } = options
     const self = yield* makeInternal(rest)
-    // Why the connection closes, as its lifecycle and its `ShutdownError`s tell it: a signal to the host is `Interrupted`.
-    let reason: Lifecycle.CloseReason = "Stop"
     const connection = yield* internal.attach(
       self,
       // The child's stop (registered by `makeInternal`) stops the connection first: registering the connection on
@@ -452,19 +450,11 @@ export const makeConnection = <Serves extends Method.Any, Calls extends Method.A
       Connection.make<Serves, Calls, R>({ ...rest, transport: self.child.transport, gracefulShutdown: false }),
       (connection) => connection.peer,
       shutdown,
-      (connection) => ({
-        close: Effect.andThen(Effect.suspend(() => connection.stop(reason)), connection.awaitShutdown),
-        closeNow: Effect.andThen(Effect.suspend(() => connection.stopNow(reason)), connection.awaitShutdown),
-        policy: connection.policy
-      }),
+      // Why the connection closes: `Interrupted` for a signal to the host or a Scope closed by an interruption.
+      internal.closingOf(self),
       rest.flushTimeout
     )
-    yield* internal.register(
-      self,
-      Effect.sync(() => {
-        reason = "Interrupted"
-      })
-    )
+    yield* internal.register(self)
     // A second signal also cuts the connection's drain short, not only the waits for the child's exit.
     yield* NodeSignals.forceOnSecondSignal(connection.stopNow("Interrupted"), connection.awaitShutdown)
     return { child: self.child, connection, stop: self.child.stop }

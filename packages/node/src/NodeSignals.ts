@@ -14,9 +14,15 @@
  * | 130  | `Interrupt` | SIGINT (128 + 2): the graceful stop finished                                              |
  * | 143  | `Terminate` | SIGTERM (128 + 15): the graceful stop finished                                            |
  *
+ * A main fiber that fails only because of the stop a signal started (a call it waited for was cut off: its cause holds
+ * only `ShutdownError`s and interruptions, see {@link isCutOffByStop}) ended the way the signal asked: it exits with
+ * the signal's code (or 2 after a second signal), and the cut-off is logged at Info, not as a failure. Any other
+ * failure during a signal stop is a failure: exit code 1.
+ *
  * @since 0.1.0
  */
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
+import * as PeerError from "@lifeline/kernel/PeerError"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -100,23 +106,56 @@ export const ExitCode = {
 } as const
 
 /**
- * The exit code for how the main fiber ended and which signals came before.
+ * Whether `cause` holds nothing but `ShutdownError`s and interruptions, at least one of them: what a fiber fails with
+ * when the stop of its connections cut it off (a call it waited for failed with `ShutdownError`, or it was
+ * interrupted), and nothing else went wrong. After a signal, such a main fiber ended the way the signal asked.
+ *
+ * @example
+ * ```ts
+ * import { Cause } from "effect"
+ * import { PeerError } from "@lifeline/kernel"
+ * import { NodeSignals } from "@lifeline/node"
+ *
+ * const cut = new PeerError.ShutdownError({ reason: "Interrupted", phase: "Closing" })
+ * NodeSignals.isCutOffByStop(Cause.fail(cut)) // true
+ * NodeSignals.isCutOffByStop(Cause.fail(new Error("boom"))) // false
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const isCutOffByStop = (cause: Cause.Cause<unknown>): boolean =>
+  cause.reasons.length > 0 &&
+  cause.reasons.every((reason) =>
+    Cause.isInterruptReason(reason) || (Cause.isFailReason(reason) && reason.error instanceof PeerError.ShutdownError)
+  )
+
+/**
+ * The exit code for how the main fiber ended and which signals came before. After a signal, a main fiber that failed
+ * only because the stop cut it off ({@link isCutOffByStop}) gets the signal's code like an interrupted one; any other
+ * failure is `Failure` (1).
  *
  * @example
  * ```ts
  * import { Exit } from "effect"
+ * import { PeerError } from "@lifeline/kernel"
  * import { NodeSignals } from "@lifeline/node"
  *
  * NodeSignals.exitCodeOf(Exit.void, []) // 0
  * NodeSignals.exitCodeOf(Exit.interrupt(), ["SIGTERM"]) // 143
  * NodeSignals.exitCodeOf(Exit.interrupt(), ["SIGTERM", "SIGINT"]) // 2
+ * const cut = new PeerError.ShutdownError({ reason: "Interrupted", phase: "Closing" })
+ * NodeSignals.exitCodeOf(Exit.fail(cut), ["SIGTERM"]) // 143
+ * NodeSignals.exitCodeOf(Exit.fail(cut), []) // 1: no signal asked for the stop
  * ```
  *
  * @since 0.1.0
  * @category combinators
  */
 export const exitCodeOf = (exit: Exit.Exit<unknown, unknown>, signals: ReadonlyArray<Signal>): number => {
-  if (Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)) return ExitCode.Failure
+  if (Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)) {
+    if (signals.length === 0 || !isCutOffByStop(exit.cause)) return ExitCode.Failure
+  }
   if (signals.length >= 2) return ExitCode.Forced
   if (signals.length === 1) {
     return signals[0] === "SIGINT" ? ExitCode.Interrupt : signals[0] === "SIGHUP" ? ExitCode.Hangup : ExitCode.Terminate
@@ -326,7 +365,17 @@ export const runMain = <A, E>(
     Effect.provideService(NodeSignals, controller.service),
     Effect.provideService(GracefulShutdown.GracefulShutdown, registry),
     Effect.tapCause((cause) =>
-      Cause.hasInterruptsOnly(cause) ? Effect.void : Effect.logError("the program failed", cause)
+      Cause.hasInterruptsOnly(cause)
+        ? Effect.void
+        : controller.unsafeReceived().length > 0 && isCutOffByStop(cause)
+        // The stop a signal asked for cut off what the program waited for: the way it was asked to end.
+        ? Effect.logInfo(`${controller.unsafeReceived()[0]}: the stop cut off what the program was waiting for`).pipe(
+          Effect.annotateLogs(
+            "cutOff",
+            cause.reasons.flatMap((reason) => Cause.isFailReason(reason) ? [String(reason.error)] : []).join("; ")
+          )
+        )
+        : Effect.logError("the program failed", cause)
     ),
     withLogger
   )

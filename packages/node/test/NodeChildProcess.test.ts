@@ -638,11 +638,7 @@ const attachConnection = (
     }),
     (connection) => connection.peer,
     undefined,
-    (connection) => ({
-      close: Effect.andThen(connection.stop("Stop"), connection.awaitShutdown),
-      closeNow: Effect.andThen(connection.stopNow("Stop"), connection.awaitShutdown),
-      policy: connection.policy
-    }),
+    internal.closingOf(self),
     undefined
   )
 
@@ -764,4 +760,64 @@ describe("NodeChildProcess: one stop, the connection under its policy first", ()
       assert.deepStrictEqual(signalsOf(fake.signals), ["SIGKILL@500"])
       assert.isTrue(report.forced)
     }).pipe(Effect.provide(GracefulShutdown.layer)))
+})
+
+describe("NodeChildProcess: the reason a Scope closed with reaches the calls it cuts off", () => {
+  // The Scope the child lives in, closed by the test: with `Exit.void` (a plain close) or an interruption (an
+  // interrupted `Effect.scoped` fiber). The kernel's own `Connection.make` and `Peer.make` report the same.
+  const cases = [
+    { kind: "connection", exit: Exit.void, reason: "Stop", phase: "Closing" },
+    { kind: "connection", exit: Exit.interrupt(), reason: "Interrupted", phase: "Closing" },
+    { kind: "peer", exit: Exit.void, reason: "Stop", phase: "Scope" },
+    { kind: "peer", exit: Exit.interrupt(), reason: "Interrupted", phase: "Scope" }
+  ] as const
+  for (const { exit, kind, phase, reason } of cases) {
+    it.effect(`${kind}, Scope closed with ${Exit.isSuccess(exit) ? "Exit.void" : "an interruption"}: ${reason}`, () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake()
+        const scope = yield* Scope.make()
+        const self = yield* internal.make(fake.handle, settings()).pipe(Scope.provide(scope))
+        const call: Effect.Effect<unknown, unknown> = kind === "connection"
+          ? Effect.flatMap(
+            attachConnection(self, ShutdownPolicy.FailFast()),
+            (connection) => connection.peer.call(Work, { ms: 60_000 })
+          )
+          : Effect.flatMap(
+            internal.attachPeer(
+              self,
+              { protocol: WorkClient, handlers: {}, transport: self.child.transport, requestTimeout: "1 hour" },
+              undefined
+            ),
+            (peer) => peer.call(Work, { ms: 60_000 })
+          )
+        const pending = yield* Effect.forkChild(Effect.flip(call))
+        yield* settle
+        assert.strictEqual(fake.written.length, 1)
+        yield* Scope.close(scope, exit)
+        const error = (yield* Fiber.join(pending)) as { _tag: string; reason: string; phase: string }
+        assert.deepStrictEqual({ tag: error._tag, reason: error.reason, phase: error.phase }, {
+          tag: "ShutdownError",
+          reason,
+          phase
+        })
+      }))
+  }
+
+  it.effect("a signal to the host (the registered stop) closes a peer with Interrupted too", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake()
+      const registry = yield* GracefulShutdown.make
+      const self = yield* internal.make(fake.handle, settings())
+      const peer = yield* internal.attachPeer(
+        self,
+        { protocol: WorkClient, handlers: {}, transport: self.child.transport, requestTimeout: "1 hour" },
+        undefined
+      )
+      yield* internal.register(self).pipe(Effect.provideService(GracefulShutdown.GracefulShutdown, registry))
+      const pending = yield* Effect.forkChild(Effect.flip(peer.call(Work, { ms: 60_000 })))
+      yield* settle
+      yield* registry.stop
+      const error = (yield* Fiber.join(pending)) as { _tag: string; reason: string }
+      assert.deepStrictEqual([error._tag, error.reason], ["ShutdownError", "Interrupted"])
+    }))
 })

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
+import { PeerError } from "@lifeline/kernel"
 import { NodeSignals } from "@lifeline/node"
-import { Deferred, Effect, Exit, Fiber } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber } from "effect"
 
 const interrupted = Exit.interrupt()
 
@@ -24,6 +25,30 @@ describe("NodeSignals", () => {
       Interrupt: 130,
       Terminate: 143
     })
+  })
+
+  it("a main fiber that fails only because a signal's stop cut it off exits with the signal's code", () => {
+    const cut = new PeerError.ShutdownError({ reason: "Interrupted", phase: "Closing" })
+    const drained = new PeerError.ShutdownError({ reason: "DrainTimeout", phase: "Closing" })
+    const forced = new PeerError.ShutdownError({ reason: "Forced", phase: "Closing" })
+    assert.strictEqual(NodeSignals.exitCodeOf(Exit.fail(cut), ["SIGTERM"]), 143)
+    assert.strictEqual(NodeSignals.exitCodeOf(Exit.fail(drained), ["SIGTERM"]), 143)
+    assert.strictEqual(NodeSignals.exitCodeOf(Exit.fail(cut), ["SIGINT"]), 130)
+    assert.strictEqual(NodeSignals.exitCodeOf(Exit.fail(cut), ["SIGHUP"]), 129)
+    assert.strictEqual(NodeSignals.exitCodeOf(Exit.fail(forced), ["SIGTERM", "SIGTERM"]), 2)
+    // A ShutdownError and an interruption together (a forked call cut off, the main fiber interrupted).
+    const both = Exit.failCause(Cause.combine(Cause.fail(cut), Cause.interrupt()))
+    assert.strictEqual(NodeSignals.exitCodeOf(both, ["SIGTERM"]), 143)
+    // No signal asked for the stop: a failure.
+    assert.strictEqual(NodeSignals.exitCodeOf(Exit.fail(cut), []), 1)
+    // A real failure during a signal stop stays a failure, alone or beside a ShutdownError.
+    assert.strictEqual(NodeSignals.exitCodeOf(Exit.fail(new Error("boom")), ["SIGTERM"]), 1)
+    assert.strictEqual(NodeSignals.exitCodeOf(Exit.die(cut), ["SIGTERM"]), 1)
+    const mixed = Exit.failCause(Cause.combine(Cause.fail(cut), Cause.fail(new Error("boom"))))
+    assert.strictEqual(NodeSignals.exitCodeOf(mixed, ["SIGTERM"]), 1)
+    assert.isTrue(NodeSignals.isCutOffByStop(Cause.fail(cut)))
+    assert.isFalse(NodeSignals.isCutOffByStop(Cause.empty))
+    assert.isFalse(NodeSignals.isCutOffByStop(Cause.fail(new PeerError.PeerClosed({ reason: "TransportClosed" }))))
   })
 
   it.effect("the first signal requests the stop, the second forces it", () =>

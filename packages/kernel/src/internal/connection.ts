@@ -139,28 +139,30 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
         started = true
         return Effect.gen(function*() {
           const startedAt = yield* Clock.currentTimeMillis
-          let drained = true
+          // How the drain ended: everything finished, its deadline passed, or a forced stop cut it short first.
+          let drain: "Drained" | "DrainTimeout" | "Forced" = "Drained"
           if (how._tag === "Drain") {
             // In a fiber of its own: the teardown often runs in a finalizer of an interrupted fiber (SIGTERM through
             // runMain), where an interruptible wait would end at once. Joined uninterruptibly, the drain gets its
             // full deadline; `stopNow` (a second signal) is what cuts it short.
             const waited = yield* peer.awaitIdle.pipe(
-              Effect.as(true),
-              Effect.raceFirst(Effect.as(Deferred.await(force), false)),
-              Effect.timeoutOrElse({ duration: how.timeout, orElse: () => Effect.succeed(false) }),
+              Effect.as("Drained" as const),
+              Effect.raceFirst(Effect.as(Deferred.await(force), "Forced" as const)),
+              Effect.timeoutOrElse({ duration: how.timeout, orElse: () => Effect.succeed("DrainTimeout" as const) }),
               Effect.interruptible,
               Effect.forkDetach,
               Effect.flatMap(Fiber.join),
               Effect.exit
             )
-            drained = Exit.isSuccess(waited) && waited.value
+            drain = Exit.isSuccess(waited) ? waited.value : "DrainTimeout"
           }
+          const drained = drain === "Drained"
           const phase = lifecycle.unsafeState()._tag
           const error = new PeerError.ShutdownError({
             reason: reason === "Failed"
               ? "Failed"
-              : !drained
-              ? "DrainTimeout"
+              : drain !== "Drained"
+              ? drain
               : reason === "Interrupted"
               ? "Interrupted"
               : "Stop",
@@ -179,6 +181,8 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
             cutOut,
             error.reason === "DrainTimeout"
               ? `the drain deadline (${Duration.format(how._tag === "Drain" ? how.timeout : Duration.zero)}) passed`
+              : error.reason === "Forced"
+              ? "the stop was forced before the drain finished"
               : "the connection is shutting down"
           )
           const cutIn = yield* peer.interruptHandlers

@@ -4,9 +4,11 @@
  *
  * @internal
  */
+import type * as Connection from "@lifeline/kernel/Connection"
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import * as Journal from "@lifeline/kernel/Journal"
 import type * as JournalError from "@lifeline/kernel/JournalError"
+import type * as Lifecycle from "@lifeline/kernel/Lifecycle"
 import type * as Method from "@lifeline/kernel/Method"
 import * as Peer from "@lifeline/kernel/Peer"
 import * as PeerError from "@lifeline/kernel/PeerError"
@@ -377,6 +379,14 @@ export interface Internal {
   readonly onExit: (hook: (error: PeerError.PeerExited) => Effect.Effect<void>) => Effect.Effect<void>
   /** True once the stop sequence has started: an exit from then on is expected. */
   readonly isStopping: () => boolean
+  /**
+   * True when the stop comes from an interruption: the Scope closed with one (an interrupted `Effect.scoped` fiber,
+   * `Scope.close(scope, Exit.interrupt())`), or a signal to the host (`register`). What talks to the child closes
+   * with `Interrupted` then, as the kernel's `Connection.make` and `Peer.make` do for a Scope of their own.
+   */
+  readonly isInterrupted: () => boolean
+  /** Notes that the stop comes from an interruption (a signal to the host). */
+  readonly markInterrupted: Effect.Effect<void>
   /** Forces the stop (as a second signal does): every wait of the stop sequence is cut short, SIGKILL follows. */
   readonly force: Effect.Effect<void>
   readonly settings: Settings
@@ -477,7 +487,16 @@ export const make = (handle: Handle, settings: Settings): Effect.Effect<Internal
         Effect.uninterruptible
       )
     })
-    yield* Effect.addFinalizer(() => stop)
+    let interrupted = false
+    // The Scope's exit says why it closed; the stop it runs passes that on to what talks to the child (`attach`).
+    yield* Effect.addFinalizer((exit) =>
+      Effect.andThen(
+        Effect.sync(() => {
+          if (Exit.hasInterrupts(exit)) interrupted = true
+        }),
+        stop
+      )
+    )
     const force = Effect.asVoid(Deferred.succeed(forcedHere, void 0))
 
     const transport: Transport.Transport.Service = {
@@ -516,6 +535,10 @@ export const make = (handle: Handle, settings: Settings): Effect.Effect<Internal
       force,
       settings,
       isStopping: () => stopping,
+      isInterrupted: () => interrupted,
+      markInterrupted: Effect.sync(() => {
+        interrupted = true
+      }),
       onExit: (hook) =>
         Effect.suspend(() => {
           if (exitError !== undefined) return hook(exitError)
@@ -529,19 +552,16 @@ export const make = (handle: Handle, settings: Settings): Effect.Effect<Internal
  * Registers the child's one stop with `GracefulShutdown` (when a program run by `NodeSignals.runMain` provides it), so
  * that a signal to the host stops the child, the conversation with it first, before the host's main fiber is
  * interrupted. Only for a child this module talks to (a peer, a connection): a bare child (`NodeChildProcess.make`)
- * belongs to whoever talks to it, whose own stop (the Hermes host's `shutdown` request, say) must come first.
+ * belongs to whoever talks to it, whose own stop (the Hermes host's `shutdown` request, say) must come first. A stop
+ * from a signal is an interruption: the peer or connection closes with `Interrupted`.
  *
  * @internal
  */
-export const register = (
-  self: Internal,
-  /** Runs first: a connection notes that its stop comes from a signal (`Interrupted`). */
-  interrupted: Effect.Effect<void> = Effect.void
-): Effect.Effect<void, never, Scope.Scope> =>
+export const register = (self: Internal): Effect.Effect<void, never, Scope.Scope> =>
   GracefulShutdown.register({
     name: `child ${self.settings.name} (pid ${self.child.pid})`,
-    stop: Effect.andThen(interrupted, self.child.stop),
-    stopNow: Effect.andThen(interrupted, Effect.andThen(self.force, self.child.stop))
+    stop: Effect.andThen(self.markInterrupted, self.child.stop),
+    stopNow: Effect.andThen(self.markInterrupted, Effect.andThen(self.force, self.child.stop))
   })
 
 /**
@@ -559,6 +579,23 @@ export interface Closing {
   readonly close: Effect.Effect<unknown>
   readonly closeNow: Effect.Effect<unknown>
   readonly policy: ShutdownPolicy.Policy | undefined
+}
+
+/**
+ * How the stop sequence closes a connection: `stop` under its policy, `stopNow` when forced, each until the end of its
+ * teardown. The reason is `Interrupted` when the stop comes from an interruption (a signal to the host, a Scope closed
+ * by one: {@link Internal.isInterrupted}), `Stop` otherwise, as the connection's lifecycle and its `ShutdownError`s
+ * tell it.
+ *
+ * @internal
+ */
+export const closingOf = (self: Internal) => (connection: Connection.Connection<any, any>): Closing => {
+  const reason = (): Lifecycle.CloseReason => self.isInterrupted() ? "Interrupted" : "Stop"
+  return {
+    close: Effect.andThen(Effect.suspend(() => connection.stop(reason())), connection.awaitShutdown),
+    closeNow: Effect.andThen(Effect.suspend(() => connection.stopNow(reason())), connection.awaitShutdown),
+    policy: connection.policy
+  }
 }
 
 /**
@@ -580,7 +617,8 @@ export const attach = <A, E, R>(
 ): Effect.Effect<A, E, Exclude<R, Scope.Scope>> =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
-    const closeScope = Scope.close(scope, Exit.void)
+    // With the exit the child's own Scope closed with: an interruption there is one here, for the peer's finalizer.
+    const closeScope = Effect.suspend(() => Scope.close(scope, self.isInterrupted() ? Exit.interrupt() : Exit.void))
     self.steps.close = closeScope
     self.steps.closeNow = closeScope
     self.steps.flushTimeout = flushTimeout
