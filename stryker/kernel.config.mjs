@@ -11,6 +11,11 @@ const config = packageConfig({
     "packages/kernel/src/internal/connectionHandshake.ts",
     "packages/kernel/src/internal/connectionLayer.ts",
     "packages/kernel/src/Lifecycle.ts",
+    // Lifecycle's bodies: the state table, the gates, the state machine, the handshake.
+    "packages/kernel/src/internal/lifecycleState.ts",
+    "packages/kernel/src/internal/lifecycleGate.ts",
+    "packages/kernel/src/internal/lifecycle.ts",
+    "packages/kernel/src/internal/lifecycleHandshake.ts",
     "packages/kernel/src/ShutdownPolicy.ts",
     "packages/kernel/src/StopSequence.ts",
     "packages/kernel/src/internal/stopSequence.ts",

@@ -5,36 +5,38 @@
  *
  * @since 0.1.0
  */
-import * as RpcError from "@lifeline/jsonrpc/RpcError"
-import * as Clock from "effect/Clock"
-import * as Data from "effect/Data"
-import * as Duration from "effect/Duration"
-import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
+import type * as RpcError from "@lifeline/jsonrpc/RpcError"
+import type * as Data from "effect/Data"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
 import type { Predicate } from "effect/Predicate"
-import * as PubSub from "effect/PubSub"
-import * as Result from "effect/Result"
-import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
+import type * as Stream from "effect/Stream"
+import * as internal from "./internal/lifecycle.js"
+import * as internalGate from "./internal/lifecycleGate.js"
+import * as internalHandshake from "./internal/lifecycleHandshake.js"
+import type { HandshakeTimeout } from "./internal/lifecycleHandshake.js"
+import * as internalState from "./internal/lifecycleState.js"
+import type { IllegalTransition } from "./internal/lifecycleState.js"
 import type * as PeerError from "./PeerError.js"
-import { ShutdownError } from "./PeerError.js"
+import type { ShutdownError } from "./PeerError.js"
 import type { TransportError } from "./Transport.js"
 
-/**
- * The handshake did not finish within its timeout; the lifecycle is `Failed` with this error.
- *
- * @since 0.1.0
- * @category errors
- */
-export class HandshakeTimeout extends Schema.TaggedError<HandshakeTimeout>("@lifeline/kernel/HandshakeTimeout")(
-  "HandshakeTimeout",
-  { timeoutMillis: Schema.Number }
-) {
-  override get message(): string {
-    return `the handshake did not finish within ${this.timeoutMillis} ms`
-  }
-}
+export {
+  /**
+   * @since 0.1.0
+   * @category errors
+   */
+  HandshakeTimeout
+} from "./internal/lifecycleHandshake.js"
+
+export {
+  /**
+   * @since 0.1.0
+   * @category errors
+   */
+  IllegalTransition
+} from "./internal/lifecycleState.js"
 
 /**
  * Why a lifecycle ended in `Failed`. Every member is a tagged error, so a `Failed` state can be matched on `_tag`;
@@ -94,7 +96,7 @@ export type State = Data.TaggedEnum<{
  * @since 0.1.0
  * @category constructors
  */
-export const State = Data.taggedEnum<State>()
+export const State: Data.TaggedEnum.Constructor<State> = internalState.State
 
 /**
  * The name of a state.
@@ -141,7 +143,7 @@ export const Closed: (args: void) => State = State.Closed
  * @since 0.1.0
  * @category constructors
  */
-export const Failed = (args: { readonly error: Failure }): State => State.Failed({ error: args.error })
+export const Failed: (args: { readonly error: Failure }) => State = internalState.Failed
 
 /**
  * The states each state may move to. `Starting → Ready` is for peers without a handshake. `Closing` and `Failed` are
@@ -159,16 +161,6 @@ export type Next<From extends Tag> = {
   readonly Closed: never
   readonly Failed: never
 }[From]
-
-// Typed against `Next`, so a missing or extra entry does not compile: the type and the runtime check cannot drift.
-const table: { readonly [From in Tag]: { readonly [To in Next<From>]: true } } = {
-  Starting: { Initializing: true, Ready: true, Closing: true, Failed: true },
-  Initializing: { Ready: true, Closing: true, Failed: true },
-  Ready: { Closing: true, Failed: true },
-  Closing: { Closed: true, Failed: true },
-  Closed: {},
-  Failed: {}
-}
 
 /**
  * Every state name, in lifecycle order.
@@ -192,7 +184,7 @@ export const tags: ReadonlyArray<Tag> = ["Starting", "Initializing", "Ready", "C
  * @since 0.1.0
  * @category models
  */
-export const isLegal = (from: Tag, to: Tag): boolean => Object.hasOwn(table[from], to)
+export const isLegal: (from: Tag, to: Tag) => boolean = internalState.isLegal
 
 /**
  * `Closed` or `Failed`: nothing follows.
@@ -200,7 +192,7 @@ export const isLegal = (from: Tag, to: Tag): boolean => Object.hasOwn(table[from
  * @since 0.1.0
  * @category models
  */
-export const isTerminal = (state: State): boolean => state._tag === "Closed" || state._tag === "Failed"
+export const isTerminal: (state: State) => boolean = internalState.isTerminal
 
 /**
  * `Closing`, `Closed` or `Failed`: the peer takes no new work in either direction.
@@ -208,8 +200,7 @@ export const isTerminal = (state: State): boolean => state._tag === "Closed" || 
  * @since 0.1.0
  * @category models
  */
-export const isShuttingDown = (state: State): boolean =>
-  state._tag === "Closing" || state._tag === "Closed" || state._tag === "Failed"
+export const isShuttingDown: (state: State) => boolean = internalState.isShuttingDown
 
 /**
  * One transition, stamped with `Clock` milliseconds.
@@ -221,28 +212,6 @@ export interface Event {
   readonly from: State
   readonly to: State
   readonly at: number
-}
-
-/**
- * A transition the table does not allow (`from → to`), or a compare-and-set transition whose expected state was no
- * longer current. The state is left unchanged.
- *
- * This is a typed failure, not a defect, because it is an expected race rather than a bug: a handshake that completes
- * just after `stop` tries `Closing → Ready`, and the caller decides that this is fine.
- *
- * @since 0.1.0
- * @category errors
- */
-export class IllegalTransition extends Data.TaggedError("IllegalTransition")<{
-  readonly from: State
-  readonly to: State
-  readonly expected: Tag | undefined
-}> {
-  override get message(): string {
-    return this.expected !== undefined && this.expected !== this.from._tag
-      ? `expected ${this.expected} but was ${this.from._tag}, so ${this.from._tag} → ${this.to._tag} was not made`
-      : `${this.from._tag} → ${this.to._tag} is not a legal lifecycle transition`
-  }
 }
 
 /**
@@ -271,21 +240,8 @@ export type StopResult = "Stopped" | "AlreadyClosing"
  * @since 0.1.0
  * @category combinators
  */
-export const inboundGate = (state: State, method: string, isHandshake: boolean): RpcError.RpcError | undefined => {
-  switch (state._tag) {
-    case "Starting":
-    case "Initializing":
-      return isHandshake ? undefined : RpcError.RpcError.serverNotInitialized(method)
-    case "Ready":
-      return isHandshake
-        ? RpcError.RpcError.invalidRequest(`${method}: the handshake has already completed`)
-        : undefined
-    case "Closing":
-    case "Closed":
-    case "Failed":
-      return RpcError.RpcError.shuttingDown(method)
-  }
-}
+export const inboundGate: (state: State, method: string, isHandshake: boolean) => RpcError.RpcError | undefined =
+  internalGate.inboundGate
 
 /**
  * The error an outbound call fails with at once in `state`, or `undefined` if it may be sent. `phase` is the state's
@@ -305,25 +261,8 @@ export const inboundGate = (state: State, method: string, isHandshake: boolean):
  * @since 0.1.0
  * @category combinators
  */
-export const outboundGate = (state: State, closedBy?: CloseReason): ShutdownError | undefined => {
-  switch (state._tag) {
-    case "Starting":
-    case "Initializing":
-    case "Ready":
-      return undefined
-    case "Closing":
-      return refusal(state.reason, state._tag)
-    case "Closed":
-      return refusal(closedBy ?? "Stop", state._tag)
-    case "Failed":
-      return new ShutdownError({ reason: "Failed", phase: state._tag, detail: state.error.message })
-  }
-}
-
-const refusal = (reason: CloseReason, phase: Tag): ShutdownError =>
-  reason === "Interrupted" || reason === "Stop"
-    ? new ShutdownError({ reason, phase })
-    : new ShutdownError({ reason: "Stop", phase, detail: reason })
+export const outboundGate: (state: State, closedBy?: CloseReason) => ShutdownError | undefined =
+  internalGate.outboundGate
 
 /**
  * A peer's lifecycle. Every change of state goes through one synchronous step that checks the table, sets the state
@@ -387,35 +326,6 @@ export interface Lifecycle {
   readonly outboundGate: () => ShutdownError | undefined
 }
 
-interface Published {
-  readonly index: number
-  readonly event: Event
-}
-
-const annotations = (event: Event): Record<string, string> => {
-  const out: Record<string, string> = { from: event.from._tag, to: event.to._tag }
-  if (event.to._tag === "Closing") out.reason = event.to.reason
-  if (event.to._tag === "Failed") out.error = event.to.error._tag
-  return out
-}
-
-const record = (event: Event): Effect.Effect<void> => {
-  const fields = annotations(event)
-  // Debug: a transition is routine (a host with many children logs four per child); what went wrong is logged at
-  // its own level where it is known (a drain that cut work off warns, a failed handshake fails `make`).
-  return Effect.logDebug(`lifecycle ${fields.from} → ${fields.to}`).pipe(
-    Effect.annotateLogs(fields),
-    Effect.andThen(
-      Effect.currentSpan.pipe(
-        Effect.flatMap((span) =>
-          Effect.sync(() => span.event("lifeline.lifecycle.transition", BigInt(event.at) * 1_000_000n, fields))
-        ),
-        Effect.ignore
-      )
-    )
-  )
-}
-
 /**
  * A lifecycle in `Starting`. Timestamps come from the `Clock` of the fiber that runs `make` (the `TestClock` in
  * tests). Closing the scope ends every `events` and `changes` stream; it does not change the state, which is the
@@ -438,96 +348,7 @@ const record = (event: Event): Effect.Effect<void> => {
  * @since 0.1.0
  * @category constructors
  */
-export const make: Effect.Effect<Lifecycle, never, Scope.Scope> = Effect.gen(function*() {
-  const clock = yield* Clock.Clock
-  const pubsub = yield* Effect.acquireRelease(PubSub.unbounded<Published>(), PubSub.shutdown)
-  let current: State = Starting()
-  const history: Array<Event> = []
-
-  // The only place the state changes. Synchronous, so nothing can interleave between the check, the change and the
-  // publish: that is what makes transitions atomic and the published order equal to the order of changes.
-  const unsafeTransition = (to: State, expected: Tag | undefined): Result.Result<Event, IllegalTransition> => {
-    const from = current
-    if ((expected !== undefined && from._tag !== expected) || !isLegal(from._tag, to._tag)) {
-      return Result.fail(new IllegalTransition({ from, to, expected }))
-    }
-    const event: Event = { from, to, at: clock.currentTimeMillisUnsafe() }
-    current = to
-    history.push(event)
-    PubSub.publishUnsafe(pubsub, { index: history.length - 1, event })
-    return Result.succeed(event)
-  }
-
-  const transition = (to: State, options?: { readonly from?: Tag | undefined }) =>
-    Effect.suspend(() => Effect.fromResult(unsafeTransition(to, options?.from))).pipe(Effect.tap(record))
-
-  const beginStop = (reason: CloseReason): Effect.Effect<StopResult> =>
-    Effect.suspend(() => {
-      const state = current
-      if (state._tag !== "Starting" && state._tag !== "Initializing" && state._tag !== "Ready") {
-        return Effect.succeed("AlreadyClosing" as const)
-      }
-      return Result.match(unsafeTransition(Closing({ reason }), state._tag), {
-        onFailure: () => Effect.succeed("AlreadyClosing" as const),
-        onSuccess: (event) => Effect.as(record(event), "Stopped" as const)
-      })
-    })
-
-  // Subscribes first, then reads the history in one synchronous step; events that reach the subscription and are
-  // also in that snapshot are dropped by index, so none is lost or seen twice.
-  const subscribe = <A>(
-    f: (past: ReadonlyArray<Event>, state: State, live: Stream.Stream<Event>) => Stream.Stream<A>
-  ): Stream.Stream<A> =>
-    Stream.unwrap(Effect.map(PubSub.subscribe(pubsub), (subscription) => {
-      const past = history.slice()
-      const live = Stream.fromSubscription(subscription).pipe(
-        Stream.filter(({ index }) => index >= past.length),
-        Stream.map(({ event }) => event)
-      )
-      return f(past, current, live)
-    }))
-
-  // The reason of the `Closing` the lifecycle went through, if it did: what a call refused in `Closed` is told.
-  const closedBy = (): CloseReason | undefined => {
-    for (const event of history) if (event.to._tag === "Closing") return event.to.reason
-    return undefined
-  }
-  // The refusal of the state it was made for: states are values that a transition replaces, never changes.
-  let refusedIn: State | undefined
-  let refused: ShutdownError | undefined
-
-  const events: Stream.Stream<Event> = subscribe((past, _, live) =>
-    Stream.concat(Stream.fromIterable(past), live).pipe(Stream.takeUntil((event) => isTerminal(event.to)))
-  )
-
-  const changes: Stream.Stream<State> = subscribe((_, state, live) =>
-    Stream.concat(Stream.succeed(state), Stream.map(live, (event) => event.to)).pipe(Stream.takeUntil(isTerminal))
-  )
-
-  const lifecycle: Lifecycle = {
-    state: Effect.sync(() => current),
-    unsafeState: () => current,
-    transition,
-    beginStop,
-    events,
-    changes,
-    awaitState: (predicate) =>
-      changes.pipe(
-        Stream.takeUntil(predicate),
-        Stream.runLast,
-        Effect.map(Option.getOrElse(() => current))
-      ),
-    inboundGate: (method, isHandshake) => inboundGate(current, method, isHandshake),
-    outboundGate: () => {
-      if (refusedIn !== current) {
-        refusedIn = current
-        refused = outboundGate(current, closedBy())
-      }
-      return refused
-    }
-  }
-  return lifecycle
-})
+export const make: Effect.Effect<Lifecycle, never, Scope.Scope> = internal.make
 
 /**
  * Runs a handshake on a lifecycle in `Starting`: moves to `Initializing`, runs `handshake` with `timeout` (a Clock
@@ -554,23 +375,8 @@ export const make: Effect.Effect<Lifecycle, never, Scope.Scope> = Effect.gen(fun
  * @since 0.1.0
  * @category combinators
  */
-export const runHandshake = <A, E extends Failure, R>(
+export const runHandshake: <A, E extends Failure, R>(
   lifecycle: Lifecycle,
   handshake: Effect.Effect<A, E, R>,
   timeout: Duration.Input
-): Effect.Effect<A, E | HandshakeTimeout | IllegalTransition, R> => {
-  // Effect 4 durations may be negative; a negative timeout is a zero one, as it was with Effect 3.
-  const duration = Duration.max(Duration.fromInputUnsafe(timeout), Duration.zero)
-  const timeoutMillis = Duration.toMillis(duration)
-  return Effect.gen(function*() {
-    yield* lifecycle.transition(Initializing(), { from: "Starting" })
-    const result = yield* handshake.pipe(
-      Effect.timeoutOrElse({ duration, orElse: () => Effect.fail(new HandshakeTimeout({ timeoutMillis })) }),
-      Effect.tapError((error: E | HandshakeTimeout) =>
-        Effect.ignore(lifecycle.transition(Failed({ error }), { from: "Initializing" }))
-      )
-    )
-    yield* lifecycle.transition(Ready(), { from: "Initializing" })
-    return result
-  }).pipe(Effect.withSpan("Lifecycle.runHandshake", { attributes: { timeoutMillis } }))
-}
+) => Effect.Effect<A, E | HandshakeTimeout | IllegalTransition, R> = internalHandshake.runHandshake
