@@ -13,7 +13,9 @@ import * as NodeSignals from "@lifeline/node/NodeSignals"
 import * as PgJournal from "@lifeline/postgres/PgJournal"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import type * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
+import * as References from "effect/References"
 
 const [url, runId, operations, sessions, prefixArg] = process.argv.slice(2)
 if (url === undefined || runId === undefined || operations === undefined || sessions === undefined) {
@@ -61,6 +63,8 @@ NodeSignals.runMain(
   main.pipe(
     Effect.provide(
       PgJournal.layerClient.pipe(Layer.provideMerge(FleetRunner.layerClientPostgres({ url, sharding, maxConnections })))
-    )
+    ),
+    // `FLEET_LOG_LEVEL` (e.g. `Debug`): the least severe log line written to stderr (default Info).
+    Effect.provideService(References.MinimumLogLevel, (process.env.FLEET_LOG_LEVEL ?? "Info") as LogLevel.LogLevel)
   )
 )

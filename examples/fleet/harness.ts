@@ -41,6 +41,13 @@ const watch = (args: ReadonlyArray<string>, env: Record<string, string>): Watche
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, ...env }
   })
+  // `FLEET_LOG_DIR`: every process's whole stderr also goes to `<dir>/<fixture>-<pid>.log`, and its stdout to
+  // `<dir>/<fixture>-<pid>.out` (each line after the time it was read), to read after a run.
+  const logDir = process.env.FLEET_LOG_DIR
+  const logFile = logDir === undefined || logDir === "" || child.pid === undefined
+    ? undefined
+    : Path.join(logDir, `${Path.basename(args[0]!, ".ts")}-${child.pid}.log`)
+  if (logFile !== undefined) Fs.mkdirSync(logDir!, { recursive: true })
   const lines: Array<string> = []
   let buffered = ""
   let stderr = ""
@@ -49,11 +56,15 @@ const watch = (args: ReadonlyArray<string>, env: Record<string, string>): Watche
     let end: number
     while ((end = buffered.indexOf("\n")) >= 0) {
       lines.push(buffered.slice(0, end))
+      if (logFile !== undefined) {
+        Fs.appendFileSync(logFile.replace(/\.log$/, ".out"), `${new Date().toISOString()} ${buffered.slice(0, end)}\n`)
+      }
       buffered = buffered.slice(end + 1)
     }
   })
   child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
     stderr = (stderr + chunk).slice(-20_000)
+    if (logFile !== undefined) Fs.appendFileSync(logFile, chunk)
   })
   const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()))
   const line = (prefix: string, timeoutMs: number) =>

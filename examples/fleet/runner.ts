@@ -3,7 +3,7 @@
  * child is `extension.ts`. Writes `ready <pid>` to stdout once it has joined. Sharding settings come as JSON in
  * `FLEET_SHARDING` (the tests shorten the shard-lock expiry); `FLEET_MAX_CONNECTIONS` sets the size of its Postgres
  * pool (default: `FleetRunner`'s) and `FLEET_SESSION_CONCURRENCY` how many operations of one session run at once
- * (default `unbounded`).
+ * (default `unbounded`); `FLEET_LOG_LEVEL` (e.g. `Debug`) the least severe log line it writes to stderr.
  *
  * Usage: `node scripts/run-bundled.mjs examples/fleet/runner.ts <postgres url> <port> <effects file>`
  */
@@ -16,7 +16,9 @@ import * as Sharding from "effect/cluster/Sharding"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import type * as LogLevel from "effect/LogLevel"
 import * as ChildProcess from "effect/process/ChildProcess"
+import * as References from "effect/References"
 import * as Path from "node:path"
 import { root } from "./harness.js"
 import { Host, Work } from "./protocol.js"
@@ -79,11 +81,14 @@ const main = Effect.gen(function*() {
   return yield* reportShards
 })
 
+// `FLEET_LOG_LEVEL` (e.g. `Debug`): the least severe log line written to stderr (default Info).
+const logLevel = (process.env.FLEET_LOG_LEVEL ?? "Info") as LogLevel.LogLevel
+
 NodeSignals.runMain(
   Effect.scoped(Layer.launch(
     Layer.merge(Sessions, Layer.effectDiscard(Effect.forkScoped(main))).pipe(
       Layer.provide(PgJournal.layerClient),
       Layer.provideMerge(Runner)
     )
-  ))
+  )).pipe(Effect.provideService(References.MinimumLogLevel, logLevel))
 )

@@ -140,7 +140,9 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
   /**
    * The journal claim each session takes on its owner (`ExtensionSession.owner`), so that two runners never recover
    * one session at once. Its `ttl` (default 30 s) bounds how long a new runner waits for a dead runner's claim:
-   * keep it near the shard-lock expiry. Default ttl here: 10 seconds.
+   * keep it near the shard-lock expiry. Default ttl here: 10 seconds. A session that stops while its journal cannot
+   * be reached (Postgres down) cannot delete its claim; it deletes it once the journal is back (retried every 500 ms
+   * for up to ten minutes), since on one host a live runner's claim is never taken over, even expired.
    */
   readonly claim?: JournalClaim.ClaimOptions | undefined
   /** How often a runner retries a claim that another (dead) runner still holds. Default 250 ms. */

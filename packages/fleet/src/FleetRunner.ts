@@ -70,6 +70,12 @@ export interface Options {
  * The sharding settings are `options.sharding` over Effect's defaults; the environment (`ShardingConfig.layerFromEnv`)
  * is read too, and anything set in `options` wins.
  *
+ * When the runner takes shards, the read marks of their unanswered messages are cleared, so that messages a previous
+ * holder read but did not answer (its entities stopped: a runner that lost Postgres for a while) are delivered again.
+ * Effect's `Sharding` waits for that reset only `min(shardLockRefreshInterval, shardLockExpiration / 3)` and ignores
+ * its failure, and a message whose mark stays set is not read again for ten minutes: this layer's storage retries the
+ * reset past that wait (every 500 ms, each try within 5 s, for up to ten minutes), with a warning on its first failure.
+ *
  * @example
  * ```ts
  * import { Layer } from "effect"

@@ -1,19 +1,40 @@
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
 import * as PgClient from "@effect/sql-pg/PgClient"
+import * as MessageStorage from "effect/cluster/MessageStorage"
 import * as RunnerAddress from "effect/cluster/RunnerAddress"
 import * as ShardingConfig from "effect/cluster/ShardingConfig"
 import * as SqlMessageStorage from "effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "effect/cluster/SqlRunnerStorage"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type * as FleetRunner from "../FleetRunner.js"
 import * as migrations from "./migrations.js"
+import { durableResets } from "./shardReset.js"
+
+// Effect's SQL message storage, with a `resetShards` retried until it succeeds (see ./shardReset.ts).
+const messageStorage = (prefix: string, config: ShardingConfig.ShardingConfig["Service"]) =>
+  Layer.effect(
+    MessageStorage.MessageStorage,
+    Effect.gen(function*() {
+      return durableResets(yield* MessageStorage.MessageStorage, yield* Effect.scope, lockInterval(config))
+    })
+  ).pipe(Layer.provide(SqlMessageStorage.layerStorage({ prefix }).pipe(Layer.provide(NodeCrypto.layerDigest))))
+
+// How long Effect's `Sharding` waits for a lock operation, and for the reset of shards it took (its
+// `shardLockInterval`: effect/src/cluster/internal/shardLock.ts).
+const lockInterval = (config: ShardingConfig.ShardingConfig["Service"]) =>
+  Duration.min(
+    Duration.fromInputUnsafe(config.shardLockRefreshInterval),
+    Duration.divideUnsafe(Duration.fromInputUnsafe(config.shardLockExpiration), 3)
+  )
 
 const storage = (prefix: string, config: ShardingConfig.ShardingConfig["Service"]) =>
   Layer.mergeAll(
-    SqlMessageStorage.layerStorage({ prefix }).pipe(Layer.provide(NodeCrypto.layerDigest)),
+    messageStorage(prefix, config),
     SqlRunnerStorage.layerStorage({ prefix })
   ).pipe(
     Layer.provide(Layer.succeed(ShardingConfig.ShardingConfig)(config)),

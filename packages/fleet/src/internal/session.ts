@@ -1,6 +1,8 @@
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import * as Journal from "@lifeline/kernel/Journal"
 import type * as JournalEntry from "@lifeline/kernel/JournalEntry"
+import type * as JournalError from "@lifeline/kernel/JournalError"
+import type { OwnerInUse } from "@lifeline/kernel/JournalError"
 import type * as Method from "@lifeline/kernel/Method"
 import type * as Peer from "@lifeline/kernel/Peer"
 import * as Recovery from "@lifeline/kernel/Recovery"
@@ -27,6 +29,7 @@ import {
   owner as ownerOf
 } from "../SessionEntity.js"
 import * as ChildSlot from "./child.js"
+import { deleteLeftClaim } from "./leftClaim.js"
 import { defaultDrainTimeout, handle } from "./operation.js"
 import type { Invalid } from "./validate.js"
 import { operationProblem, sessionIdProblem } from "./validate.js"
@@ -54,14 +57,25 @@ export const decisionsOf = <R>(
  */
 export const recover = <R>(
   options: Recovery.Options<R>,
-  retryInterval: Duration.Input
+  retryInterval: Duration.Input,
+  /** Run before each try, under the same retries: the session's own claim, which the recovery then shares. */
+  before: Effect.Effect<void, OwnerInUse | JournalError.JournalError, Scope.Scope> = Effect.void
 ) =>
-  Recovery.run(options).pipe(
-    Effect.tapError((error) =>
-      error._tag === "OwnerInUse"
-        ? Effect.logDebug(`session ${options.owner}: waiting for the claim of its previous runner`)
-        : Effect.void
-    ),
+  Effect.suspend(() => {
+    let waits = 0
+    return Effect.andThen(before, Recovery.run(options)).pipe(
+      Effect.tapError((error) => {
+        if (error._tag !== "OwnerInUse") return Effect.void
+        waits += 1
+        // Said once more loudly after 40 tries (10 s at the default interval): a claim that stays is worth a line.
+        return waits === 40
+          ? Effect.logWarning(
+            `session ${options.owner}: still waiting for the claim of its previous runner: ${error.message}`
+          )
+          : Effect.logDebug(`session ${options.owner}: waiting for the claim of its previous runner`)
+      })
+    )
+  }).pipe(
     Effect.retry({
       while: (error) => error._tag === "OwnerInUse",
       schedule: Schedule.spaced(retryInterval)
@@ -121,6 +135,15 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
           ),
           Effect.tap(() => slot.succeeded)
         )
+      // The token of the claim this session's recovery took, so that a claim the journal could not delete when the
+      // session stopped (its Postgres down) is deleted later, not left to block the session's next runner.
+      let claimToken: string | undefined
+      const claimOptions = options.claim ?? { ttl: "10 seconds" }
+      yield* Effect.addFinalizer(() =>
+        claimToken === undefined
+          ? Effect.void
+          : Effect.asVoid(Effect.forkDetach(deleteLeftClaim(journal, owner, claimToken, claimOptions)))
+      )
       if (invalid === undefined) {
         yield* Effect.gen(function*() {
           // Started with the session, so that a resumed operation finds it; a failure is the operations' to report.
@@ -129,13 +152,19 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
               Effect.logWarning(`session ${sessionId}: its extension did not start: ${unavailable.detail}`)
             )
           )
-          const report = yield* recover({
-            owner,
-            decisions: decisionsOf(options.decisions, execute),
-            maxAttempts: options.maxAttempts,
-            concurrency: options.concurrency ?? 1,
-            claim: options.claim ?? { ttl: "10 seconds" }
-          }, options.claimRetryInterval ?? Duration.millis(250)).pipe(
+          const report = yield* recover(
+            {
+              owner,
+              decisions: decisionsOf(options.decisions, execute),
+              maxAttempts: options.maxAttempts,
+              concurrency: options.concurrency ?? 1,
+              claim: claimOptions
+            },
+            options.claimRetryInterval ?? Duration.millis(250),
+            Effect.map(journal.claim(owner, claimOptions), (held) => {
+              claimToken = held.holder
+            })
+          ).pipe(
             // A journal that cannot be reached is waited for; any other failure ends the session's start.
             Effect.retry({
               while: (error) => error._tag === "JournalError" && error.reason === "Storage",

@@ -1,0 +1,76 @@
+import type * as Journal from "@lifeline/kernel/Journal"
+import type * as JournalClaim from "@lifeline/kernel/JournalClaim"
+import * as JournalError from "@lifeline/kernel/JournalError"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+
+// When a session stops on a runner whose journal cannot be reached (Postgres down), the journal cannot delete the
+// session's claim: it logs "it expires by itself" and leaves the row. On the same host it does not expire: a claimant
+// that sees the holder's process alive never takes the claim over, even past its expiry (the kernel's rule for a
+// paused holder; packages/kernel/src/internal/journalClaim.ts, `acquire`). So when the session's shard goes to
+// another runner on the same host (a rebalance after the outage), that runner's recovery waits as long as this
+// runner lives, and the session's operations are never answered (test/FleetOutage.test.ts, the second test). A claim left so is deleted here once the
+// journal is back: it is taken again (the journal replaces a row it left itself) and let go.
+
+/** How long the deletion of a left claim is retried. */
+export const leftClaimRetryWindow: Duration.Input = "10 minutes"
+
+/** The pause between two tries. */
+export const leftClaimRetryInterval: Duration.Input = "500 millis"
+
+/**
+ * Deletes the claim on `owner` that this journal (`token`) left stored when it let go of it: retried every
+ * `leftClaimRetryInterval` for up to `leftClaimRetryWindow` while the journal cannot be reached. Stops as soon as the
+ * claim is gone, held by another journal, or held by this one again (the session came back to this runner).
+ */
+export const deleteLeftClaim = (
+  journal: Journal.Journal.Service,
+  owner: string,
+  token: string,
+  claim: JournalClaim.ClaimOptions
+): Effect.Effect<void> => {
+  let warned = false
+  const attempt = Effect.gen(function*() {
+    if (yield* journal.holds(owner)) return "held again"
+    const stored = yield* journal.holder(owner)
+    if (Option.isNone(stored) || stored.value.holder !== token) return "not ours"
+    const taken = yield* Effect.scoped(journal.claim(owner, claim)).pipe(
+      Effect.as(true),
+      // Taken by another runner meanwhile: it is theirs now.
+      Effect.catchTag("OwnerInUse", () => Effect.succeed(false))
+    )
+    if (!taken) return "not ours"
+    // Let go again: deleted, unless the journal failed once more (then the row is still ours).
+    const after = yield* journal.holder(owner)
+    if (Option.isSome(after) && after.value.holder === token && !(yield* journal.holds(owner))) {
+      return yield* new JournalError.JournalError({ reason: "Storage", detail: "the claim is still stored" })
+    }
+    return "deleted"
+  }).pipe(
+    Effect.tapError((error) =>
+      warned ? Effect.void : Effect.sync(() => {
+        warned = true
+      }).pipe(
+        Effect.andThen(Effect.logWarning(
+          `fleet: the claim on ${owner} is still stored for this runner, which no longer runs the session; ` +
+            `deleting it when the journal is back: ${error.message}`
+        ))
+      )
+    )
+  )
+  return attempt.pipe(
+    Effect.retry({
+      while: (error) => error.reason === "Storage",
+      schedule: Schedule.spaced(leftClaimRetryInterval).pipe(Schedule.upTo({ duration: leftClaimRetryWindow }))
+    }),
+    Effect.tap((outcome) =>
+      outcome === "deleted" ? Effect.logInfo(`fleet: deleted the claim on ${owner} left by this runner`) : Effect.void
+    ),
+    Effect.catchCause((cause) =>
+      Effect.logWarning(`fleet: could not delete the claim on ${owner} left by this runner`, cause)
+    ),
+    Effect.asVoid
+  )
+}
