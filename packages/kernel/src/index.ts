@@ -10,7 +10,8 @@ export * as Cancellation from "./Cancellation.js"
 
 /**
  * A peer with a lifecycle: the handshake that makes it `Ready`, the gates that refuse traffic in the wrong state, and
- * a synchronous, idempotent `stop` that shuts it down under a `ShutdownPolicy` (fail-fast or timeout-bounded drain).
+ * an idempotent `stop` (an Effect that completes once every pending caller has its error) that shuts it down under a
+ * `ShutdownPolicy` (fail-fast or timeout-bounded drain).
  * Its lifetime is the Scope it is made in; closing that Scope stops it under the same policy, and so does a request to
  * stop the whole program (`GracefulShutdown`, which `NodeSignals.runMain` provides). Layer-first, `Service` declares a
  * connection of one protocol as a service of its own, built by `layer` over the `Transport` service.

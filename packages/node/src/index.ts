@@ -56,6 +56,11 @@ export * as NodeReaper from "./NodeReaper.js"
  * | 130  | `Interrupt` | SIGINT (128 + 2): the graceful stop finished                                              |
  * | 143  | `Terminate` | SIGTERM (128 + 15): the graceful stop finished                                            |
  *
+ * A main fiber that fails only because of the stop a signal started (a call it waited for was cut off: its cause holds
+ * only `ShutdownError`s and interruptions, see {@link isCutOffByStop}) ended the way the signal asked: it exits with
+ * the signal's code (or 2 after a second signal), and the cut-off is logged at Info, not as a failure. Any other
+ * failure during a signal stop is a failure: exit code 1.
+ *
  * @since 0.1.0
  */
 export * as NodeSignals from "./NodeSignals.js"
