@@ -7,12 +7,13 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 
 // When a session stops on a runner whose journal cannot be reached (Postgres down), the journal cannot delete the
-// session's claim: it logs "it expires by itself" and leaves the row. On the same host it does not expire: a claimant
-// that sees the holder's process alive never takes the claim over, even past its expiry (the kernel's rule for a
-// paused holder; packages/kernel/src/internal/journalClaim.ts, `acquire`). So when the session's shard goes to
+// session's claim: it logs "could not release the claim" and leaves the row. On the same host it does not expire: a
+// claimant that sees the holder's process alive never takes the claim over, even past its expiry (the kernel's rule
+// for a paused holder; packages/kernel/src/internal/journalClaim.ts, `acquire`). So when the session's shard goes to
 // another runner on the same host (a rebalance after the outage), that runner's recovery waits as long as this
-// runner lives, and the session's operations are never answered (test/FleetOutage.test.ts, the second test). A claim left so is deleted here once the
-// journal is back: it is taken again (the journal replaces a row it left itself) and let go.
+// runner lives, and the session's operations are never answered (test/FleetOutage.test.ts, the second test). A claim
+// left so is deleted here once the journal is back: it is taken again (the journal replaces a row it left itself)
+// and let go.
 
 /** How long the deletion of a left claim is retried. */
 export const leftClaimRetryWindow: Duration.Input = "10 minutes"
