@@ -1,6 +1,6 @@
 // Mutation testing of the kernel's lifecycle core: `pnpm mutate kernel` (see scripts/mutate.ts).
 // The kernel's journal and recovery decisions have a config of their own: stryker/kernel-recovery.config.mjs.
-// The files run in this order, one Stryker run each; the peer's pending table comes last.
+// The files run in this order, one Stryker run each; the peer's pending table and its detach come last.
 import { packageConfig } from "./shared.mjs"
 
 const config = packageConfig({
@@ -21,7 +21,10 @@ const config = packageConfig({
     "packages/kernel/src/internal/stopSequence.ts",
     // The peer's deadline heap and pending table (outbound calls, their timer, answers matched by id).
     "packages/kernel/src/internal/deadlines.ts",
-    "packages/kernel/src/internal/peer/outbound.ts"
+    "packages/kernel/src/internal/peer/outbound.ts",
+    // The end of every pending call at once: the table detached (tombstoned, cut-off list) and the callers woken later,
+    // 1,024 at a time with a turn of the event loop between batches, after a teardown ended the transport.
+    "packages/kernel/src/internal/peer/detach.ts"
   ]
 })
 

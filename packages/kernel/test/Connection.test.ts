@@ -384,6 +384,11 @@ describe("Connection", () => {
         yield* TestClock.adjust("10 seconds")
         const error = yield* Effect.flip(Fiber.join(made))
         assert.strictEqual(error._tag, "HandshakeTimeout")
+        // What a log or an uncaught rejection prints: the error's name (its Schema identifier) and its message.
+        assert.strictEqual(
+          String(error),
+          "@lifeline/kernel/HandshakeTimeout: the handshake did not finish within 10000 ms"
+        )
       }))
   })
 

@@ -6,6 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { Transport } from "@lifeline/kernel"
 import {
+  Cancellation,
   Connection,
   Method,
   Peer,
@@ -18,7 +19,7 @@ import {
 import { Effect, Exit, Fiber, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { WAKE_BATCH } from "../src/internal/peer/detach.js"
-import { eventually, makeRaw } from "./utils.js"
+import { eventually, makeRaw, wire } from "./utils.js"
 
 const Work = Method.request("work", { params: Schema.Struct({ n: Schema.Number }), result: Schema.Number })
 const protocol = Protocol.make({ calls: [Work] })
@@ -196,6 +197,32 @@ describe("Connection teardown with calls pending", () => {
       assert.strictEqual(stats.unknownResponses, 0)
       const first = failures(log).find((f) => f.caller === 0)
       assert.instanceOf(first?.error, PeerError.ShutdownError)
+    }))
+
+  it.effect("a caller that gives up after its call was detached, before it was woken, sends no second cancellation", () =>
+    Effect.gen(function*() {
+      // A handler interrupted by the teardown interrupts the caller: its call is off the table by then (cancelled on
+      // the wire by the teardown) and its caller not woken yet, while the transport is still open.
+      const Serve = Method.request("serve", { params: Schema.Struct({}), result: Schema.Number })
+      const pair = yield* TestTransport.makePair()
+      const raw = yield* makeRaw(pair.right)
+      const caller: { fiber?: Fiber.Fiber<unknown, unknown> } = {}
+      const connection = yield* Connection.make({
+        protocol: Protocol.make({ serves: [Serve], calls: [Work], cancellation: Cancellation.lsp }),
+        transport: pair.left,
+        handlers: { serve: () => Effect.onInterrupt(Effect.never, () => Fiber.interrupt(caller.fiber!)) },
+        policy: ShutdownPolicy.FailFast(),
+        requestTimeout: "1 hour"
+      })
+      caller.fiber = yield* Effect.forkChild(connection.peer.call(Work, { n: 1 }))
+      const ours = yield* raw.next
+      yield* raw.send({ jsonrpc: "2.0", id: "theirs", method: "serve", params: {} })
+      yield* eventually(Effect.map(connection.peer.stats, (s) => s.activeInbound === 1), "the handler runs")
+      yield* connection.stop()
+      assert.isTrue(Exit.hasInterrupts(yield* Fiber.await(caller.fiber)))
+      const cancels = (yield* wire(pair.leftToRight)).filter((m) => m.method === "$/cancelRequest")
+      assert.deepStrictEqual(cancels, [{ jsonrpc: "2.0", method: "$/cancelRequest", params: { id: ours.id } }])
+      assert.strictEqual((yield* connection.peer.stats).cancelledByUs, 1)
     }))
 
   it.effect("a peer closed by its Scope also ends the transport first, and `closed` completes once all are woken", () =>

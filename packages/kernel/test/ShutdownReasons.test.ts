@@ -69,6 +69,32 @@ describe("ShutdownError reasons", () => {
         assert.strictEqual(report.finishedAt - report.startedAt, 300)
       }))
 
+    it.effect("cut short by a forced stop, an MCP cancellation says why: the stop was forced", () =>
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair()
+        const raw = yield* makeRaw(pair.right)
+        const connection = yield* Connection.make({
+          protocol: Protocol.make({ calls: [Work], cancellation: Cancellation.mcp }),
+          transport: pair.left,
+          handlers: {},
+          policy: ShutdownPolicy.drain("5 seconds"),
+          requestTimeout: "1 hour"
+        })
+        const call = yield* Effect.forkChild(Effect.flip(connection.peer.call(Work, { ms: 60_000 })))
+        const request = yield* raw.next
+        const stopping = yield* Effect.forkChild(connection.stop())
+        yield* eventually(Effect.map(connection.lifecycle.state, (s) => s._tag === "Closing"))
+        yield* TestClock.adjust("300 millis")
+        assert.strictEqual(yield* connection.stopNow(), "AlreadyClosing")
+        yield* Fiber.join(stopping)
+        assert.strictEqual(shutdownError(yield* Fiber.join(call)).reason, "Forced")
+        assert.deepStrictEqual(yield* raw.next, {
+          jsonrpc: "2.0",
+          method: "notifications/cancelled",
+          params: { requestId: request.id, reason: "the stop was forced before the drain finished" }
+        })
+      }))
+
     it.effect("its deadline passed: DrainTimeout, at the deadline", () =>
       Effect.gen(function*() {
         const { connection, raw } = yield* connect(ShutdownPolicy.drain("5 seconds"))
@@ -80,6 +106,28 @@ describe("ShutdownError reasons", () => {
         yield* Fiber.join(stopping)
         assert.strictEqual(shutdownError(yield* Fiber.join(call)).reason, "DrainTimeout")
         const report = yield* connection.awaitShutdown
+        assert.strictEqual(report.finishedAt - report.startedAt, 5000)
+      }))
+
+    it.effect("its deadline passed with only a batch in flight: the report says it did not drain", () =>
+      Effect.gen(function*() {
+        // A batch runs as one fiber of inbound work, which the drain waits for and the teardown interrupts.
+        const pair = yield* TestTransport.makePair()
+        const raw = yield* makeRaw(pair.right)
+        const connection = yield* Connection.make({
+          protocol: Server,
+          transport: pair.left,
+          handlers: { work: ({ ms }) => Effect.as(Effect.sleep(ms), ms) },
+          policy: ShutdownPolicy.drain("5 seconds")
+        })
+        yield* raw.send([{ jsonrpc: "2.0", id: 1, method: "work", params: { ms: 60_000 } }])
+        yield* eventually(Effect.map(connection.peer.stats, (s) => s.activeInbound === 1), "the batch runs")
+        const stopping = yield* Effect.forkChild(connection.stop())
+        yield* eventually(Effect.map(connection.lifecycle.state, (s) => s._tag === "Closing"))
+        yield* TestClock.adjust("5 seconds")
+        assert.strictEqual(yield* Fiber.join(stopping), "Stopped")
+        const report = yield* connection.awaitShutdown
+        assert.isFalse(report.drained)
         assert.strictEqual(report.finishedAt - report.startedAt, 5000)
       }))
 
@@ -153,7 +201,8 @@ describe("ShutdownError reasons", () => {
   describe("Lifecycle.outboundGate", () => {
     it("a Closed state refuses with the reason it is given, Stop when none is", () => {
       assert.strictEqual(Lifecycle.outboundGate(Lifecycle.Closed(), "Interrupted")?.reason, "Interrupted")
-      assert.strictEqual(Lifecycle.outboundGate(Lifecycle.Closed())?.reason, "Stop")
+      const unsaid = Lifecycle.outboundGate(Lifecycle.Closed())
+      assert.deepStrictEqual([unsaid?.reason, unsaid?.phase, unsaid?.detail], ["Stop", "Closed", undefined])
       const remote = Lifecycle.outboundGate(Lifecycle.Closed(), "TransportClosed")
       assert.deepStrictEqual([remote?.reason, remote?.phase, remote?.detail], ["Stop", "Closed", "TransportClosed"])
       assert.isUndefined(Lifecycle.outboundGate(Lifecycle.Ready(), "Interrupted"))
