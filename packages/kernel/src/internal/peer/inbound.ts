@@ -256,14 +256,21 @@ const answerServed = (
   request: Message.Request,
   serve: Serve,
   params: unknown
-): Effect.Effect<Message.Response, never, any> =>
-  serve.handle(params, { id: request.id, method: request.method }).pipe(
+): Effect.Effect<Message.Response, never, any> => {
+  // Listed while its handler runs, so that a teardown that interrupts the batch reports this request by its id.
+  const running: Peer.CutOff = { direction: "inbound", id: request.id, method: request.method }
+  return Effect.suspend(() => {
+    s.batchedRequests.add(running)
+    return serve.handle(params, { id: request.id, method: request.method })
+  }).pipe(
+    Effect.ensuring(Effect.sync(() => void s.batchedRequests.delete(running))),
     Effect.matchCauseEffect({
       onSuccess: (result) => Effect.succeed(success(request, serve, result)),
       // A defect is counted, logged and answered as in a single request.
       onFailure: (cause) => failure(s, request, serve, cause, answerWith)
     })
   )
+}
 
 const refusedInBatch = (_: State, request: Message.Request, error: RpcError.RpcError) =>
   Effect.succeed<Message.Response>(Message.failure(request.id, error))
@@ -322,6 +329,11 @@ export const interruptHandlers = (s: State): Effect.Effect<ReadonlyArray<Peer.Cu
       s.tombstones.add(id)
       cut.push({ direction: "inbound", id, method })
     }
+    for (const running of s.batchedRequests) {
+      if (running.id !== null) s.tombstones.add(running.id)
+      cut.push(running)
+    }
+    // A notification handler by its method; a batch (no method) by the requests above.
     for (const method of s.otherFibers.values()) {
       if (method !== undefined) cut.push({ direction: "inbound", id: null, method })
     }

@@ -153,6 +153,8 @@ export interface State {
   readonly requestFibers: Map<RequestId, Fiber.Fiber<void>>
   readonly inboundMethods: Map<RequestId, string>
   readonly otherFibers: Map<Fiber.Fiber<void>, string | undefined>
+  /** The requests of batches whose handlers run now: a teardown reports them one by one, as single requests. */
+  readonly batchedRequests: Set<Peer.CutOff>
 
   // -- writer --------------------------------------------------------------------------------------------------
   writing: boolean
@@ -243,6 +245,7 @@ export const make = Effect.fnUntraced(function*<R>(
     requestFibers: new Map(),
     inboundMethods: new Map(),
     otherFibers: new Map(),
+    batchedRequests: new Set(),
     writing: false,
     overflow: [],
     parkedWriter: undefined,
