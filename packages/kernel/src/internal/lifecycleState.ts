@@ -25,7 +25,10 @@ const table: { readonly [From in Lifecycle.Tag]: { readonly [To in Lifecycle.Nex
 }
 
 /** @internal */
-export const isLegal = (from: Lifecycle.Tag, to: Lifecycle.Tag): boolean => Object.hasOwn(table[from], to)
+// Reads the entry's value, not only its presence: a `true` is what makes a move legal (an inherited key such as
+// `constructor` is never `true`).
+export const isLegal = (from: Lifecycle.Tag, to: Lifecycle.Tag): boolean =>
+  (table[from] as { readonly [To in Lifecycle.Tag]?: true })[to] === true
 
 /** @internal */
 export const isTerminal = (state: Lifecycle.State): boolean => state._tag === "Closed" || state._tag === "Failed"
