@@ -631,7 +631,11 @@ export const start = (
                   Effect.fail(described)
                 )
               }
-              error = Option.match(failure, { onNone: () => Cause.pretty(answer.cause), onSome: (e) => e.message })
+              // Once the stop is forced, the ladder kills the process at once: the call may fail because the
+              // connection was lost or torn down before the interruption reaches it. Either way, it was the force.
+              error = Deferred.isDoneUnsafe(forced)
+                ? "no answer before the stop was forced"
+                : Option.match(failure, { onNone: () => Cause.pretty(answer.cause), onSome: (e) => e.message })
               return Effect.fail(error)
             })
           )
