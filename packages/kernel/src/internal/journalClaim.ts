@@ -173,7 +173,9 @@ export const makeClaims = (backend: JournalBackend.Backend, options: Journal.Mak
       yield* backend.deleteClaim(owner, token).pipe(
         Effect.catch((error) =>
           Effect.logWarning(
-            `journal: could not release the claim on owner ${shown(owner)}; it stays until this journal claims it again or it expires (never while this process lives, for a claimant on this host): ${error.message}`
+            `journal: could not release the claim on owner ${
+              shown(owner)
+            }; it stays until this journal claims it again or it expires (never while this process lives, for a claimant on this host): ${error.message}`
           )
         )
       )
