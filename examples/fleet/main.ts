@@ -69,7 +69,13 @@ const main = Effect.gen(function*() {
     60_000
   ).pipe(Effect.mapError((error) => new Error(`${error.message}; client: ${client.stderr().slice(-2000)}`)))
   const flying = Harness.inFlight(Harness.readEffects(effectsFile))
-  for (const [pid, keys] of flying) say(`  running in the extensions of runner ${pid}: ${[...keys].join(" ") || "-"}`)
+  for (const [pid, keys] of flying) {
+    say(
+      `  running in the extensions of runner ${pid} (a snapshot: more may start before the kill): ${
+        [...keys].join(" ") || "-"
+      }`
+    )
+  }
   const victimPid = [...flying.entries()].sort((a, b) => b[1].size - a[1].size)[0]![0]
   const index = pids.indexOf(victimPid)
   const victim = runners[index]!
@@ -90,9 +96,9 @@ const main = Effect.gen(function*() {
   const twice = [...Harness.starts(effects).entries()].filter(([, n]) => n > 1).length
   const last = Math.max(...[...output.replies.values()].map((r) => r[0]!.at))
   say(
-    `${output.replies.size} of 24 operations answered, ${output.errors.length} errors; ${dead.size} were started by the dead runner and not answered when it died (running, or finished and not yet recorded), ${twice} ran twice; last reply ${
-      last - killedAt
-    } ms after the kill`
+    `${output.replies.size} of 24 operations answered, ${output.errors.length} errors; ${dead.size} were started by the dead runner and not answered when it died (running, or finished and not yet recorded: ${
+      [...dead].sort().join(" ")
+    }), ${twice} ran twice; last reply ${last - killedAt} ms after the kill`
   )
 
   say(`restarting runner on :${victim.port}`)
