@@ -81,12 +81,9 @@ const postgres = Effect.acquireRelease(
 
 const env: Harness.FleetEnv = {
   sharding: {
-    shardsPerGroup: 30,
+    ...Harness.quickSharding,
     shardLockExpiration: `${expiryMs} millis`,
     shardLockRefreshInterval: `${Math.min(throughput ? 5000 : 1000, Math.floor(expiryMs / 3))} millis`,
-    refreshAssignmentsInterval: "1 second",
-    runnerHealthCheckInterval: "1 second",
-    entityMessagePollInterval: "500 millis",
     ...shardingOverrides
   },
   workMs: throughput ? 0 : workMs

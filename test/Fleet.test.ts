@@ -26,14 +26,7 @@ const workMs = 1_500
  */
 const marginMs = 10_000
 const env: Harness.FleetEnv = {
-  sharding: {
-    shardsPerGroup: 30,
-    shardLockExpiration: `${lockExpiryMs} millis`,
-    shardLockRefreshInterval: "1 second",
-    refreshAssignmentsInterval: "1 second",
-    runnerHealthCheckInterval: "1 second",
-    entityMessagePollInterval: "500 millis"
-  },
+  sharding: { ...Harness.quickSharding, shardLockExpiration: `${lockExpiryMs} millis` },
   workMs
 }
 const startupMs = 30_000

@@ -115,14 +115,7 @@ interface Proxy {
 }
 
 const env: Harness.FleetEnv = {
-  sharding: {
-    shardsPerGroup: 30,
-    shardLockExpiration: "4 seconds",
-    shardLockRefreshInterval: "1 second",
-    refreshAssignmentsInterval: "1 second",
-    runnerHealthCheckInterval: "1 second",
-    entityMessagePollInterval: "500 millis"
-  },
+  sharding: Harness.quickSharding,
   workMs: 3_000
 }
 

@@ -15,14 +15,7 @@ import { describePostgres, usePostgres } from "./support/postgres.js"
 
 const pg = usePostgres()
 
-const sharding = {
-  shardsPerGroup: 30,
-  shardLockExpiration: "4 seconds",
-  shardLockRefreshInterval: "1 second",
-  refreshAssignmentsInterval: "1 second",
-  runnerHealthCheckInterval: "1 second",
-  entityMessagePollInterval: "500 millis"
-}
+const sharding = Harness.quickSharding
 
 const directory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-fleet-stop-"))
 

@@ -106,6 +106,19 @@ export interface Runner extends Watched {
   readonly shards: () => number
 }
 
+/**
+ * The sharding settings of the tests, the soak and the demo (docs/fleet.md, "Settings"): 30 shards, a 4 s lock expiry
+ * refreshed every second, and one-second assignment refreshes and health checks, so that a takeover takes seconds.
+ */
+export const quickSharding = {
+  shardsPerGroup: 30,
+  shardLockExpiration: "4 seconds",
+  shardLockRefreshInterval: "1 second",
+  refreshAssignmentsInterval: "1 second",
+  runnerHealthCheckInterval: "1 second",
+  entityMessagePollInterval: "500 millis"
+} as const
+
 export interface FleetEnv {
   /** `ShardingConfig` overrides, shared by runners and clients. */
   readonly sharding: Record<string, unknown>

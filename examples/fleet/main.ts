@@ -20,14 +20,7 @@ const say = (text: string) => process.stdout.write(`${text}\n`)
 const script = Path.join(Harness.root, "scripts/postgres.sh")
 
 const env: Harness.FleetEnv = {
-  sharding: {
-    shardsPerGroup: 30,
-    shardLockExpiration: "4 seconds",
-    shardLockRefreshInterval: "1 second",
-    refreshAssignmentsInterval: "1 second",
-    runnerHealthCheckInterval: "1 second",
-    entityMessagePollInterval: "500 millis"
-  },
+  sharding: Harness.quickSharding,
   workMs: 2000
 }
 
