@@ -175,13 +175,18 @@ const checkEveryOperationRanOnce = (
         output.replies.get(key)?.length ?? 0
       } starts=${starts} done=${done} ${journal?.status}/${journal?.attempts}`
     })
-    yield* Effect.logInfo(`outage:\n${summary.join("\n")}\nerrors: ${output.errors.join("\n")}`)
-    assert.deepStrictEqual(output.errors, [])
+    const report = `outage (* in flight when it began):\n${summary.join("\n")}\nerrors: ${output.errors.join("\n")}`
+    yield* Effect.logInfo(report)
+    assert.deepStrictEqual(output.errors, [], report)
     for (let i = 0; i < operations; i++) {
       const key = `o/op-${i}`
-      assert.strictEqual(output.replies.get(key)?.length, 1, `one reply for ${key}`)
-      assert.deepStrictEqual(output.journal.get(key), { status: "Completed", attempts: 1 }, key)
-      assert.strictEqual(effects.filter((e) => e.key === key && e.event === "start").length, 1, `${key} ran once`)
+      assert.strictEqual(output.replies.get(key)?.length, 1, `one reply for ${key}\n${report}`)
+      assert.deepStrictEqual(output.journal.get(key), { status: "Completed", attempts: 1 }, `${key}\n${report}`)
+      assert.strictEqual(
+        effects.filter((e) => e.key === key && e.event === "start").length,
+        1,
+        `${key} ran once\n${report}`
+      )
     }
     assert.isAbove(inFlight.size, 0)
   })

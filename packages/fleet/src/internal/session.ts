@@ -14,6 +14,7 @@ import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
@@ -29,8 +30,9 @@ import {
   owner as ownerOf
 } from "../SessionEntity.js"
 import * as ChildSlot from "./child.js"
+import * as InFlight from "./inFlight.js"
 import { deleteLeftClaim } from "./leftClaim.js"
-import { defaultDrainTimeout, handle } from "./operation.js"
+import { defaultDrainTimeout, handle, recordRetryWindow } from "./operation.js"
 import type { Invalid } from "./validate.js"
 import { operationProblem, sessionIdProblem } from "./validate.js"
 
@@ -139,13 +141,37 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
       // session stopped (its Postgres down) is deleted later, not left to block the session's next runner.
       let claimToken: string | undefined
       const claimOptions = options.claim ?? { ttl: "10 seconds" }
+      // The session's operations running here, and its recovery: the claim is let go only once they end (see
+      // ./inFlight.ts), for at most the time an operation may still take once interrupted (its drain, then the
+      // retries of its last journal step, each bounded by the journal's own timeout).
+      const inFlight = InFlight.make()
+      let recovery: Fiber.Fiber<unknown, unknown> | undefined
+      const untilOperationsEnd = Effect.gen(function*() {
+        if (recovery !== undefined) yield* Fiber.interrupt(recovery)
+        const running = inFlight.count()
+        if (running === 0) return
+        yield* Effect.logInfo(
+          `session ${sessionId}: stopped with ${running} operation(s) in flight; keeping its claim until they end`
+        )
+        const bound = Duration.sum(
+          Duration.sum(Duration.fromInputUnsafe(drainTimeout), Duration.fromInputUnsafe(recordRetryWindow)),
+          Duration.seconds(10)
+        )
+        if (!(yield* inFlight.awaitIdle(bound))) {
+          yield* Effect.logWarning(
+            `session ${sessionId}: ${inFlight.count()} operation(s) still running ${
+              Duration.format(bound)
+            } after it stopped; letting go of its claim`
+          )
+        }
+      })
       yield* Effect.addFinalizer(() =>
         claimToken === undefined
           ? Effect.void
           : Effect.asVoid(Effect.forkDetach(deleteLeftClaim(journal, owner, claimToken, claimOptions)))
       )
       if (invalid === undefined) {
-        yield* Effect.gen(function*() {
+        recovery = yield* Effect.gen(function*() {
           // Started with the session, so that a resumed operation finds it; a failure is the operations' to report.
           yield* slot.acquire.pipe(
             Effect.catch((unavailable) =>
@@ -161,8 +187,10 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
               claim: claimOptions
             },
             options.claimRetryInterval ?? Duration.millis(250),
-            Effect.map(journal.claim(owner, claimOptions), (held) => {
+            Effect.flatMap(journal.claim(owner, claimOptions), (held) => {
               claimToken = held.holder
+              // Runs before the claim's own release (finalizers run last in, first out).
+              return Effect.addFinalizer(() => untilOperationsEnd)
             })
           ).pipe(
             // A journal that cannot be reached is waited for; any other failure ends the session's start.
@@ -212,7 +240,7 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
             )
             // The operation's own failure is its reply. A journal that cannot be reached is a defect (the entity
             // restarts, the message is delivered again); one that refuses the operation is its reply.
-            return yield* handle(journal, owner, payload, run, drainTimeout).pipe(
+            return yield* inFlight.track(handle(journal, owner, payload, run, drainTimeout)).pipe(
               Effect.catchTag("JournalError", (error) =>
                 error.reason === "Storage"
                   ? Effect.die(error)
