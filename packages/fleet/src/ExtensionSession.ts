@@ -139,10 +139,12 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
   readonly maxAttempts?: number | undefined
   /**
    * The journal claim each session takes on its owner (`ExtensionSession.owner`), so that two runners never recover
-   * one session at once. Its `ttl` (default 30 s) bounds how long a new runner waits for a dead runner's claim:
-   * keep it near the shard-lock expiry. Default ttl here: 10 seconds. A session that stops while its journal cannot
-   * be reached (Postgres down) cannot delete its claim; it deletes it once the journal is back (retried every 500 ms
-   * for up to ten minutes), since on one host a live runner's claim is never taken over, even expired.
+   * one session at once. Default `{ ttl: "10 seconds" }` (the kernel's own default is 30 s). The `ttl` bounds how long
+   * a new runner on another host waits for a dead runner's claim (keep it near the shard-lock expiry), and how long an
+   * outage a runner on another host waits before it may take over a session whose operations are still draining. A
+   * session keeps its claim until the operations it drains have recorded their ends. One that stops while its journal
+   * cannot be reached (Postgres down) cannot delete its claim; it deletes it once the journal is back (retried every
+   * 500 ms for up to ten minutes), since on one host a live runner's claim is never taken over, even expired.
    */
   readonly claim?: JournalClaim.ClaimOptions | undefined
   /** How often a runner retries a claim that another (dead) runner still holds. Default 250 ms. */
