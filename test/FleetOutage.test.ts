@@ -22,7 +22,7 @@
  *   still marked is not read again for ten minutes (effect/src/cluster/SqlMessageStorage.ts, `last_read <
  *   tenMinutesAgo`). Each runner reaches Postgres through a proxy of its own, which cuts the connection carrying its
  *   first reset after the restart; `FleetRunner` retries the reset past Effect's wait
- *   (packages/fleet/src/internal/shardReset.ts). Without that, it fails (no "finished" within 60 s).
+ *   (packages/fleet/src/internal/durableResets.ts). Without that, it fails (no "finished" within 60 s).
  *
  * Measured on this 2-core machine with two CPU hogs and `vitest run --project fleet` running beside it (the conditions
  * of the full suite): 6 consecutive runs of this file passed, 39–43 s each (the first test 20.5–24.1 s, the second

@@ -12,10 +12,10 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type * as FleetRunner from "../FleetRunner.js"
+import { durableResets } from "./durableResets.js"
 import * as migrations from "./migrations.js"
-import { durableResets } from "./shardReset.js"
 
-// Effect's SQL message storage, with a `resetShards` retried until it succeeds (see ./shardReset.ts).
+// Effect's SQL message storage, with its resets of read marks retried until they succeed (see ./durableResets.ts).
 const messageStorage = (prefix: string, config: ShardingConfig.ShardingConfig["Service"]) =>
   Layer.effect(
     MessageStorage.MessageStorage,
