@@ -192,6 +192,79 @@ describe("ExtensionSession", () => {
         assert.strictEqual(entry.attempts, 2)
       }))
 
+    /** A journal whose `update` fails while `down` is set, and an entry a dead runner left: `InFlight`, attempt 1. */
+    const leftByADeadRunner = (key: string) =>
+      Effect.gen(function*() {
+        const memory = yield* JournalBackend.makeMemory
+        const down = yield* Ref.make(false)
+        const backend: JournalBackend.Backend = {
+          ...memory,
+          update: (k, where, patch) =>
+            Effect.flatMap(Ref.get(down), (isDown) =>
+              isDown
+                ? Effect.fail(new JournalError.JournalError({ reason: "Storage", detail: "connection refused" }))
+                : memory.update(k, where, patch))
+        }
+        yield* (yield* Journal.make(backend)).begin({ kind: "work", key, payload: {}, owner })
+        return { journal: yield* Journal.make(backend), down }
+      })
+
+    const recovering = (
+      journal: Journal.Journal.Service,
+      execute: (entry: JournalEntry.Entry) => Effect.Effect<unknown>
+    ) =>
+      internal.recover(
+        { owner, decisions: internal.decisionsOf({ work: () => "Resume" }, execute) },
+        "250 millis",
+        Effect.void,
+        "10 seconds"
+      ).pipe(Effect.provideService(Journal.Journal, journal), Effect.scoped, Effect.forkChild)
+
+    it.effect("a resumed operation interrupted when the session stops finishes within the drain and is recorded", () =>
+      Effect.gen(function*() {
+        const { journal } = yield* leftByADeadRunner("k13")
+        const fiber = yield* recovering(journal, (entry) => Effect.as(Effect.sleep("3 seconds"), { done: entry.key }))
+        yield* TestClock.adjust("1 second")
+        const interrupting = yield* Effect.forkChild(Fiber.interrupt(fiber))
+        yield* TestClock.adjust("1999 millis")
+        assert.isUndefined(interrupting.pollUnsafe(), "the stop waits for the drain")
+        yield* TestClock.adjust("1 millis")
+        yield* Fiber.join(interrupting)
+        const entry = Option.getOrThrow(yield* journal.get("k13"))
+        assert.strictEqual(entry.status, "Completed")
+        assert.strictEqual(entry.attempts, 2)
+        assert.deepStrictEqual(entry.result, { done: "k13" })
+      }))
+
+    it.effect("one still running after the drain is interrupted and left InFlight for the next runner", () =>
+      Effect.gen(function*() {
+        const { journal } = yield* leftByADeadRunner("k14")
+        const fiber = yield* recovering(journal, () => Effect.as(Effect.sleep("1 minute"), { done: true }))
+        yield* TestClock.adjust("1 second")
+        const interrupting = yield* Effect.forkChild(Fiber.interrupt(fiber))
+        yield* TestClock.adjust("9999 millis")
+        assert.isUndefined(interrupting.pollUnsafe())
+        yield* TestClock.adjust("1 millis")
+        yield* Fiber.join(interrupting)
+        const entry = Option.getOrThrow(yield* journal.get("k14"))
+        assert.strictEqual(entry.status, "InFlight")
+        assert.deepStrictEqual(yield* journal.running, [])
+      }))
+
+    it.effect("the end of a resumed operation that the journal could not record is retried until it is back", () =>
+      Effect.gen(function*() {
+        const { down, journal } = yield* leftByADeadRunner("k15")
+        // The operation finishes just as the journal becomes unreachable, for 3 s.
+        const fiber = yield* recovering(journal, () => Effect.as(Ref.set(down, true), { ok: true }))
+        yield* TestClock.adjust("3 seconds")
+        assert.isUndefined(fiber.pollUnsafe())
+        yield* Ref.set(down, false)
+        yield* TestClock.adjust("500 millis")
+        const report = yield* Fiber.join(fiber)
+        assert.deepStrictEqual(report.resumed.map((e) => e.key), ["k15"])
+        assert.strictEqual(Option.getOrThrow(yield* journal.get("k15")).status, "Completed")
+      }))
+
     it.effect("fails the kinds without a Resume decision with InterruptedByCrash", () =>
       Effect.gen(function*() {
         const backend = yield* JournalBackend.makeMemory

@@ -135,11 +135,33 @@ const runEntry = <R>(
  */
 export const recordRetryWindow: Duration.Input = "30 seconds"
 
+/**
+ * The journal as a session's recovery uses it: recording the end of an operation it resumed is retried like the end
+ * of one run on request (`recordRetryWindow`), so that a short outage does not leave it unrecorded, to be resumed
+ * once more by the next runner.
+ */
+export const withRecordRetries = (journal: Journal.Journal.Service): Journal.Journal.Service => ({
+  ...journal,
+  complete: (key, result) => recording(journal.complete(key, result)),
+  fail: (key, error, guard) => recording(journal.fail(key, error, guard))
+})
+
 const recording = <A>(step: Effect.Effect<A, JournalError.JournalError>) =>
   Effect.retry(step, {
     while: (error) => error.reason === "Storage",
     schedule: Schedule.spaced("500 millis").pipe(Schedule.upTo({ duration: recordRetryWindow }))
   })
+
+/**
+ * `effect`, given `drainTimeout` to finish when its fiber is interrupted: what an operation resumed by a session's
+ * recovery gets, as one run by `handle` does, so that a runner that stops records it `Completed` rather than leave it
+ * to be resumed once more.
+ */
+export const drained = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  drainTimeout: Duration.Input
+): Effect.Effect<A, E, R> =>
+  Effect.uninterruptibleMask((restore) => Effect.flatMap(drain(restore, effect, drainTimeout), (exit) => exit))
 
 const drain = <A, E, R>(
   restore: <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>,

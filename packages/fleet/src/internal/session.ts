@@ -32,7 +32,7 @@ import {
 import * as ChildSlot from "./child.js"
 import * as InFlight from "./inFlight.js"
 import { deleteLeftClaim } from "./leftClaim.js"
-import { defaultDrainTimeout, handle, recordRetryWindow } from "./operation.js"
+import { defaultDrainTimeout, drained, handle, recordRetryWindow, withRecordRetries } from "./operation.js"
 import type { Invalid } from "./validate.js"
 import { operationProblem, sessionIdProblem } from "./validate.js"
 
@@ -56,16 +56,28 @@ export const decisionsOf = <R>(
 /**
  * Runs `Recovery.run` for the session, waiting out a claim that a dead runner still holds (it expires after its ttl
  * without renewal): the cluster gave this runner the session, so whoever holds the claim is gone or about to stop it.
+ *
+ * Once the claim is taken, the recovery is treated as the operations it resumes: interrupted (the session stops), it
+ * gets `drainTimeout` to finish, and the end of each resumed operation is recorded with the retries of one run on
+ * request (`recordRetryWindow`), so that a runner that stops records them rather than leave them to be resumed once
+ * more. (The drain wraps the whole `Recovery.run`: the kernel records a resumed operation outside of it, and an
+ * interruption would reach that step before a drain inside could return.)
  */
 export const recover = <R>(
   options: Recovery.Options<R>,
   retryInterval: Duration.Input,
   /** Run before each try, under the same retries: the session's own claim, which the recovery then shares. */
-  before: Effect.Effect<void, OwnerInUse | JournalError.JournalError, Scope.Scope> = Effect.void
+  before: Effect.Effect<void, OwnerInUse | JournalError.JournalError, Scope.Scope> = Effect.void,
+  drainTimeout: Duration.Input = defaultDrainTimeout
 ) =>
   Effect.suspend(() => {
     let waits = 0
-    return Effect.andThen(before, Recovery.run(options)).pipe(
+    const run = Effect.flatMap(Journal.Journal, (journal) =>
+      drained(
+        Recovery.run(options).pipe(Effect.provideService(Journal.Journal, withRecordRetries(journal))),
+        drainTimeout
+      ))
+    return Effect.andThen(before, run).pipe(
       Effect.tapError((error) => {
         if (error._tag !== "OwnerInUse") return Effect.void
         waits += 1
@@ -191,7 +203,8 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
               claimToken = held.holder
               // Runs before the claim's own release (finalizers run last in, first out).
               return Effect.addFinalizer(() => untilOperationsEnd)
-            })
+            }),
+            drainTimeout
           ).pipe(
             // A journal that cannot be reached is waited for; any other failure ends the session's start.
             Effect.retry({
