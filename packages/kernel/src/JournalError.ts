@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
-import { shown } from "./internal/journalText.js"
+import { shown, shownInstant } from "./internal/journalText.js"
 
 /**
  * The journal failed. `reason`:
@@ -71,7 +71,7 @@ export class OwnerInUse extends Schema.TaggedError<OwnerInUse>("@lifeline/kernel
     const who = this.pid === undefined ? "another journal" : `process ${this.pid}`
     const where = this.host === undefined ? "" : ` on ${shown(this.host)}`
     return `journal: owner ${shown(this.owner)} is in use by ${who}${where} (claimed at ${
-      new Date(this.claimedAt).toISOString()
-    }, held until ${new Date(this.expiresAt).toISOString()} unless renewed)`
+      shownInstant(this.claimedAt)
+    }, held until ${shownInstant(this.expiresAt)} unless renewed)`
   }
 }

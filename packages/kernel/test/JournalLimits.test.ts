@@ -204,4 +204,16 @@ describe("Journal logs", () => {
         for (const value of Object.values(line.annotations)) assert.notMatch(String(value), /[\u0000-\u001f]/)
       }
     }))
+
+  it("OwnerInUse says when a claim was taken and until when it holds, also for instants Date cannot show", () => {
+    const error = (claimedAt: number, expiresAt: number) =>
+      new JournalError.OwnerInUse({ owner: "host", pid: 7, claimedAt, expiresAt }).message
+    assert.include(error(0, 30_000), "claimed at 1970-01-01T00:00:00.000Z, held until 1970-01-01T00:00:30.000Z")
+    // A row written by another process (or a test) may hold any number: the message must not throw.
+    assert.include(
+      error(0, Number.MAX_SAFE_INTEGER),
+      `held until ${Number.MAX_SAFE_INTEGER} ms since the epoch (not a date)`
+    )
+    assert.include(error(Number.NaN, Number.POSITIVE_INFINITY), "claimed at NaN ms since the epoch (not a date)")
+  })
 })

@@ -35,6 +35,17 @@ export const shown = (value: string, max: number = maxShownLength): string => {
 }
 
 /**
+ * An instant read from storage (milliseconds since the epoch) as it may appear in a message: ISO 8601 when it is a date
+ * `Date` can show, else the number as it is (a row written by another process, or a test, may hold any number, and
+ * `toISOString` throws on one out of range).
+ * @internal
+ */
+export const shownInstant = (millis: number): string => {
+  const date = new Date(millis)
+  return Number.isNaN(date.getTime()) ? `${millis} ms since the epoch (not a date)` : date.toISOString()
+}
+
+/**
  * Why `value` cannot be a key, a kind or an owner, or `undefined` when it can: 1 to `max` characters of well-formed
  * Unicode without control characters (with them, when `controls`: a key that names an entry already stored).
  * @internal
