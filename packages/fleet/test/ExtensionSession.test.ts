@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { ExtensionSession } from "@lifeline/fleet"
 import type { JournalEntry } from "@lifeline/kernel"
 import { Journal, JournalBackend, JournalError, Recovery } from "@lifeline/kernel"
-import { Effect, Exit, Fiber, Option, PrimaryKey, Ref, Schema } from "effect"
+import { Effect, Exit, Fiber, Logger, Option, PrimaryKey, Ref, References, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import * as internal from "../src/internal/session.js"
 
@@ -190,6 +190,40 @@ describe("ExtensionSession", () => {
         const entry = Option.getOrThrow(yield* journal.get("k6"))
         assert.strictEqual(entry.status, "Completed")
         assert.strictEqual(entry.attempts, 2)
+      }))
+
+    it.effect("says so at Warning after 10 s of waiting for a claim held by another runner, then once a minute", () =>
+      Effect.gen(function*() {
+        const backend = yield* JournalBackend.makeMemory
+        // A claim held by a runner that is alive (it renews it), as one left on the same host is.
+        yield* backend.insertClaim({ owner, holder: "live-runner", claimedAt: 0, expiresAt: Number.MAX_SAFE_INTEGER })
+        const journal = yield* Journal.make(backend)
+        const warnings: Array<string> = []
+        const logger = Logger.make(({ logLevel, message }) => {
+          if (logLevel === "Warn") warnings.push(String(Array.isArray(message) ? message[0] : message))
+        })
+        const { execute } = yield* counting
+        const fiber = yield* internal.recover(
+          { owner, decisions: internal.decisionsOf({ work: () => "Resume" }, execute) },
+          "250 millis"
+        ).pipe(
+          Effect.provideService(Journal.Journal, journal),
+          Effect.scoped,
+          Effect.provide(Logger.layer([logger])),
+          // `it.effect` logs nothing by default.
+          Effect.provideService(References.MinimumLogLevel, "Info"),
+          Effect.forkChild
+        )
+        // One try at once, then one every 250 ms: the 40th near 10 s.
+        yield* TestClock.adjust("9 seconds")
+        assert.deepStrictEqual(warnings, [])
+        yield* TestClock.adjust("2 seconds")
+        assert.strictEqual(warnings.length, 1)
+        assert.include(warnings[0], "still waiting for the claim of its previous runner (40 tries)")
+        yield* TestClock.adjust("1 minute")
+        assert.strictEqual(warnings.length, 2)
+        assert.include(warnings[1], "(280 tries)")
+        yield* Fiber.interrupt(fiber)
       }))
 
     /** A journal whose `update` fails while `down` is set, and an entry a dead runner left: `InFlight`, attempt 1. */

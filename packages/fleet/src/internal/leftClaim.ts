@@ -67,7 +67,9 @@ export const deleteLeftClaim = (
       schedule: Schedule.spaced(leftClaimRetryInterval).pipe(Schedule.upTo({ duration: leftClaimRetryWindow }))
     }),
     Effect.tap((outcome) =>
-      outcome === "deleted" ? Effect.logInfo(`fleet: deleted the claim on ${owner} left by this runner`) : Effect.void
+      outcome === "deleted"
+        ? Effect.logInfo(`fleet: deleted the claim on ${owner} left by this runner`)
+        : Effect.logDebug(`fleet: the claim on ${owner} left by this runner: ${outcome}`)
     ),
     Effect.catchCause((cause) =>
       Effect.logWarning(`fleet: could not delete the claim on ${owner} left by this runner`, cause)

@@ -77,24 +77,25 @@ export const recover = <R>(
         Recovery.run(options).pipe(Effect.provideService(Journal.Journal, withRecordRetries(journal))),
         drainTimeout
       ))
+    // The count lives outside the retried effect: each retry runs that effect again.
     return Effect.andThen(before, run).pipe(
       Effect.tapError((error) => {
         if (error._tag !== "OwnerInUse") return Effect.void
         waits += 1
-        // Said once more loudly after 40 tries (10 s at the default interval): a claim that stays is worth a line.
-        return waits === 40
+        // Said once more loudly after 40 tries (10 s at the default interval), then every 240 (a minute): a claim
+        // that stays is worth a line.
+        return waits % 240 === 40
           ? Effect.logWarning(
-            `session ${options.owner}: still waiting for the claim of its previous runner: ${error.message}`
+            `session ${options.owner}: still waiting for the claim of its previous runner (${waits} tries): ${error.message}`
           )
           : Effect.logDebug(`session ${options.owner}: waiting for the claim of its previous runner`)
+      }),
+      Effect.retry({
+        while: (error) => error._tag === "OwnerInUse",
+        schedule: Schedule.spaced(retryInterval)
       })
     )
-  }).pipe(
-    Effect.retry({
-      while: (error) => error._tag === "OwnerInUse",
-      schedule: Schedule.spaced(retryInterval)
-    })
-  )
+  })
 
 export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
   options: ExtensionSession.Options<Serves, Calls, R>
@@ -179,7 +180,7 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
       })
       yield* Effect.addFinalizer(() =>
         claimToken === undefined
-          ? Effect.void
+          ? Effect.logDebug(`session ${sessionId}: stopped before its recovery took its claim`)
           : Effect.asVoid(Effect.forkDetach(deleteLeftClaim(journal, owner, claimToken, claimOptions)))
       )
       if (invalid === undefined) {
