@@ -8,8 +8,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ExtensionSession } from "@lifeline/fleet"
-import { Journal, Method, Protocol } from "@lifeline/kernel"
-import { Effect, Exit, Fiber, Layer, Schema, Scope } from "effect"
+import { Journal, JournalBackend, JournalError, Method, Protocol } from "@lifeline/kernel"
+import { Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
 import {
   MessageStorage,
   RunnerHealth,
@@ -154,6 +154,61 @@ describe("ExtensionSession: the claim and the drain", () => {
         Effect.scoped
       )
     },
+    60_000
+  )
+
+  it.live(
+    "a session stopped while its recovery takes its claim, with the journal down, deletes that claim once it is back",
+    () =>
+      Effect.gen(function*() {
+        const memory = yield* JournalBackend.makeMemory
+        const inClaim = yield* Deferred.make<void>()
+        const letClaimEnd = yield* Deferred.make<void>()
+        const down = { value: false }
+        // The claim's insert waits until the test lets it end; the claim's deletion fails while `down`.
+        const backend: JournalBackend.Backend = {
+          ...memory,
+          insertClaim: (claim) =>
+            Effect.andThen(
+              Effect.andThen(Deferred.succeed(inClaim, undefined), Deferred.await(letClaimEnd)),
+              memory.insertClaim(claim)
+            ),
+          deleteClaim: (owner, holder) =>
+            down.value
+              ? Effect.fail(new JournalError.JournalError({ reason: "Storage", detail: "connection refused" }))
+              : memory.deleteClaim(owner, holder)
+        }
+        const owner = ExtensionSession.owner("g-1")
+        const scope = yield* Scope.make()
+        const context = yield* Layer.buildWithScope(
+          sessions.pipe(
+            Layer.provideMerge(TestRunner.layer),
+            Layer.provideMerge(Layer.effect(Journal.Journal, Journal.make(backend)))
+          ),
+          scope
+        )
+        yield* ExtensionSession.run("g-1", { key: "g-1/op-1", kind: "work", payload: { ms: 10 } }).pipe(
+          Effect.provideContext(context),
+          Effect.forkDetach
+        )
+        // The session's recovery is inside the claim (uninterruptible) when the runner stops, and the journal is down.
+        yield* Deferred.await(inClaim)
+        down.value = true
+        const closing = yield* Effect.forkDetach(Scope.close(scope, Exit.void))
+        yield* Effect.sleep("200 millis")
+        yield* Deferred.succeed(letClaimEnd, undefined)
+        yield* Fiber.join(closing)
+        assert.isTrue(Option.isSome(yield* memory.getClaim(owner)), "the claim could not be released while down")
+        down.value = false
+        const deadline = Date.now() + 10_000
+        while (Option.isSome(yield* memory.getClaim(owner)) && Date.now() < deadline) {
+          yield* Effect.sleep("50 millis")
+        }
+        assert.isTrue(
+          Option.isNone(yield* memory.getClaim(owner)),
+          "the claim left stored was deleted once the journal was back"
+        )
+      }),
     60_000
   )
 })

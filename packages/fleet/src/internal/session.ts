@@ -160,7 +160,9 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
       const inFlight = InFlight.make()
       let recovery: Fiber.Fiber<unknown, unknown> | undefined
       const untilOperationsEnd = Effect.gen(function*() {
-        if (recovery !== undefined) yield* Fiber.interrupt(recovery)
+        // Not the recovery itself: run by it when the scope closed while it took the claim (above).
+        const self = yield* Effect.fiber
+        if (recovery !== undefined && recovery.id !== self.id) yield* Fiber.interrupt(recovery)
         const running = inFlight.count()
         if (running === 0) return
         yield* Effect.logInfo(
@@ -200,11 +202,15 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
               claim: claimOptions
             },
             options.claimRetryInterval ?? Duration.millis(250),
-            Effect.flatMap(journal.claim(owner, claimOptions), (held) => {
+            // Uninterruptible as a whole: the claim's own acquisition is, and a stop that came between it and this
+            // step would leave the claim without its token, so a claim the journal could not release (Postgres
+            // down) would never be deleted (packages/fleet/test/ExtensionSessionDrainClaim.test.ts).
+            Effect.uninterruptible(Effect.flatMap(journal.claim(owner, claimOptions), (held) => {
               claimToken = held.holder
-              // Runs before the claim's own release (finalizers run last in, first out).
+              // Runs before the claim's own release (finalizers run last in, first out); at once, in this fiber, if
+              // the session's scope closed meanwhile.
               return Effect.addFinalizer(() => untilOperationsEnd)
-            }),
+            })),
             drainTimeout
           ).pipe(
             // A journal that cannot be reached is waited for; any other failure ends the session's start.
