@@ -47,7 +47,7 @@ const retried = (
   what: string,
   /** How long the caller waits for it: a reset that took longer is logged. */
   waited?: Duration.Duration
-): Effect.Effect<void> => {
+): Effect.Effect<void, PersistenceError> => {
   let failures = 0
   const attempt = reset.pipe(
     Effect.timeout(resetAttemptTimeout),
@@ -119,10 +119,8 @@ export const durableResets = (
               Duration.format(Duration.fromInputUnsafe(resetRetryInterval))
             } in the background: ${Cause.pretty(cause).split("\n")[0]}`
           ),
-          Effect.forkIn(
-            Effect.delay(retried(reset, what), resetRetryInterval),
-            scope
-          )
+          // Its failure (the window over) is logged by `retried`; nobody waits for it.
+          Effect.forkIn(Effect.ignore(Effect.delay(retried(reset, what), resetRetryInterval)), scope)
         )
       ),
       Effect.asVoid
