@@ -20,21 +20,27 @@ import * as internal from "../src/internal/durableResets.js"
 
 const shards = [ShardId.make("default", 1), ShardId.make("default", 2)]
 
-/** A storage whose `resetShards` runs the n-th answer of `answers` (the last one again past the end). */
-const storageAnswering = (answers: ReadonlyArray<"fail" | "ok" | "stall">) => {
+type Answer = "fail" | "ok" | "stall"
+
+/** The n-th call (counted in `calls`) runs the n-th answer of `answers`, the last one again past the end. */
+const answering = <C>(answers: ReadonlyArray<Answer>, calls: Array<C>) => (call: C) =>
+  Effect.suspend(() => {
+    calls.push(call)
+    const answer = answers[Math.min(calls.length, answers.length) - 1]
+    return answer === "ok"
+      ? Effect.void
+      : answer === "stall"
+      ? Effect.never
+      : Effect.fail(new PersistenceError({ cause: new Error("PgConnection: Connection closed") }))
+  })
+
+/** A storage whose `resetShards` runs the n-th answer of `answers`. */
+const storageAnswering = (answers: ReadonlyArray<Answer>) => {
   const calls: Array<ReadonlyArray<string>> = []
+  const answer = answering(answers, calls)
   const storage: MessageStorage.MessageStorage["Service"] = {
     ...MessageStorage.noop,
-    resetShards: (ids) =>
-      Effect.suspend(() => {
-        calls.push(Array.from(ids, String))
-        const answer = answers[Math.min(calls.length, answers.length) - 1]
-        return answer === "ok"
-          ? Effect.void
-          : answer === "stall"
-          ? Effect.never
-          : Effect.fail(new PersistenceError({ cause: new Error("PgConnection: Connection closed") }))
-      })
+    resetShards: (ids) => answer(Array.from(ids, String))
   }
   return { storage, calls }
 }
@@ -125,18 +131,9 @@ describe("FleetRunner: the reset of the shards a runner takes", () => {
 })
 
 /** A storage whose `resetRequests` and `resetAddresses` run the n-th answer of `answers`, counted across both. */
-const readResetsAnswering = (answers: ReadonlyArray<"fail" | "ok" | "stall">) => {
+const readResetsAnswering = (answers: ReadonlyArray<Answer>) => {
   const calls: Array<string> = []
-  const answer = (call: string) =>
-    Effect.suspend(() => {
-      calls.push(call)
-      const next = answers[Math.min(calls.length, answers.length) - 1]
-      return next === "ok"
-        ? Effect.void
-        : next === "stall"
-        ? Effect.never
-        : Effect.fail(new PersistenceError({ cause: new Error("PgConnection: Connection closed") }))
-    })
+  const answer = answering(answers, calls)
   const storage: MessageStorage.MessageStorage["Service"] = {
     ...MessageStorage.noop,
     resetRequests: (ids) => answer(`requests ${ids.join(",")}`),

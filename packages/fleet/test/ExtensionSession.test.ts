@@ -18,6 +18,21 @@ const counting = Effect.map(Ref.make(0), (runs) => ({
     Effect.as(Ref.update(runs, (n) => n + 1), { ran: entry.key, attempt: entry.attempts })
 }))
 
+/** A journal on a memory backend whose `update` fails with a `Storage` error while `down` is set (Postgres away). */
+const journalThatGoesDown = Effect.gen(function*() {
+  const memory = yield* JournalBackend.makeMemory
+  const down = yield* Ref.make(false)
+  const backend: JournalBackend.Backend = {
+    ...memory,
+    update: (key, where, patch) =>
+      Effect.flatMap(Ref.get(down), (isDown) =>
+        isDown
+          ? Effect.fail(new JournalError.JournalError({ reason: "Storage", detail: "connection refused" }))
+          : memory.update(key, where, patch))
+  }
+  return { backend, down, journal: yield* Journal.make(backend) }
+})
+
 describe("ExtensionSession", () => {
   describe("handle", () => {
     it.effect("runs a new key once, then answers it from the journal", () =>
@@ -123,17 +138,7 @@ describe("ExtensionSession", () => {
 
     it.effect("an end that the journal could not record (Postgres down) is retried, and recorded once it is back", () =>
       Effect.gen(function*() {
-        const memory = yield* JournalBackend.makeMemory
-        const down = yield* Ref.make(false)
-        const backend: JournalBackend.Backend = {
-          ...memory,
-          update: (key, where, patch) =>
-            Effect.flatMap(Ref.get(down), (isDown) =>
-              isDown
-                ? Effect.fail(new JournalError.JournalError({ reason: "Storage", detail: "connection refused" }))
-                : memory.update(key, where, patch))
-        }
-        const journal = yield* Journal.make(backend)
+        const { down, journal } = yield* journalThatGoesDown
         // The operation finishes just as the journal becomes unreachable.
         const work = () => Effect.as(Ref.set(down, true), { ok: true })
         const fiber = yield* Effect.forkChild(internal.handle(journal, owner, operation("k11"), work))
@@ -229,16 +234,7 @@ describe("ExtensionSession", () => {
     /** A journal whose `update` fails while `down` is set, and an entry a dead runner left: `InFlight`, attempt 1. */
     const leftByADeadRunner = (key: string) =>
       Effect.gen(function*() {
-        const memory = yield* JournalBackend.makeMemory
-        const down = yield* Ref.make(false)
-        const backend: JournalBackend.Backend = {
-          ...memory,
-          update: (k, where, patch) =>
-            Effect.flatMap(Ref.get(down), (isDown) =>
-              isDown
-                ? Effect.fail(new JournalError.JournalError({ reason: "Storage", detail: "connection refused" }))
-                : memory.update(k, where, patch))
-        }
+        const { backend, down } = yield* journalThatGoesDown
         yield* (yield* Journal.make(backend)).begin({ kind: "work", key, payload: {}, owner })
         return { journal: yield* Journal.make(backend), down }
       })

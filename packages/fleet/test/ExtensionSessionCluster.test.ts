@@ -5,36 +5,17 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ExtensionSession } from "@lifeline/fleet"
-import { Journal, Method, Protocol } from "@lifeline/kernel"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Journal, Protocol } from "@lifeline/kernel"
+import { Effect, Layer, Option } from "effect"
 import { TestRunner } from "effect/cluster"
-import { ChildProcess } from "effect/process"
-import * as Fs from "node:fs"
-import * as Os from "node:os"
-import * as Path from "node:path"
-import * as Url from "node:url"
+import * as Extension from "./support/extension.js"
 
-const root = Path.resolve(Path.dirname(Url.fileURLToPath(import.meta.url)), "../../..")
-const effectsFile = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-fleet-session-")), "effects")
-
-// The protocol of examples/fleet/extension.ts: a negative `ms` makes its handler fail.
-const Work = Method.request("work", {
-  params: Schema.Struct({ key: Schema.String, attempt: Schema.Int, ms: Schema.Number }),
-  result: Schema.Struct({ key: Schema.String, pid: Schema.Int, runner: Schema.Int })
-})
+const effectsFile = Extension.newEffectsFile("session")
 
 const Sessions = ExtensionSession.layer({
-  command: (sessionId) =>
-    ChildProcess.make(process.execPath, [
-      Path.join(root, "scripts/run-bundled.mjs"),
-      Path.join(root, "examples/fleet/extension.ts"),
-      sessionId,
-      effectsFile,
-      String(process.pid)
-    ]),
-  protocol: Protocol.make({ calls: [Work] }),
-  run: (peer, operation) =>
-    peer.call(Work, { key: operation.key, attempt: operation.attempt, ms: (operation.payload as { ms: number }).ms }),
+  command: (sessionId) => Extension.command(sessionId, effectsFile),
+  protocol: Protocol.make({ calls: [Extension.Work] }),
+  run: Extension.run,
   maxIdleTime: "1 second"
 })
 
@@ -49,10 +30,7 @@ const isAlive = (pid: number) => {
   }
 }
 
-const starts = (key: string) =>
-  Fs.existsSync(effectsFile)
-    ? Fs.readFileSync(effectsFile, "utf8").split("\n").filter((l) => l.startsWith(`start ${key} `)).length
-    : 0
+const starts = (key: string) => Extension.starts(effectsFile, key)
 
 describe("ExtensionSession on a cluster", () => {
   it.live(

@@ -8,8 +8,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ExtensionSession } from "@lifeline/fleet"
-import { Journal, JournalBackend, JournalError, Method, Protocol } from "@lifeline/kernel"
-import { Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
+import { Journal, JournalBackend, JournalError, Protocol } from "@lifeline/kernel"
+import { Deferred, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
 import {
   MessageStorage,
   RunnerHealth,
@@ -19,19 +19,9 @@ import {
   ShardingConfig,
   TestRunner
 } from "effect/cluster"
-import { ChildProcess } from "effect/process"
-import * as Fs from "node:fs"
-import * as Os from "node:os"
-import * as Path from "node:path"
-import * as Url from "node:url"
+import * as Extension from "./support/extension.js"
 
-const root = Path.resolve(Path.dirname(Url.fileURLToPath(import.meta.url)), "../../..")
-const effectsFile = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-fleet-drain-")), "effects")
-
-const Work = Method.request("work", {
-  params: Schema.Struct({ key: Schema.String, attempt: Schema.Int, ms: Schema.Number }),
-  result: Schema.Struct({ key: Schema.String, pid: Schema.Int, runner: Schema.Int })
-})
+const effectsFile = Extension.newEffectsFile("drain")
 
 /** The memory journal, with what happens to the claims and the ends of operations written down in order. */
 const recordingJournal = (events: Array<string>) =>
@@ -51,19 +41,9 @@ const recordingJournal = (events: Array<string>) =>
   ).pipe(Layer.provide(Journal.layerMemory))
 
 const sessions = ExtensionSession.layer({
-  command: (sessionId) =>
-    ChildProcess.make(process.execPath, [
-      Path.join(root, "scripts/run-bundled.mjs"),
-      Path.join(root, "examples/fleet/extension.ts"),
-      sessionId,
-      effectsFile,
-      String(process.pid)
-    ]),
-  protocol: Protocol.make({ calls: [Work] }),
-  run: (peer, operation) =>
-    peer.call(Work, { key: operation.key, attempt: operation.attempt, ms: (operation.payload as { ms: number }).ms }, {
-      timeout: "1 minute"
-    })
+  command: (sessionId) => Extension.command(sessionId, effectsFile),
+  protocol: Protocol.make({ calls: [Extension.Work] }),
+  run: Extension.run
 })
 
 /**
@@ -90,9 +70,7 @@ const clusterWithLocks = (down: { value: boolean }) =>
     Layer.provide(ShardingConfig.layer({ shardLockRefreshInterval: "200 millis", shardLockExpiration: "2 seconds" }))
   )
 
-const started = (key: string) =>
-  Fs.existsSync(effectsFile) &&
-  Fs.readFileSync(effectsFile, "utf8").split("\n").some((l) => l.startsWith(`start ${key} `))
+const started = (key: string) => Extension.starts(effectsFile, key) > 0
 
 describe("ExtensionSession: the claim and the drain", () => {
   it.live(

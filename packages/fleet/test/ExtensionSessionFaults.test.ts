@@ -6,23 +6,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ExtensionSession } from "@lifeline/fleet"
-import { Journal, Method, Protocol } from "@lifeline/kernel"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Journal, Protocol } from "@lifeline/kernel"
+import { Effect, Layer, Option } from "effect"
 import { TestRunner } from "effect/cluster"
 import { ChildProcess } from "effect/process"
-import * as Fs from "node:fs"
-import * as Os from "node:os"
-import * as Path from "node:path"
-import * as Url from "node:url"
+import * as Extension from "./support/extension.js"
 
-const root = Path.resolve(Path.dirname(Url.fileURLToPath(import.meta.url)), "../../..")
-const effectsFile = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-fleet-faults-")), "effects")
-
-const Work = Method.request("work", {
-  params: Schema.Struct({ key: Schema.String, attempt: Schema.Int, ms: Schema.Number }),
-  result: Schema.Struct({ key: Schema.String, pid: Schema.Int, runner: Schema.Int }),
-  timeout: "60 seconds"
-})
+const effectsFile = Extension.newEffectsFile("faults")
 
 let spawnsOfBad = 0
 const Sessions = ExtensionSession.layer({
@@ -30,17 +20,10 @@ const Sessions = ExtensionSession.layer({
     if (sessionId.startsWith("missing-")) return ChildProcess.make("/nonexistent/lifeline-fleet-extension")
     if (sessionId.startsWith("throws-")) throw new Error("no command for this session")
     if (!sessionId.startsWith("ok-")) spawnsOfBad++
-    return ChildProcess.make(process.execPath, [
-      Path.join(root, "scripts/run-bundled.mjs"),
-      Path.join(root, "examples/fleet/extension.ts"),
-      sessionId,
-      effectsFile,
-      String(process.pid)
-    ])
+    return Extension.command(sessionId, effectsFile)
   },
-  protocol: Protocol.make({ calls: [Work] }),
-  run: (peer, operation) =>
-    peer.call(Work, { key: operation.key, attempt: operation.attempt, ms: (operation.payload as { ms: number }).ms }),
+  protocol: Protocol.make({ calls: [Extension.Work] }),
+  run: Extension.run,
   maxRestarts: 2,
   restartBackoff: "200 millis",
   maxIdleTime: "1 second"
