@@ -244,7 +244,7 @@ describe("ExtensionSession", () => {
       execute: (entry: JournalEntry.Entry) => Effect.Effect<unknown>
     ) =>
       internal.recover(
-        { owner, decisions: internal.decisionsOf({ work: () => "Resume" }, execute) },
+        { owner, decisions: internal.decisionsOf({ work: () => "Resume" }, execute), concurrency: 1 },
         "250 millis",
         Effect.void,
         "10 seconds"
@@ -264,6 +264,26 @@ describe("ExtensionSession", () => {
         assert.strictEqual(entry.status, "Completed")
         assert.strictEqual(entry.attempts, 2)
         assert.deepStrictEqual(entry.result, { done: "k13" })
+      }))
+
+    it.effect("a session that stops starts none of the operations its recovery had not started yet", () =>
+      Effect.gen(function*() {
+        const { backend, journal } = yield* journalThatGoesDown
+        const dead = yield* Journal.make(backend)
+        yield* dead.begin({ kind: "work", key: "k16", payload: {}, owner })
+        yield* dead.begin({ kind: "work", key: "k17", payload: {}, owner })
+        const started: Array<string> = []
+        const fiber = yield* recovering(
+          journal,
+          (entry) => Effect.andThen(Effect.sync(() => started.push(entry.key)), Effect.sleep("3 seconds"))
+        )
+        yield* TestClock.adjust("1 second")
+        yield* Effect.andThen(Effect.forkChild(Fiber.interrupt(fiber)), TestClock.adjust("2 seconds"))
+        yield* TestClock.adjust("1 minute")
+        assert.deepStrictEqual(started, ["k16"], "the second was not started after the stop")
+        assert.strictEqual(Option.getOrThrow(yield* journal.get("k16")).status, "Completed")
+        assert.strictEqual(Option.getOrThrow(yield* journal.get("k17")).status, "InFlight")
+        assert.deepStrictEqual(yield* journal.running, [])
       }))
 
     it.effect("one still running after the drain is interrupted and left InFlight for the next runner", () =>

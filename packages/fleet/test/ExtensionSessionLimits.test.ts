@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ExtensionSession } from "@lifeline/fleet"
 import { Journal } from "@lifeline/kernel"
-import { Effect, Fiber, Layer, Option, Ref } from "effect"
+import { Effect, Exit, Fiber, Layer, Option, Ref, Scope } from "effect"
 import { TestRunner } from "effect/cluster"
 import { ChildProcess } from "effect/process"
 import { TestClock } from "effect/testing"
@@ -117,6 +117,30 @@ describe("a session's child", () => {
       assert.strictEqual(yield* Fiber.join(fourth), 4)
       assert.strictEqual(yield* Ref.get(spawns), 4)
     }).pipe(Effect.scoped))
+
+  it.effect("a child started again later still closes where the slot was made among the Scope's finalizers", () =>
+    Effect.gen(function*() {
+      const { kill, spawns } = yield* fake
+      const closed: Array<string> = []
+      const spawn = Effect.gen(function*() {
+        const n = yield* Ref.updateAndGet(spawns, (x) => x + 1)
+        yield* Effect.addFinalizer(() => Effect.sync(() => closed.push(`child ${n}`)))
+        return { value: n, alive: Effect.succeed(n > 1) }
+      })
+      const scope = yield* Scope.make()
+      const slot = yield* ChildSlot.make({ spawn, maxRestarts: 3, backoff: "1 second", describe: String }).pipe(
+        Scope.provide(scope)
+      )
+      assert.strictEqual(yield* slot.acquire, 1)
+      // What a session sets up after its slot (its claim, the wait for its operations), then a restart.
+      yield* Scope.addFinalizer(scope, Effect.sync(() => closed.push("set up after the slot")))
+      yield* kill
+      const second = yield* Effect.forkChild(slot.acquire)
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(yield* Fiber.join(second), 2)
+      yield* Scope.close(scope, Exit.void)
+      assert.deepStrictEqual(closed, ["child 1", "set up after the slot", "child 2"])
+    }))
 
   it.effect("a spawn that fails is SpawnFailed at once; after maxRestarts failures in a row, RestartBudgetSpent", () =>
     Effect.gen(function*() {

@@ -19,7 +19,8 @@ export interface Unavailable {
 /**
  * The child of a session: started on first use, started again on the next use after it exited, at most `maxRestarts`
  * times in a row without a success (`succeeded`), the n-th restart after `backoff × 2^(n-1)` on the Clock. Each child
- * lives in a Scope of its own, closed when it is replaced or when the slot's Scope closes.
+ * lives in a Scope of its own, closed when it is replaced or when the slot's Scope closes, in the place the slot was
+ * made among that Scope's finalizers.
  */
 export interface Slot<P> {
   readonly acquire: Effect.Effect<P, Unavailable>
@@ -34,7 +35,10 @@ export const make = <P, E, R>(options: {
   readonly describe: (error: E) => string
 }): Effect.Effect<Slot<P>, never, R | Scope.Scope> =>
   Effect.gen(function*() {
-    const parent = yield* Effect.scope
+    // One scope for every child of the slot, made now: a child started later (a restart) must not close before
+    // what was set up after the slot and before that restart (a session's drain and claim), as a scope forked from
+    // the slot's own at each start would (finalizers run last in, first out).
+    const parent = yield* Scope.fork(yield* Effect.scope)
     const context = yield* Effect.context<R>()
     const lock = yield* Semaphore.make(1)
     const backoff = Duration.fromInputUnsafe(options.backoff)

@@ -46,14 +46,18 @@ const retried = (
   reset: Effect.Effect<void, PersistenceError>,
   what: string,
   /** How long the caller waits for it: a reset that took longer is logged. */
-  waited?: Duration.Duration
+  waited?: Duration.Duration,
+  /** Tries that failed before this (their first failure was logged by the caller). */
+  failedBefore = 0
 ): Effect.Effect<void, PersistenceError> => {
-  let failures = 0
+  let failures = failedBefore
   const attempt = reset.pipe(
     Effect.timeout(resetAttemptTimeout),
     Effect.catchTag("TimeoutError", (timeout) => Effect.fail(new PersistenceError({ cause: timeout }))),
     Effect.tapCause((cause) =>
       Effect.suspend(() => {
+        // An interruption (the runner stops) is not a failed try.
+        if (Cause.hasInterruptsOnly(cause)) return Effect.void
         failures += 1
         return failures === 1
           ? Effect.logWarning(
@@ -120,7 +124,7 @@ export const durableResets = (
             } in the background: ${Cause.pretty(cause).split("\n")[0]}`
           ),
           // Its failure (the window over) is logged by `retried`; nobody waits for it.
-          Effect.forkIn(Effect.ignore(Effect.delay(retried(reset, what), resetRetryInterval)), scope)
+          Effect.forkIn(Effect.ignore(Effect.delay(retried(reset, what, undefined, 1), resetRetryInterval)), scope)
         )
       ),
       Effect.asVoid

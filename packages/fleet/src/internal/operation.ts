@@ -2,6 +2,7 @@ import type * as Journal from "@lifeline/kernel/Journal"
 import * as JournalEntry from "@lifeline/kernel/JournalEntry"
 import type * as JournalError from "@lifeline/kernel/JournalError"
 import * as Recovery from "@lifeline/kernel/Recovery"
+import * as UntrustedText from "@lifeline/kernel/UntrustedText"
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -110,22 +111,25 @@ const runEntry = <R>(
   // runner stops, or the shard moves), the operation gets `drainTimeout` to finish, then is interrupted and recorded
   // as what it is: the entry stays InFlight, no longer running here, for the next runner's recovery.
   Effect.uninterruptibleMask((restore) =>
-    Effect.flatMap(drain(restore, execute(entry), drainTimeout), (exit) => {
-      if (Exit.isSuccess(exit)) return Effect.as(recording(journal.complete(entry.key, exit.value)), exit.value)
-      if (Cause.hasInterruptsOnly(exit.cause)) {
-        return Effect.andThen(journal.release(entry.key), Effect.failCause(exit.cause as Cause.Cause<never>))
+    Effect.flatMap(
+      drain(restore, execute(entry), { drainTimeout, label: `operation ${UntrustedText.shown(entry.key)}` }),
+      (exit) => {
+        if (Exit.isSuccess(exit)) return Effect.as(recording(journal.complete(entry.key, exit.value)), exit.value)
+        if (Cause.hasInterruptsOnly(exit.cause)) {
+          return Effect.andThen(journal.release(entry.key), Effect.failCause(exit.cause as Cause.Cause<never>))
+        }
+        const error = Cause.squash(exit.cause)
+        return Effect.flatMap(
+          recording(journal.fail(
+            entry.key,
+            error instanceof ExtensionUnavailable
+              ? { _tag: error._tag, sessionId: error.sessionId, reason: error.reason, detail: error.detail }
+              : JournalEntry.errorToJson(error)
+          )),
+          (failed) => Effect.fail(unavailableOf(failed.error) ?? failedOf(failed))
+        )
       }
-      const error = Cause.squash(exit.cause)
-      return Effect.flatMap(
-        recording(journal.fail(
-          entry.key,
-          error instanceof ExtensionUnavailable
-            ? { _tag: error._tag, sessionId: error.sessionId, reason: error.reason, detail: error.detail }
-            : JournalEntry.errorToJson(error)
-        )),
-        (failed) => Effect.fail(unavailableOf(failed.error) ?? failedOf(failed))
-      )
-    })
+    )
   )
 
 /**
@@ -152,21 +156,27 @@ const recording = <A>(step: Effect.Effect<A, JournalError.JournalError>) =>
     schedule: Schedule.spaced("500 millis").pipe(Schedule.upTo({ duration: recordRetryWindow }))
   })
 
+/** How `drained` names what it waits for in its log line, and what it does when the interruption comes. */
+export interface DrainOptions {
+  readonly drainTimeout: Duration.Input
+  /** Names what is drained in the log line of a drain that ran out ("operation k-1", "the recovery of session s"). */
+  readonly label: string
+  /** Run once, when the interruption comes, before the drain starts. */
+  readonly onInterrupt?: (() => void) | undefined
+}
+
 /**
- * `effect`, given `drainTimeout` to finish when its fiber is interrupted: what an operation resumed by a session's
- * recovery gets, as one run by `handle` does, so that a runner that stops records it `Completed` rather than leave it
- * to be resumed once more.
+ * `effect`, given `drainTimeout` to finish when its fiber is interrupted: what a session's recovery gets, as an
+ * operation run by `handle` does, so that a runner that stops records what it resumed rather than leave it to be
+ * resumed once more.
  */
-export const drained = <A, E, R>(
-  effect: Effect.Effect<A, E, R>,
-  drainTimeout: Duration.Input
-): Effect.Effect<A, E, R> =>
-  Effect.uninterruptibleMask((restore) => Effect.flatMap(drain(restore, effect, drainTimeout), (exit) => exit))
+export const drained = <A, E, R>(effect: Effect.Effect<A, E, R>, options: DrainOptions): Effect.Effect<A, E, R> =>
+  Effect.uninterruptibleMask((restore) => Effect.flatMap(drain(restore, effect, options), (exit) => exit))
 
 const drain = <A, E, R>(
   restore: <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>,
   effect: Effect.Effect<A, E, R>,
-  drainTimeout: Duration.Input
+  options: DrainOptions
 ): Effect.Effect<Exit.Exit<A, E>, never, R> =>
   Effect.gen(function*() {
     const fiber = yield* Effect.forkChild(Effect.interruptible(effect), { startImmediately: true })
@@ -174,12 +184,13 @@ const drain = <A, E, R>(
     if (Exit.isSuccess(joined) || !Cause.hasInterrupts(joined.cause) || fiber.pollUnsafe() !== undefined) {
       return fiber.pollUnsafe() ?? joined
     }
-    // Interrupted from outside while the operation runs: let it finish within the drain, else interrupt it.
-    const finished = yield* Effect.timeoutOption(Fiber.await(fiber), drainTimeout)
+    // Interrupted from outside while it runs: let it finish within the drain, else interrupt it.
+    options.onInterrupt?.()
+    const finished = yield* Effect.timeoutOption(Fiber.await(fiber), options.drainTimeout)
     if (Option.isSome(finished)) return finished.value
     yield* Effect.logInfo(
-      `operation still running after the drain (${
-        Duration.format(Duration.fromInputUnsafe(drainTimeout))
+      `${options.label} still running after the drain (${
+        Duration.format(Duration.fromInputUnsafe(options.drainTimeout))
       }): left unfinished for the next runner`
     )
     return yield* Fiber.interrupt(fiber).pipe(Effect.andThen(Fiber.await(fiber)))

@@ -72,10 +72,33 @@ export const recover = <R>(
 ) =>
   Effect.suspend(() => {
     let waits = 0
+    // Once the session stops, the recovery starts no more operations: one it has not started yet is left
+    // unfinished (the kernel has counted the attempt already) for the next runner, and the drain waits only for
+    // those already running.
+    let stopping = false
+    const decisions = Object.fromEntries(
+      Object.entries(options.decisions ?? {}).map(([kind, decide]) => [
+        kind,
+        (entry: JournalEntry.Entry): Recovery.Decision<R> => {
+          const decision = decide(entry)
+          return decision._tag === "Resume"
+            ? Recovery.resume((entry) => Effect.suspend(() => stopping ? Effect.interrupt : decision.run(entry)))
+            : decision
+        }
+      ])
+    )
     const run = Effect.flatMap(Journal.Journal, (journal) =>
       drained(
-        Recovery.run(options).pipe(Effect.provideService(Journal.Journal, withRecordRetries(journal))),
-        drainTimeout
+        Recovery.run({ ...options, decisions }).pipe(
+          Effect.provideService(Journal.Journal, withRecordRetries(journal))
+        ),
+        {
+          drainTimeout,
+          label: `the recovery of ${options.owner ?? "the session"}`,
+          onInterrupt: () => {
+            stopping = true
+          }
+        }
       ))
     // The count lives outside the retried effect: each retry runs that effect again.
     return Effect.andThen(before, run).pipe(
@@ -159,20 +182,30 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
       // retries of its last journal step, each bounded by the journal's own timeout).
       const inFlight = InFlight.make()
       let recovery: Fiber.Fiber<unknown, unknown> | undefined
+      // Added once, after the first claim (a retried recovery claims again, sharing it).
+      let waitsForOperations = false
       const untilOperationsEnd = Effect.gen(function*() {
-        // Not the recovery itself: run by it when the scope closed while it took the claim (above).
-        const self = yield* Effect.fiber
-        if (recovery !== undefined && recovery.id !== self.id) yield* Fiber.interrupt(recovery)
         const running = inFlight.count()
-        if (running === 0) return
-        yield* Effect.logInfo(
-          `session ${sessionId}: stopped with ${running} operation(s) in flight; keeping its claim until they end`
-        )
+        if (running > 0) {
+          yield* Effect.logInfo(
+            `session ${sessionId}: stopped with ${running} operation(s) in flight; keeping its claim until they end`
+          )
+        }
         const bound = Duration.sum(
           Duration.sum(Duration.fromInputUnsafe(drainTimeout), Duration.fromInputUnsafe(recordRetryWindow)),
-          Duration.seconds(10)
+          Duration.seconds(30)
         )
-        if (!(yield* inFlight.awaitIdle(bound))) {
+        // Not the recovery itself: run by it when the scope closed while it took the claim (below).
+        const self = yield* Effect.fiber
+        const [, idle] = yield* Effect.all([
+          recovery !== undefined && recovery.id !== self.id
+            ? Effect.timeoutOption(Fiber.interrupt(recovery), bound)
+            : Effect.void,
+          // Interrupted here too, for a scope that closed without the cluster interrupting them (an entity rebuilt
+          // after a handler died): each drains from now.
+          running > 0 ? inFlight.interruptAndAwait(bound) : Effect.succeed(true)
+        ], { concurrency: 2 })
+        if (!idle) {
           yield* Effect.logWarning(
             `session ${sessionId}: ${inFlight.count()} operation(s) still running ${
               Duration.format(bound)
@@ -182,7 +215,9 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
       })
       yield* Effect.addFinalizer(() =>
         claimToken === undefined
-          ? Effect.logDebug(`session ${sessionId}: stopped before its recovery took its claim`)
+          ? invalid === undefined
+            ? Effect.logDebug(`session ${sessionId}: stopped before its recovery took its claim`)
+            : Effect.void
           : Effect.asVoid(Effect.forkDetach(deleteLeftClaim(journal, owner, claimToken, claimOptions)))
       )
       if (invalid === undefined) {
@@ -207,6 +242,8 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
             // down) would never be deleted (packages/fleet/test/ExtensionSessionDrainClaim.test.ts).
             Effect.uninterruptible(Effect.flatMap(journal.claim(owner, claimOptions), (held) => {
               claimToken = held.holder
+              if (waitsForOperations) return Effect.void
+              waitsForOperations = true
               // Runs before the claim's own release (finalizers run last in, first out); at once, in this fiber, if
               // the session's scope closed meanwhile.
               return Effect.addFinalizer(() => untilOperationsEnd)
