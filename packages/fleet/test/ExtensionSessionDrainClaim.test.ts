@@ -173,6 +173,8 @@ describe("ExtensionSession: the claim and the drain", () => {
         yield* Deferred.await(inClaim)
         down.value = true
         const closing = yield* Effect.forkDetach(Scope.close(scope, Exit.void))
+        // Time for the stop to reach the session (nothing outside it shows when it has): had it not yet, the claim
+        // would end before the stop and the test pass without checking anything; it failed before the fix.
         yield* Effect.sleep("200 millis")
         yield* Deferred.succeed(letClaimEnd, undefined)
         yield* Fiber.join(closing)
