@@ -8,6 +8,7 @@
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -18,6 +19,7 @@ import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
+import * as HandlerWatch from "./internal/handlerWatch.js"
 import type * as Method from "./Method.js"
 import * as Peer from "./Peer.js"
 import type * as Protocol from "./Protocol.js"
@@ -425,8 +427,9 @@ const makeLink = (capacity: number, direction: string): Effect.Effect<LinkIntern
   })
 
 /**
- * A far end that serves a protocol, made by {@link serve}: the near end's `transport`, the far end's `peer`, and the
- * pair between them (`pair.left` is the near end, `pair.leftToRight` what it sends), for faults.
+ * A far end that serves a protocol, made by {@link serve}: the near end's `transport`, the far end's `peer`, the pair
+ * between them (`pair.left` is the near end, `pair.leftToRight` what it sends), for faults, and two waits that tell a
+ * test where the far end is, so that it moves the `TestClock` only once the far end's handler is really running.
  *
  * @example
  * ```ts
@@ -445,10 +448,66 @@ const makeLink = (capacity: number, direction: string): Effect.Effect<LinkIntern
  * @since 0.1.0
  * @category models
  */
-export interface Served<Serves extends Method.Any, Calls extends Method.Any> {
+export interface Served<Serves extends Method.Any, Calls extends Method.Any> extends FarEnd.Service<Serves, Calls> {
   readonly transport: Transport.Transport.Service
-  readonly peer: Peer.Peer<Serves, Calls>
-  readonly pair: Pair
+}
+
+/**
+ * The far end that {@link layerServe} provides beside the `Transport`, for tests that compose layers: its peer, its
+ * pair and the waits of {@link Served}.
+ *
+ * A request crosses several fibers before the far end's handler runs (the near end's writer, the link, the far end's
+ * reader, the handler's own fiber). A test that forks a call and moves the clock at once moves it before the handler
+ * has started, so a sleep in the handler starts late, or never ends. Wait with `started` first:
+ *
+ * @example
+ * ```ts
+ * import { Effect, Fiber, Layer, Schema } from "effect"
+ * import { TestClock } from "effect/testing"
+ * import { Method, Peer, Protocol, TestTransport, Transport } from "@lifeline/kernel"
+ *
+ * const Slow = Method.request("slow", { params: Schema.Struct({}), result: Schema.String })
+ * const Server = Protocol.make({ serves: [Slow] })
+ *
+ * const test = Effect.gen(function*() {
+ *   const client = yield* Peer.make({ protocol: Protocol.flip(Server), transport: yield* Transport.Transport, handlers: {} })
+ *   const farEnd = yield* TestTransport.FarEnd
+ *   const call = yield* Effect.forkChild(client.call(Slow, {}))
+ *   yield* farEnd.started("slow") // the handler's sleep is now on the clock
+ *   yield* TestClock.adjust("2 seconds")
+ *   return yield* Fiber.join(call) // "done"
+ * }).pipe(
+ *   Effect.provide(TestTransport.layerServe(Server, { slow: () => Effect.as(Effect.sleep("2 seconds"), "done") })),
+ *   Effect.scoped
+ * )
+ * ```
+ *
+ * @since 0.2.0
+ * @category testing
+ */
+export class FarEnd extends Context.Service<FarEnd, FarEnd.Service<Method.Any, Method.Any>>()(
+  "@lifeline/kernel/TestTransport/FarEnd"
+) {}
+
+/**
+ * @since 0.2.0
+ */
+export declare namespace FarEnd {
+  /**
+   * @since 0.2.0
+   * @category models
+   */
+  export interface Service<Serves extends Method.Any, Calls extends Method.Any> {
+    readonly peer: Peer.Peer<Serves, Calls>
+    readonly pair: Pair
+    /**
+     * Completes once the far end has started handling `count` (default 1) requests or notifications of `method`
+     * since it was made, and its handler has reached its first wait (a sleep is then on the clock).
+     */
+    readonly started: (method: Serves["name"], count?: number) => Effect.Effect<void>
+    /** Completes when no handler of the far end is running (at once if none ever started). */
+    readonly idle: Effect.Effect<void>
+  }
 }
 
 /**
@@ -501,13 +560,25 @@ export const serve = <Serves extends Method.Any, Calls extends Method.Any, R = n
   Effect.gen(function*() {
     const { capacity, ...peerOptions } = options ?? {}
     const pair = yield* makePair(capacity === undefined ? undefined : { capacity })
-    const peer = yield* Peer.make<Serves, Calls, R>({ ...peerOptions, protocol, handlers, transport: pair.right })
-    return { transport: pair.left, peer, pair }
+    const watch = HandlerWatch.make()
+    const peer = yield* Peer.make<Serves, Calls, R>({
+      ...peerOptions,
+      protocol,
+      handlers: watch.wrap(handlers),
+      transport: pair.right
+    })
+    return {
+      transport: pair.left,
+      peer,
+      pair,
+      started: (method, count) => watch.started(method, count ?? 1),
+      idle: watch.idle
+    }
   })
 
 /**
  * {@link serve} as the `Transport` layer of the code under test: swap it in where the real one (a child process,
- * stdio, a socket) is provided.
+ * stdio, a socket) is provided. It also provides the {@link FarEnd}, so a test can wait for the far end's handlers.
  *
  * @example
  * ```ts
@@ -529,5 +600,10 @@ export const layerServe = <Serves extends Method.Any, Calls extends Method.Any, 
   protocol: Protocol.Protocol<Serves, Calls>,
   handlers: Peer.Handlers<Serves, R>,
   options?: ServeOptions<Serves, Calls, R>
-): Layer.Layer<Transport.Transport, never, Exclude<R, Scope.Scope>> =>
-  Layer.effect(Transport.Transport, Effect.map(serve(protocol, handlers, options), (served) => served.transport))
+): Layer.Layer<Transport.Transport | FarEnd, never, Exclude<R, Scope.Scope>> =>
+  Layer.effectContext(
+    Effect.map(serve(protocol, handlers, options), (served) =>
+      Context.make(Transport.Transport, served.transport).pipe(
+        Context.add(FarEnd, served as unknown as FarEnd.Service<Method.Any, Method.Any>)
+      ))
+  )
