@@ -373,5 +373,45 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         const tail = yield* child.exited.pipe(Effect.map((error) => error.stderrTail))
         assert.deepStrictEqual(tail, ["an argument|from the host|/tmp"])
       }))
+
+    it.effect("a child keeps its own policy: the host's policy variables reach it only when the command names them", () =>
+      Effect.gen(function*() {
+        const saved = { ...process.env }
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            for (const name of ["LIFELINE_SHUTDOWN_POLICY", "LIFELINE_DRAIN_TIMEOUT", "LIFELINE_INHERITED"]) {
+              if (saved[name] === undefined) delete process.env[name]
+              else process.env[name] = saved[name]
+            }
+          })
+        )
+        process.env.LIFELINE_SHUTDOWN_POLICY = "drain"
+        process.env.LIFELINE_DRAIN_TIMEOUT = "1 second"
+        process.env.LIFELINE_INHERITED = "yes"
+        const seen = (options: ChildProcess.CommandOptions) =>
+          Effect.gen(function*() {
+            const child = yield* NodeChildProcess.make({
+              command: ChildProcess.make(process.execPath, [
+                "-e",
+                "const e = process.env; process.stderr.write([e.LIFELINE_SHUTDOWN_POLICY, e.LIFELINE_DRAIN_TIMEOUT, " +
+                "e.LIFELINE_INHERITED].map(String).join('|') + '\\n')"
+              ], options)
+            })
+            yield* child.exit
+            return (yield* child.exited).stderrTail
+          }).pipe(Effect.scoped)
+        // The host's environment, less its own policy.
+        assert.deepStrictEqual(yield* seen({}), ["undefined|undefined|yes"])
+        assert.deepStrictEqual(yield* seen({ env: { OTHER: "x" }, extendEnv: true }), ["undefined|undefined|yes"])
+        // Named by the caller (as hermes-host does from --drain-timeout): passed on.
+        assert.deepStrictEqual(
+          yield* seen({ env: { LIFELINE_SHUTDOWN_POLICY: "fail-fast" }, extendEnv: true }),
+          ["fail-fast|undefined|yes"]
+        )
+        assert.deepStrictEqual(
+          yield* seen({ env: { LIFELINE_DRAIN_TIMEOUT: "2 seconds" } }),
+          ["undefined|2 seconds|undefined"]
+        )
+      }))
   }
 )

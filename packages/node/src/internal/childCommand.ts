@@ -45,14 +45,21 @@ export const nulCharacter = (command: ChildProcessCommand.StandardCommand): stri
 }
 
 /**
- * The environment as Effect 4's `NodeChildProcessSpawner` builds it: no `env`, the host's; `undefined` removes.
+ * The environment as Effect 4's `NodeChildProcessSpawner` builds it (no `env`: the host's; `undefined` removes), less
+ * the host's own `withheld` variables unless the command's `env` names them.
  *
  * @internal
  */
-export const environmentOf = (options: ChildProcessCommand.CommandOptions): NodeJS.ProcessEnv | undefined => {
-  if (options.env === undefined) return undefined
-  const env: NodeJS.ProcessEnv = options.extendEnv === true ? { ...process.env } : {}
-  for (const [name, value] of Object.entries(options.env)) {
+export const environmentOf = (
+  options: ChildProcessCommand.CommandOptions,
+  withheld: ReadonlyArray<string> = []
+): NodeJS.ProcessEnv | undefined => {
+  const inherits = options.env === undefined || options.extendEnv === true
+  const withholds = inherits && withheld.some((name) => process.env[name] !== undefined)
+  if (options.env === undefined && !withholds) return undefined
+  const env: NodeJS.ProcessEnv = inherits ? { ...process.env } : {}
+  if (withholds) { for (const name of withheld) delete env[name] }
+  for (const [name, value] of Object.entries(options.env ?? {})) {
     if (value === undefined) delete env[name]
     else env[name] = unwrap(value)
   }

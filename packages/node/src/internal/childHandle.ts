@@ -5,6 +5,7 @@
  * @internal
  */
 import type * as Process from "@lifeline/kernel/Process"
+import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
 import * as Transport from "@lifeline/kernel/Transport"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -48,6 +49,13 @@ export interface SpawnFailure {
 }
 
 const posix = process.platform !== "win32"
+
+/*
+ * The host's own shutdown policy is not the child's: a child that read it would drain (or not) on the host's terms and
+ * answer later than the host waits for (docs/shutdown.md, "A child keeps its own policy"). A caller that wants the
+ * child to have one passes it in the command's `env`.
+ */
+const policyVariables = [ShutdownPolicy.POLICY_VARIABLE, ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]
 
 const failureOf = (error: NodeJS.ErrnoException): SpawnFailure => ({
   reason: error.code === "ENOENT" ? "NotFound" : error.code === "EACCES" ? "PermissionDenied" : "Unknown",
@@ -111,7 +119,7 @@ export const spawnHandle = (
         const child = ChildProcess.spawn(command.command, command.args.map(unwrap), {
           stdio: "pipe",
           cwd,
-          env: environmentOf(options),
+          env: environmentOf(options, policyVariables),
           shell: options.shell,
           detached,
           windowsHide: options.windowsHide ?? !detached
