@@ -226,12 +226,12 @@ export interface Peer<Serves extends Method.Any, Calls extends Method.Any> {
   /** A call by name with raw JSON params, for methods outside the protocol. */
   readonly callUntyped: (
     method: string,
-    params?: Message.Params | undefined,
+    params?: Message.Params | null | undefined,
     options?: CallOptions
   ) => Effect.Effect<unknown, CallError>
   readonly notifyUntyped: (
     method: string,
-    params?: Message.Params | undefined
+    params?: Message.Params | null | undefined
   ) => Effect.Effect<void, PeerError.Disconnect>
   readonly stats: Effect.Effect<Stats>
   readonly unsafeStats: () => Stats

@@ -53,16 +53,21 @@ export interface PromiseClient<Calls extends Method.Any> {
     options?: CallOptions
   ) => Promise<Method.Result<M>>
   /** A call by name with raw JSON params, for methods outside the protocol. */
-  readonly callUntyped: (method: string, params?: Message.Params | undefined, options?: CallOptions) => Promise<unknown>
+  readonly callUntyped: (
+    method: string,
+    params?: Message.Params | null | undefined,
+    options?: CallOptions
+  ) => Promise<unknown>
   /**
    * Sends a notification: resolves once it is queued (at once, unless the outbound queue is full), rejects with a
-   * `Disconnect` when the connection is over, or with an `Error` when the params fail their Schema.
+   * `Disconnect` when the connection is over, or with an `Error` when the params fail their Schema. A notification
+   * left un-awaited never becomes an unhandled rejection (which would end a Node process): await it to see the error.
    */
   readonly notify: <M extends Extract<Calls, Method.AnyNotification>>(
     method: M,
     params: Method.Params<M>
   ) => Promise<void>
-  readonly notifyUntyped: (method: string, params?: Message.Params | undefined) => Promise<void>
+  readonly notifyUntyped: (method: string, params?: Message.Params | null | undefined) => Promise<void>
 }
 
 /**

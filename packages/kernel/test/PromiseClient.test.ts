@@ -153,6 +153,37 @@ describe("PromiseClient", () => {
       assert.deepStrictEqual(yield* Ref.get(logged), ["one", "two"])
     }))
 
+  it.effect("a notification nobody awaits on a closed connection is not an unhandled rejection; awaited, it rejects", () =>
+    Effect.gen(function*() {
+      const unhandled: Array<unknown> = []
+      const onUnhandled = (reason: unknown) => unhandled.push(reason)
+      process.on("unhandledRejection", onUnhandled)
+      yield* Effect.addFinalizer(() => Effect.sync(() => process.off("unhandledRejection", onUnhandled)))
+      const pair = yield* TestTransport.makePair()
+      const scope = yield* Scope.make()
+      const peer = yield* Peer.make({ protocol: Client, transport: pair.right, handlers: {} }).pipe(
+        Scope.provide(scope)
+      )
+      const client = PromiseClient.make(peer)
+      yield* Scope.close(scope, Exit.void)
+      void client.notify(Log, { text: "nobody waits" })
+      void client.notifyUntyped("log", null)
+      void client.notify(Log, { text: 1 } as never) // params that fail their Schema
+      // Node reports an unhandled rejection after the microtasks of the turn: let a whole macrotask pass.
+      yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+      assert.deepStrictEqual(unhandled, [])
+      assert.instanceOf(yield* rejection(client.notify(Log, { text: "awaited" })), PeerError.ShutdownError)
+    }).pipe(Effect.scoped))
+
+  it.effect("null params of the untyped forms are sent as no params", () =>
+    Effect.gen(function*() {
+      const { client } = yield* setup
+      // `echo` needs params: the far end got a request without any, and says so.
+      const error = yield* rejection(client.callUntyped("echo", null))
+      assert.instanceOf(error, RpcError.RpcError)
+      assert.strictEqual((error as RpcError.RpcError).code, ErrorCode.InvalidParams)
+    }))
+
   it.effect("closing the peer's Scope rejects every pending call with ShutdownError, and later calls at once", () =>
     Effect.gen(function*() {
       const pair = yield* TestTransport.makePair()

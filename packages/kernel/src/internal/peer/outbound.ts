@@ -144,7 +144,7 @@ export const timeoutMillisOf = (s: State, timeout: Duration.Input | undefined): 
 export const issue = (
   s: State,
   method: string,
-  params: Message.Params | undefined,
+  params: Message.Params | null | undefined,
   timeoutMillis: number,
   codecs: CallCodecs | undefined
 ): PendingCall | Exit.Exit<never, unknown> => {
@@ -188,7 +188,7 @@ export const issue = (
 const startCall = (
   s: State,
   method: string,
-  params: Message.Params | undefined,
+  params: Message.Params | null | undefined,
   timeoutMillis: number,
   codecs: CallCodecs | undefined
 ): Effect.Effect<unknown, unknown> => {
@@ -200,7 +200,7 @@ const startCall = (
 export const callUntyped = (s: State) =>
 (
   method: string,
-  params?: Message.Params | undefined,
+  params?: Message.Params | null | undefined,
   options?: Peer.CallOptions | undefined
 ): Effect.Effect<unknown, Peer.CallError> =>
   Effect.suspend(() => startCall(s, method, params, timeoutMillisOf(s, options?.timeout), undefined)) as Effect.Effect<
@@ -243,7 +243,7 @@ export const call = (s: State) => (method: Method.AnyRequest, params: unknown, o
 export const sendNotification = (
   s: State,
   method: string,
-  params: Message.Params | undefined
+  params: Message.Params | null | undefined
 ): Effect.Effect<void, PeerError.Disconnect> => {
   const refused = refusal(s)
   if (refused !== undefined) return Effect.fail(refused)
@@ -255,7 +255,7 @@ export const sendNotification = (
 export const notifyUntyped = (s: State) =>
 (
   method: string,
-  params?: Message.Params | undefined
+  params?: Message.Params | null | undefined
 ): Effect.Effect<void, PeerError.Disconnect> => Effect.suspend(() => sendNotification(s, method, params))
 
 /** @internal */

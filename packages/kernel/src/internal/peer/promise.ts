@@ -34,7 +34,7 @@ const abortReason = (signal: AbortSignal): unknown => signal.reason
 const callWith = (
   s: State.State,
   method: string,
-  params: Message.Params | undefined,
+  params: Message.Params | null | undefined,
   timeoutMillis: number,
   codecs: CallCodecs | undefined,
   signal: AbortSignal | undefined
@@ -68,10 +68,21 @@ const callWith = (
 }
 
 /** A notification queued at once settles at once; one that waits for room in the outbound queue runs as a fiber. */
-const notifyWith = (s: State.State, method: string, params: Message.Params | undefined): Promise<void> => {
+const notifyWith = (s: State.State, method: string, params: Message.Params | null | undefined): Promise<void> => {
   const sent = sendNotification(s, method, params)
   if (sent === Effect.void) return resolved
   return Exit.isExit(sent) ? settled(sent) : Effect.runPromise(sent)
+}
+
+const ignore = () => {}
+
+/*
+ * A notification is fire and forget: a program that does not await one must not be crashed by its rejection (Node ends
+ * the process on an unhandled rejection). The rejection is marked handled here; whoever awaits the Promise still sees it.
+ */
+const handled = (promise: Promise<void>): Promise<void> => {
+  promise.catch(ignore)
+  return promise
 }
 
 const paramsRefused = (method: Method.AnyNotification, failure: string): Error =>
@@ -96,10 +107,10 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any>(
       callWith(s, method, params, timeoutMillisOf(s, options?.timeout), undefined, options?.signal),
     notify: (method: Method.AnyNotification, params: unknown) => {
       const encoded = notificationEncoderOf(method)(params)
-      if (Result.isFailure(encoded)) return Promise.reject(paramsRefused(method, encoded.failure))
-      return notifyWith(s, method.name, encoded.success as Message.Params | undefined)
+      if (Result.isFailure(encoded)) return handled(Promise.reject(paramsRefused(method, encoded.failure)))
+      return handled(notifyWith(s, method.name, encoded.success as Message.Params | undefined))
     },
-    notifyUntyped: (method, params) => notifyWith(s, method, params)
+    notifyUntyped: (method, params) => handled(notifyWith(s, method, params))
   }
   return client
 }
@@ -122,8 +133,8 @@ const throughEffects = <Calls extends Method.Any>(peer: Peer.Peer<any, Calls>): 
       run(peer.call(method as never, params as never, options), options?.signal),
     callUntyped: (method, params, options) => run(peer.callUntyped(method, params, options), options?.signal),
     notify: (method: Method.AnyNotification, params: unknown) =>
-      run(peer.notify(method as never, params as never), undefined),
-    notifyUntyped: (method, params) => run(peer.notifyUntyped(method, params), undefined)
+      handled(run(peer.notify(method as never, params as never), undefined)),
+    notifyUntyped: (method, params) => handled(run(peer.notifyUntyped(method, params), undefined))
   }
   return client
 }
