@@ -1,12 +1,18 @@
 /**
- * The packages as a user gets them: every package is built (`pnpm build`) and packed (`pnpm pack`, which applies
- * `publishConfig.exports` and turns `workspace:*` into versions), the tarballs are installed with plain `npm install`
- * into a fresh project outside the workspace, and a plain `.mjs` program there, importing only the published entry
- * points, spawns a Lifeline server over `NodeChildProcess`, calls it through a `Connection.Service` client and drains
- * an in-flight call on SIGTERM. A consumer `.ts` file is type-checked against the published `.d.ts`.
+ * The packages as a user gets them: one command (`pnpm pack:all`) builds every package and packs it (`pnpm pack`, which
+ * applies `publishConfig.exports` and turns `workspace:*` into versions), the tarballs are installed with plain
+ * `npm install` into fresh projects outside the workspace, and plain `.mjs` programs there, importing only the published
+ * entry points, run on the oldest Node each package claims (its `engines`, from the registry's `node` package):
+ * - Node 22.19 (`@lifeline/node` and the packages on `@effect/platform-node`): a server over `NodeChildProcess`, called
+ *   through a `Connection.Service` client, draining an in-flight call on SIGTERM;
+ * - Node 20.19 (`@lifeline/jsonrpc`, `@lifeline/kernel`, `@lifeline/hermes`: no Node platform module): a connection
+ *   over `TestTransport`, a call and a drain.
+ * A consumer `.ts` file is type-checked against the published `.d.ts`.
  *
- * The consumer runs on the pinned Node (`process.execPath`): Effect 4 needs Node >= 22.19, so Node 20 cannot run it.
- * `npm install` needs the registry (for `effect`, `@effect/platform-node`, `@types/node`): without it the test fails.
+ * `LIFELINE_CONSUMER_EFFECT` (default `4.1.0`) is the `effect` and `@effect/platform-node` version installed:
+ * `pnpm test:consumer:newest` runs this file against the newest Effect 4 on the registry (outside CI).
+ * `npm install` needs the registry (for `effect`, `@effect/platform-node`, `@types/node`, `node`): without it the
+ * test fails.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as ChildProcess from "node:child_process"
@@ -15,7 +21,9 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 
 const workspace = Path.resolve(import.meta.dirname, "..")
-const packages = ["jsonrpc", "kernel", "node", "sqlite", "postgres", "hermes", "hermes-node", "fleet"] as const
+const effectVersion = process.env.LIFELINE_CONSUMER_EFFECT ?? "4.1.0"
+/** The oldest Node each group of packages claims in its `engines`. */
+const oldestNode = { platform: "22.19.0", pure: "20.19.0" } as const
 const tsc = Path.join(workspace, "node_modules", "typescript", "bin", "tsc")
 const typesNodeVersion: string = JSON.parse(
   Fs.readFileSync(Path.join(workspace, "node_modules", "@types", "node", "package.json"), "utf8")
@@ -101,6 +109,7 @@ const ServerLive = ServerConnection.layer({ handlers: {} }).pipe(
 const say = (line) => Effect.sync(() => process.stdout.write(JSON.stringify(line) + "\\n"))
 
 const main = Effect.gen(function*() {
+  yield* say({ node: process.version })
   const client = yield* ServerConnection.client
   yield* say({ echo: yield* client.echo({ text: "hello" }) })
   const slow = yield* Effect.forkChild(client.sleep({ ms: 1500 }))
@@ -110,6 +119,30 @@ const main = Effect.gen(function*() {
 }).pipe(Effect.provide(ServerLive))
 
 NodeSignals.runMain(main)
+`
+
+const pureProgram = `import { Connection, Method, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+import { Effect, Schema } from "effect"
+
+const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
+const Server = Protocol.make({ serves: [Add] })
+
+const program = Effect.gen(function*() {
+  const { transport } = yield* TestTransport.serve(Server, {
+    add: ([a, b]) => Effect.as(Effect.sleep("20 millis"), a + b)
+  })
+  const connection = yield* Connection.make({
+    protocol: Protocol.flip(Server),
+    transport,
+    handlers: {},
+    policy: ShutdownPolicy.drain("1 second")
+  })
+  const sum = yield* connection.peer.call(Add, [1, 2])
+  yield* connection.stop()
+  return { node: process.version, sum, state: (yield* connection.lifecycle.state)._tag }
+}).pipe(Effect.scoped)
+
+Effect.runPromise(program).then((result) => process.stdout.write(JSON.stringify(result)))
 `
 
 const consumerTs = `import type { Peer } from "@lifeline/kernel"
@@ -193,16 +226,10 @@ describe("the published packages, installed with npm outside the workspace", () 
       Fs.mkdirSync(packs)
       Fs.mkdirSync(project)
 
-      expectSuccess("pnpm build", await run("pnpm", ["run", "build"], { cwd: workspace, timeoutMs: 240_000 }))
-      for (const name of packages) {
-        expectSuccess(
-          `pnpm pack @lifeline/${name}`,
-          await run("pnpm", ["--filter", `@lifeline/${name}`, "pack", "--pack-destination", packs], {
-            cwd: workspace,
-            timeoutMs: 30_000
-          })
-        )
-      }
+      expectSuccess(
+        "pnpm pack:all",
+        await run("pnpm", ["run", "pack:all", "--out", packs], { cwd: workspace, timeoutMs: 300_000 })
+      )
       const tarballs = Fs.readdirSync(packs).filter((file) => file.endsWith(".tgz")).sort()
       assert.deepStrictEqual(tarballs, [
         "lifeline-fleet-0.1.0.tgz",
@@ -214,6 +241,41 @@ describe("the published packages, installed with npm outside the workspace", () 
         "lifeline-postgres-0.1.0.tgz",
         "lifeline-sqlite-0.1.0.tgz"
       ])
+      for (const name of ["jsonrpc", "kernel", "hermes", "node", "sqlite", "postgres", "hermes-node", "fleet"]) {
+        const manifest = JSON.parse(
+          Fs.readFileSync(Path.join(workspace, "packages", name, "package.json"), "utf8")
+        )
+        const pure = ["jsonrpc", "kernel", "hermes"].includes(name)
+        assert.strictEqual(manifest.engines.node, `>=${pure ? "20.19" : "22.19"}`, `${name}'s engines`)
+        assert.strictEqual(manifest.peerDependencies.effect, "^4.1.0", `${name}'s effect peer range`)
+      }
+
+      // The pure packages on the oldest Node they claim.
+      const pure = Path.join(dir, "pure")
+      Fs.mkdirSync(pure)
+      Fs.writeFileSync(
+        Path.join(pure, "package.json"),
+        JSON.stringify({ name: "lifeline-pure-consumer", private: true, type: "module" }, null, 2)
+      )
+      expectSuccess(
+        `npm install (pure packages, node@${oldestNode.pure})`,
+        await run("npm", [
+          "install",
+          "--no-audit",
+          "--no-fund",
+          "--prefer-offline",
+          ...["jsonrpc", "kernel", "hermes"].map((name) => Path.join(packs, `lifeline-${name}-0.1.0.tgz`)),
+          `effect@${effectVersion}`,
+          `node@${oldestNode.pure}`
+        ], { cwd: pure, timeoutMs: 120_000 })
+      )
+      Fs.writeFileSync(Path.join(pure, "pure.mjs"), pureProgram)
+      const ranPure = await run(Path.join(pure, "node_modules", ".bin", "node"), ["pure.mjs"], {
+        cwd: pure,
+        timeoutMs: 30_000
+      })
+      expectSuccess("pure.mjs", ranPure)
+      assert.deepStrictEqual(JSON.parse(ranPure.stdout), { node: `v${oldestNode.pure}`, sum: 3, state: "Closed" })
 
       Fs.writeFileSync(
         Path.join(project, "package.json"),
@@ -225,11 +287,19 @@ describe("the published packages, installed with npm outside the workspace", () 
         "--no-fund",
         "--prefer-offline",
         ...tarballs.map((file) => Path.join(packs, file)),
-        "effect@4.1.0",
-        "@effect/platform-node@4.1.0",
-        `@types/node@${typesNodeVersion}`
-      ], { cwd: project, timeoutMs: 60_000 })
-      expectSuccess("npm install (needs the npm registry for effect, @effect/platform-node, @types/node)", install)
+        `effect@${effectVersion}`,
+        `@effect/platform-node@${effectVersion}`,
+        `@types/node@${typesNodeVersion}`,
+        `node@${oldestNode.platform}`
+      ], { cwd: project, timeoutMs: 120_000 })
+      expectSuccess(
+        "npm install (needs the npm registry for effect, @effect/platform-node, @types/node, node)",
+        install
+      )
+      // npm keeps the range it was given for what the project asked; the packages' own peer range is a caret.
+      const projectManifest = JSON.parse(Fs.readFileSync(Path.join(project, "package.json"), "utf8"))
+      assert.match(projectManifest.dependencies.effect, /^\^?4\./)
+      const oldNode = Path.join(project, "node_modules", ".bin", "node")
 
       // The packed manifests: compiled entry points, no workspace protocol.
       const kernel = JSON.parse(
@@ -251,7 +321,7 @@ describe("the published packages, installed with npm outside the workspace", () 
         await run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: project, timeoutMs: 60_000 })
       )
 
-      const child = ChildProcess.spawn(process.execPath, ["client.mjs"], {
+      const child = ChildProcess.spawn(oldNode, ["client.mjs"], {
         cwd: project,
         env: { ...process.env, LIFELINE_SHUTDOWN_POLICY: "drain" },
         stdio: ["ignore", "pipe", "pipe"]
@@ -274,7 +344,11 @@ describe("the published packages, installed with npm outside the workspace", () 
         child.kill("SIGTERM")
         const exit = await exited
         const lines = stdout.trim().split("\n").map((line) => JSON.parse(line))
-        assert.deepStrictEqual(lines, [{ echo: "hello" }, { inFlight: true }, { slow: 1500 }], stderr)
+        assert.deepStrictEqual(
+          lines,
+          [{ node: `v${oldestNode.platform}` }, { echo: "hello" }, { inFlight: true }, { slow: 1500 }],
+          stderr
+        )
         assert.deepStrictEqual(exit, { code: 143, signal: null }, stderr)
       } finally {
         clearTimeout(killer)
@@ -283,5 +357,5 @@ describe("the published packages, installed with npm outside the workspace", () 
     } finally {
       Fs.rmSync(dir, { recursive: true, force: true })
     }
-  }, 420_000)
+  }, 600_000)
 })
