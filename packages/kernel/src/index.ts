@@ -195,6 +195,15 @@ export * as ProcessRecord from "./ProcessRecord.js"
 export * as PromiseClient from "./PromiseClient.js"
 
 /**
+ * A connection for programs written with Promises: opened and closed with `await`, served by handlers that return
+ * Promises, called through a `PromiseClient`, and stopped under the shutdown policy like any other connection. No
+ * `Scope`, `Effect.runPromise` or `ManagedRuntime` in the program.
+ *
+ * @since 0.2.0
+ */
+export * as PromiseConnection from "./PromiseConnection.js"
+
+/**
  * A protocol seen from one side: the methods this side serves and the methods it calls, and how the protocol cancels
  * a request on the wire, if it can. The other side's view is the same protocol flipped. `client` derives from it a
  * typed record of the methods a peer calls.
