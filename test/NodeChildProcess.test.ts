@@ -7,11 +7,12 @@ import {
   Method,
   ProcessRecord,
   Protocol,
-  ShutdownPolicy
+  ShutdownPolicy,
+  TestTransport
 } from "@lifeline/kernel"
 import { NodeChildProcess } from "@lifeline/node"
 import { SqliteJournal } from "@lifeline/sqlite"
-import { Effect, Exit, Fiber, Option, Schedule, Schema, Scope } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Option, Schedule, Schema, Scope } from "effect"
 import { ChildProcess } from "effect/process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -241,6 +242,38 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         assert.strictEqual((yield* connection.awaitShutdown).policy._tag, "Drain")
         assert.strictEqual((yield* connection.lifecycle.state)._tag, "Closed")
         yield* Scope.close(scope, Exit.void)
+      }))
+
+    it.effect("layerConnection: the connection as a service; childOf gives its pid and stop; the release stops it", () =>
+      Effect.gen(function*() {
+        class ServerConnection extends Connection.Service<ServerConnection>()("test/ServerConnection", {
+          protocol: Client
+        }) {}
+        const live = NodeChildProcess.layerConnection(ServerConnection, {
+          command: yield* Fixtures.command("server"),
+          protocol: Client,
+          handlers: {},
+          policy: ShutdownPolicy.drain("2 seconds"),
+          shutdown: (connection) => connection.peer.call(Shutdown, {})
+        })
+        const scope = yield* Scope.make()
+        const context = yield* Layer.buildWithScope(live, scope)
+        const connection = Context.get(context, ServerConnection)
+        const child = NodeChildProcess.childOf(connection)!
+        assert.strictEqual(yield* connection.peer.call(Pid, {}), child.child.pid)
+        assert.isTrue(isAlive(child.child.pid))
+        assert.isUndefined(NodeChildProcess.childOf(
+          yield* Connection.make({
+            protocol: Client,
+            transport: (yield* TestTransport.makePair()).left,
+            handlers: {}
+          })
+        ))
+        yield* Scope.close(scope, Exit.void) // the layer's release: the child's one stop
+        const report = yield* child.stop // the same report, not a second stop
+        assert.strictEqual(report.shutdown, "Completed")
+        assert.strictEqual((yield* connection.lifecycle.state)._tag, "Closed")
+        yield* awaitGone(child.child.pid, 5000)
       }))
 
     it.effect("makeConnection: a child that dies on its own moves the lifecycle to Failed with PeerExited", () =>

@@ -28,6 +28,7 @@ import * as Process from "@lifeline/kernel/Process"
 import type * as StopSequence from "@lifeline/kernel/StopSequence"
 import * as Transport from "@lifeline/kernel/Transport"
 import type * as Config from "effect/Config"
+import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -140,8 +141,14 @@ export interface Options {
   readonly stderrTailLines?: number | undefined
   /** Longer stderr lines are cut into pieces of this many characters. Default 8192. */
   readonly maxStderrLineLength?: number | undefined
-  /** The level stderr lines are logged at; `None` keeps them out of the log (they are still kept). Default `Debug`. */
+  /**
+   * The level stderr lines are logged at; `None` keeps them out of the log (they are still kept). Default: the first
+   * `stderrInfoLines` at Info, the rest at Debug. A logfmt line (what a Lifeline or Effect child logs) is logged as an
+   * entry of its own (its message; its fields as `child.*` annotations), at the child's own level when that is higher.
+   */
   readonly stderrLogLevel?: LogLevel.LogLevel | undefined
+  /** Without `stderrLogLevel`: how many first lines are logged at Info. Default 20. */
+  readonly stderrInfoLines?: number | undefined
   readonly stop?: StopOptions | undefined
   /** The protocol's shutdown step (e.g. a `shutdown` request), run first when the child is stopped. */
   readonly shutdown?: Effect.Effect<unknown, unknown> | undefined
@@ -239,7 +246,8 @@ const makeInternal = (options: Options): Effect.Effect<internal.Internal, SpawnE
       name: options.name ?? nameOf(options.command),
       stderrTailLines: options.stderrTailLines ?? 50,
       maxStderrLineLength: options.maxStderrLineLength ?? 8192,
-      stderrLogLevel: internal.logLevelOf(options.stderrLogLevel),
+      stderrLogLevel: options.stderrLogLevel,
+      stderrInfoLines: options.stderrInfoLines ?? 20,
       stop: options.stop ?? {},
       shutdown: options.shutdown,
       forced: Option.getOrUndefined(Option.map(signals, (service) => service.forced))
@@ -459,3 +467,68 @@ export const makeConnection = <Serves extends Method.Any, Calls extends Method.A
     yield* NodeSignals.forceOnSecondSignal(connection.stopNow("Interrupted"), connection.awaitShutdown)
     return { child: self.child, connection, stop: self.child.stop }
   })
+
+// The child of each connection made by `layerConnection`, for `childOf`: the connection is what the layer provides.
+const children = new WeakMap<Connection.Connection<any, any>, ChildConnection<any, any>>()
+
+/**
+ * {@link makeConnection} as a Layer: the connection to a child for the life of the layer, provided as the service
+ * `tag` (a `Connection.Service` class, or any key of a `Connection`). Built, it is `Ready`; released, it runs the
+ * child's one stop (protocol shutdown, the connection under its policy, the ladder). The child itself (its `pid`,
+ * `stop` and `StopReport`, its stderr tail) is {@link childOf} the connection.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { ChildProcess } from "effect/process"
+ * import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
+ * import { NodeChildProcess } from "@lifeline/node"
+ *
+ * const Echo = Method.request("echo", { params: Schema.Struct({ text: Schema.String }), result: Schema.String })
+ * const Client = Protocol.make({ calls: [Echo] })
+ * class Server extends Connection.Service<Server>()("app/Server", { protocol: Client }) {}
+ *
+ * const ServerLive = NodeChildProcess.layerConnection(Server, {
+ *   command: ChildProcess.make("node", ["server.js"]),
+ *   protocol: Client,
+ *   handlers: {},
+ *   policy: ShutdownPolicy.drain("2 seconds")
+ * })
+ *
+ * const program = Effect.gen(function*() {
+ *   const server = yield* Server
+ *   const child = NodeChildProcess.childOf(server)! // { pid, stop, ... }
+ *   yield* Effect.log(`server pid ${child.child.pid}: ${yield* server.peer.call(Echo, { text: "hi" })}`)
+ *   const report = yield* child.stop // the same report the layer's release gets
+ *   return report.endedBy
+ * }).pipe(Effect.provide(ServerLive))
+ * ```
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const layerConnection = <I, Serves extends Method.Any, Calls extends Method.Any, R = never>(
+  tag: Context.Key<I, Connection.Connection<Serves, Calls>>,
+  options: ConnectionOptions<Serves, Calls, R>
+): Layer.Layer<
+  I,
+  SpawnError | Lifecycle.Failure | Lifecycle.IllegalTransition | Config.ConfigError,
+  Exclude<R, Scope.Scope>
+> =>
+  Layer.effect(
+    tag,
+    Effect.map(makeConnection(options), (made) => {
+      children.set(made.connection, made)
+      return made.connection
+    })
+  )
+
+/**
+ * The child and its stop behind a connection made by {@link layerConnection} (or `undefined` for any other).
+ *
+ * @since 0.2.0
+ * @category combinators
+ */
+export const childOf = <Serves extends Method.Any, Calls extends Method.Any>(
+  connection: Connection.Connection<Serves, Calls>
+): ChildConnection<Serves, Calls> | undefined => children.get(connection)

@@ -114,6 +114,7 @@ const settings = (
   stderrTailLines: 3,
   maxStderrLineLength: 100,
   stderrLogLevel: "None",
+  stderrInfoLines: 20,
   stop: overrides.stopOptions ?? {},
   shutdown: undefined,
   forced: undefined,
@@ -505,6 +506,65 @@ describe("stderr lines", () => {
         { message: "world", child: "fake", pid: 4242 }
       ])
     }).pipe(Effect.provide(Logger.layer([capture])))
+  })
+
+  const captureEntries = () => {
+    const logged: Array<{ level: string; message: unknown; annotations: Record<string, unknown> }> = []
+    const capture = Logger.make(({ fiber, logLevel, message }) => {
+      logged.push({
+        level: logLevel,
+        message: Array.isArray(message) ? message[0] : message,
+        annotations: { ...fiber.getRef(References.CurrentLogAnnotations) }
+      })
+    })
+    return { logged, layer: Logger.layer([capture]) }
+  }
+
+  it.effect("without a level: the first stderrInfoLines lines at Info, the rest at Debug", () => {
+    const { logged, layer } = captureEntries()
+    return Effect.gen(function*() {
+      const fake = yield* makeFake()
+      const self = yield* internal.make(fake.handle, settings({ stderrLogLevel: undefined, stderrInfoLines: 2 }))
+      fake.writeStderr("one\ntwo\nthree\n")
+      fake.exit({ exitCode: 0, signal: null })
+      yield* self.child.exited
+      const lines = logged.filter(({ annotations }) => annotations.stream === "stderr")
+      assert.deepStrictEqual(lines.map(({ level, message }) => [level, message]), [
+        ["Info", "one"],
+        ["Info", "two"],
+        ["Debug", "three"]
+      ])
+    }).pipe(Effect.provide(layer), Effect.provideService(References.MinimumLogLevel, "All"))
+  })
+
+  it.effect("a logfmt line of a Lifeline child is its own entry: its message, its fields as child.*, its level", () => {
+    const { logged, layer } = captureEntries()
+    return Effect.gen(function*() {
+      const fake = yield* makeFake()
+      const self = yield* internal.make(fake.handle, settings({ stderrLogLevel: "Info" }))
+      fake.writeStderr(
+        "timestamp=2026-11-28T21:00:00.000Z level=INFO fiber=#7 message=\"ready on \\\"stdio\\\"\" extension=hl7\n" +
+          "timestamp=2026-11-28T21:00:01.000Z level=ERROR fiber=#7 message=boom\n" +
+          "level=INFO message=\"unterminated\n"
+      )
+      fake.exit({ exitCode: 0, signal: null })
+      yield* self.child.exited
+      const lines = logged.filter(({ annotations }) => annotations.stream === "stderr")
+      assert.deepStrictEqual(lines.map(({ level, message }) => [level, message]), [
+        ["Info", "ready on \"stdio\""],
+        ["Error", "boom"], // the child's own level, higher than Info
+        ["Info", "level=INFO message=\"unterminated"] // not a logfmt line: logged as it is
+      ])
+      assert.strictEqual(lines[0].annotations["child.extension"], "hl7")
+      assert.strictEqual(lines[0].annotations["child.fiber"], "#7")
+      assert.strictEqual(lines[0].annotations["child.level"], "Info")
+      assert.strictEqual(lines[0].annotations.child, "fake")
+      // The tail keeps the lines as the child wrote them (for PeerExited.stderrTail).
+      assert.strictEqual(
+        (yield* self.child.stderrTail)[1],
+        "timestamp=2026-11-28T21:00:01.000Z level=ERROR fiber=#7 message=boom"
+      )
+    }).pipe(Effect.provide(layer))
   })
 })
 

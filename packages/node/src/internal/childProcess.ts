@@ -66,7 +66,9 @@ export interface Settings {
   readonly name: string
   readonly stderrTailLines: number
   readonly maxStderrLineLength: number
-  readonly stderrLogLevel: LogLevel.LogLevel
+  /** `undefined`: the first `stderrInfoLines` at Info, the rest at Debug. */
+  readonly stderrLogLevel: LogLevel.LogLevel | undefined
+  readonly stderrInfoLines: number
   readonly stop: NodeChildProcess.StopOptions
   readonly shutdown: Effect.Effect<unknown, unknown> | undefined
   readonly forced: Effect.Effect<unknown> | undefined
@@ -197,8 +199,3 @@ export const register = (self: Internal): Effect.Effect<void, never, Scope.Scope
     stop: Effect.andThen(self.markInterrupted, self.child.stop),
     stopNow: Effect.andThen(self.markInterrupted, Effect.andThen(self.force, self.child.stop))
   })
-
-/**
- * @internal
- */
-export const logLevelOf = (level: LogLevel.LogLevel | undefined): LogLevel.LogLevel => level ?? "Debug"
