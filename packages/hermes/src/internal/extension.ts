@@ -422,7 +422,8 @@ export const run = <S, Res, R>(
           const known = given === undefined || HermesProtocol.isShutdownReason(given)
           const reason = known ? given : "closing"
           yield* known
-            ? Effect.logInfo(`shutdown requested (reason: ${reason ?? "none"})`)
+            // A missing reason is logged as `unknown`, the word the protocol uses for it (docs/protocol.md, "shutdown").
+            ? Effect.logInfo(`shutdown requested (reason: ${reason ?? "unknown"})`)
             : Effect.logWarning(
               `shutdown requested with an unknown reason ${quote(given)} (known: ${knownReasons}): handled as closing`
             )
