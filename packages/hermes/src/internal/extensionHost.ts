@@ -228,6 +228,12 @@ export const start = (
     let restarts: Array<number> = []
     let windowCount = 0
     let activeRequests = 0
+    // Completed with its reason by a shutdown requested while a (re)start may be running: the start gives up instead
+    // of making the shutdown wait behind it (docs/protocol.md, "Restarts"). The stop renews it once it holds the lock,
+    // so that a later start (a reload) is not cancelled by a shutdown already over.
+    let cancelLaunch = Deferred.makeUnsafe<HermesProtocol.ShutdownReason>()
+    // What stopping a start the shutdown cancelled did, for that shutdown to answer.
+    let cancelledStop: ExtensionHost.ShutdownSummary | undefined
     let lastActivity = yield* Clock.currentTimeMillis
     const touch = Effect.flatMap(Clock.currentTimeMillis, (now) =>
       Effect.sync(() => {
@@ -428,6 +434,9 @@ export const start = (
       )
 
     const launch: Effect.Effect<void> = Effect.gen(function*() {
+      const cancel = cancelLaunch
+      // A shutdown came first (during a crash's handling, say): nothing to start.
+      if (Deferred.isDoneUnsafe(cancel)) return
       const number = ++generationCount
       info = Option.none()
       yield* setStatus("Starting")
@@ -465,7 +474,7 @@ export const start = (
         dataDir: options.dataDir,
         hostPid: options.hostPid ?? 0
       }
-      const made = yield* Connection.make({
+      const outcome = yield* Connection.make({
         protocol: HermesProtocol.Host,
         transport: process.transport,
         handlers: makeHandlers(generation),
@@ -502,7 +511,16 @@ export const start = (
         // Not stopped by a signal on its own: the host's stop (registered in `start`) asks `shutdown` over it first.
         gracefulShutdown: false,
         requestTimeout: options.requestTimeout
-      }).pipe(Scope.provide(scope), Effect.result)
+      }).pipe(
+        Scope.provide(scope),
+        Effect.result,
+        Effect.map((made) => ({ _tag: "Made" as const, made })),
+        // A shutdown while the process has not answered `initialize` yet stops it at once, without a `shutdown`
+        // request: it holds no state yet. Its connection lives in the generation's Scope, closed by that stop.
+        Effect.raceFirst(Effect.map(Deferred.await(cancel), (reason) => ({ _tag: "Cancelled" as const, reason })))
+      )
+      if (outcome._tag === "Cancelled") return yield* stopUnstarted(generation, outcome.reason)
+      const made = outcome.made
 
       if (Result.isFailure(made) || answer === undefined) {
         const error = Result.isFailure(made) ? made.failure : undefined
@@ -552,6 +570,41 @@ export const start = (
         Effect.forkIn(scope)
       )
     })
+
+    /**
+     * Stops a process that has not answered `initialize` yet, for a shutdown that came meanwhile: no `shutdown`
+     * request (it holds no state), its input ended, `exitGrace` to exit by itself, SIGTERM, `killGrace`, SIGKILL; a
+     * forced stop (a second signal) goes to SIGKILL at once. Bounded by `exitGrace` + `killGrace` + the verification,
+     * within the bound of a normal shutdown with the defaults (docs/protocol.md, "Restarts").
+     */
+    const stopUnstarted = (generation: Generation, reason: HermesProtocol.ShutdownReason) =>
+      Effect.gen(function*() {
+        generation.stopping = true
+        const startedAt = yield* Clock.currentTimeMillis
+        yield* setStatus("Stopping")
+        yield* emit((at) => ExtensionHost.Event.ShutdownStarted({ at, reason }))
+        const report = yield* StopSequence.run(targetOf(generation), { forced: Deferred.await(forced) }, {
+          exitGrace,
+          killGrace,
+          verifyTimeout
+        })
+        yield* Scope.close(generation.scope, Exit.void)
+        const elapsed = (yield* Clock.currentTimeMillis) - startedAt
+        const summary: ExtensionHost.ShutdownSummary = {
+          reason,
+          responded: false,
+          success: false,
+          error: "not asked: it had not answered initialize yet (its start was cancelled)",
+          killed: report.signals.includes("SIGKILL"),
+          terminated: report.signals.includes("SIGTERM"),
+          exit: report.exit,
+          elapsedMillis: elapsed,
+          elapsedMs: elapsed
+        }
+        yield* emit((at) => ExtensionHost.Event.ShutdownFinished({ at, summary }))
+        yield* exited(generation, report.exit ?? unknownExit, true)
+        cancelledStop = summary
+      })
 
     const onCrash = (generation: Generation): Effect.Effect<void> =>
       Effect.gen(function*() {
@@ -684,17 +737,30 @@ export const start = (
       })
 
     const stopUnderLock = (reason: HermesProtocol.ShutdownReason) =>
-      lock.withPermits(1)(Effect.gen(function*() {
-        const generation = current
-        if (generation === undefined) {
-          const now = yield* SubscriptionRef.get(status)
-          if (reason === "disabled" && (now === "Stopped" || now === "Failed")) yield* setStatus("Disabled")
-          return Option.none<ExtensionHost.ShutdownSummary>()
-        }
-        const summary = yield* stopGeneration(generation, reason)
-        yield* setStatus(reason === "disabled" ? "Disabled" : "Stopped")
-        return Option.some(summary)
-      }))
+      Effect.andThen(
+        // Before the lock: a (re)start that holds it gives up now instead of running its handshake to the end.
+        Effect.sync(() => Deferred.doneUnsafe(cancelLaunch, Exit.succeed(reason))),
+        lock.withPermits(1)(Effect.gen(function*() {
+          cancelLaunch = Deferred.makeUnsafe()
+          const cancelled = cancelledStop
+          cancelledStop = undefined
+          const generation = current
+          if (generation === undefined) {
+            const now = yield* SubscriptionRef.get(status)
+            // A start this shutdown cancelled (stopped without a `shutdown` request, or never spawned) ends as a
+            // stop does.
+            if (cancelled !== undefined || now === "Starting" || now === "Restarting" || now === "Stopping") {
+              yield* setStatus(reason === "disabled" ? "Disabled" : "Stopped")
+            } else if (reason === "disabled" && (now === "Stopped" || now === "Failed")) {
+              yield* setStatus("Disabled")
+            }
+            return Option.fromUndefinedOr(cancelled)
+          }
+          const summary = yield* stopGeneration(generation, reason)
+          yield* setStatus(reason === "disabled" ? "Disabled" : "Stopped")
+          return Option.some(summary)
+        }))
+      )
     // The stop under way, joined by whoever asks meanwhile (a signal, the program, the finalizer) instead of starting
     // a second one; it runs detached, so interrupting one caller (a second signal interrupts the main fiber) never
     // leaves it half done, and a forced stop (`forced`) cuts that same ladder short.
@@ -781,7 +847,8 @@ export const start = (
         yield* emit((at) => ExtensionHost.Event.CommandSent({ at, command }))
       })
 
-    yield* launch
+    // Under the lock, as every later start: a shutdown that comes meanwhile (a signal) cancels it and then waits for it.
+    yield* lock.withPermits(1)(launch)
 
     const handle: ExtensionHost.Extension = {
       spec,
