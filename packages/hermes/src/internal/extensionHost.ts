@@ -89,6 +89,17 @@ const invalidName = (name: string): string | undefined =>
     : `initialize: ${quote(name)} is not an extension name: 1 to ${HermesProtocol.MAX_NAME_LENGTH} letters, digits, ` +
       `".", "_" or "-", not dots only (it names the extension's data directory)`
 
+/** Why the host will not pass `settings`, or `undefined` when it may (docs/protocol.md, "initialize"). */
+const refuseSettings = (settings: HermesProtocol.Settings | undefined): ExtensionHost.SettingsRefused | undefined => {
+  if (settings === undefined) return undefined
+  const limit = HermesProtocol.MAX_SETTINGS_BYTES
+  const bytes = HermesProtocol.settingsBytes(settings)
+  if (bytes === undefined || typeof settings !== "object" || settings === null || Array.isArray(settings)) {
+    return new ExtensionHost.SettingsRefused({ reason: "NotJson", limit })
+  }
+  return bytes > limit ? new ExtensionHost.SettingsRefused({ reason: "TooLarge", limit, actual: bytes }) : undefined
+}
+
 /** @internal */
 export const start = (
   spec: Spawner.Spec,
@@ -228,6 +239,9 @@ export const start = (
     let restarts: Array<number> = []
     let windowCount = 0
     let activeRequests = 0
+    // What the next start uses: `reloadWith` changes them (the user changed the extension's settings).
+    let currentSpec = spec
+    let currentSettings = options.settings
     // Completed with its reason by a shutdown requested while a (re)start may be running: the start gives up instead
     // of making the shutdown wait behind it (docs/protocol.md, "Restarts"). The stop renews it once it holds the lock,
     // so that a later start (a reload) is not cancelled by a shutdown already over.
@@ -440,9 +454,15 @@ export const start = (
       const number = ++generationCount
       info = Option.none()
       yield* setStatus("Starting")
+      // Only the `settings` option can be refused here: `reloadWith` checks before it stops anything.
+      const refused = refuseSettings(currentSettings)
+      if (refused !== undefined) {
+        yield* emit((at) => ExtensionHost.Event.Failed({ at, reason: refused.message }))
+        return yield* setStatus("Failed")
+      }
       const scope = yield* Scope.fork(generations, "sequential")
-      const env = { ...spec.env, [HermesProtocol.DATA_DIR_VARIABLE]: options.dataDir }
-      const spawned = yield* Scope.provide(spawner.spawn({ ...spec, env }), scope).pipe(Effect.result)
+      const env = { ...currentSpec.env, [HermesProtocol.DATA_DIR_VARIABLE]: options.dataDir }
+      const spawned = yield* Scope.provide(spawner.spawn({ ...currentSpec, env }), scope).pipe(Effect.result)
       if (Result.isFailure(spawned)) {
         yield* Scope.close(scope, Exit.void)
         yield* emit((at) =>
@@ -472,7 +492,8 @@ export const start = (
         hermesVersion: options.hermesVersion ?? "0.1.0",
         protocolVersion: HermesProtocol.PROTOCOL_VERSION,
         dataDir: options.dataDir,
-        hostPid: options.hostPid ?? 0
+        hostPid: options.hostPid ?? 0,
+        ...(currentSettings === undefined ? {} : { settings: currentSettings })
       }
       const outcome = yield* Connection.make({
         protocol: HermesProtocol.Host,
@@ -850,8 +871,30 @@ export const start = (
     // Under the lock, as every later start: a shutdown that comes meanwhile (a signal) cancels it and then waits for it.
     yield* lock.withPermits(1)(launch)
 
+    const reloadWith = (changes: ExtensionHost.Reconfiguration) =>
+      Effect.suspend(() => {
+        const refused = refuseSettings(changes.settings)
+        if (refused !== undefined) return Effect.fail(refused)
+        return Effect.andThen(
+          lock.withPermits(1)(Effect.gen(function*() {
+            if (current !== undefined) yield* stopGeneration(current, "reload")
+            currentSpec = {
+              ...currentSpec,
+              ...(changes.args === undefined ? {} : { args: changes.args }),
+              ...(changes.env === undefined ? {} : { env: changes.env })
+            }
+            if (changes.settings !== undefined) currentSettings = changes.settings
+            restarts = []
+            yield* launch
+          })),
+          SubscriptionRef.get(status)
+        )
+      })
+
     const handle: ExtensionHost.Extension = {
-      spec,
+      get spec() {
+        return currentSpec
+      },
       status: SubscriptionRef.get(status),
       statusChanges: SubscriptionRef.changes(status),
       events,
@@ -861,14 +904,8 @@ export const start = (
       execute,
       shutdown,
       disable: shutdown("disabled"),
-      reload: Effect.andThen(
-        lock.withPermits(1)(Effect.gen(function*() {
-          if (current !== undefined) yield* stopGeneration(current, "reload")
-          restarts = []
-          yield* launch
-        })),
-        SubscriptionRef.get(status)
-      ),
+      reload: Effect.orDie(reloadWith({})), // no settings to refuse
+      reloadWith,
       awaitStatus,
       awaitQuiet
     }
