@@ -1,6 +1,7 @@
 /**
- * The extension host's supervisor: one generation (process + connection) at a time, the stop sequence of docs/protocol.md,
- * crash detection and the restart budget, and the event log.
+ * The extension host's supervisor: one generation (process + connection) at a time, crash detection and the restart
+ * budget (a shutdown during a restart cancels it, docs/protocol.md "Restarts"), the settings a start uses, and the
+ * event log. How one generation is stopped is in `extensionHostStop.ts`.
  *
  * @internal
  */
@@ -12,7 +13,6 @@ import type * as Peer from "@lifeline/kernel/Peer"
 import * as PeerError from "@lifeline/kernel/PeerError"
 import * as Process from "@lifeline/kernel/Process"
 import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
-import * as StopSequence from "@lifeline/kernel/StopSequence"
 import * as Arr from "effect/Array"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -36,29 +36,8 @@ import type * as Hl7 from "../Hl7.js"
 import * as MessageStore from "../MessageStore.js"
 import * as Spawner from "../Spawner.js"
 import * as Windows from "../Windows.js"
-
-type HostConnection = Connection.Connection<HermesProtocol.HostServes, HermesProtocol.HostCalls>
-
-interface Generation {
-  readonly number: number
-  readonly scope: Scope.Closeable
-  readonly process: Spawner.Process
-  readonly exit: Deferred.Deferred<Process.ExitStatus>
-  readonly windows: FiberMap.FiberMap<string>
-  /** One permit per window that may be open: taken by `ui/openWindow`, given back when the window has closed. */
-  readonly windowSlots: Semaphore.Semaphore
-  connection: HostConnection | undefined
-  /** Set once the host has decided to stop it: its exit is then no crash. */
-  stopping: boolean
-}
-
-const describeWireError = (error: RpcError.RpcError): string =>
-  `${error.code} ${error.message}${
-    error.data === undefined ? "" : `: ${typeof error.data === "string" ? error.data : JSON.stringify(error.data)}`
-  }`
-
-/** The status reported for a process that did not exit even after SIGKILL (`Unkillable`). */
-const unknownExit: Process.ExitStatus = { exitCode: null, signal: null }
+import * as Stop from "./extensionHostStop.js"
+import type { Generation } from "./extensionHostStop.js"
 
 /** A count option: a whole number, at least `min`; `Infinity` stays (no bound), `NaN` is the default. */
 const count = (value: number | undefined, fallback: number, min: number) => {
@@ -267,7 +246,7 @@ export const start = (
         Effect.tap(() => emit((at) => ExtensionHost.Event.RequestServed({ at, method, ok: true, detail: undefined }))),
         Effect.tapError((error) =>
           emit((at) =>
-            ExtensionHost.Event.RequestServed({ at, method, ok: false, detail: text(describeWireError(error)) })
+            ExtensionHost.Event.RequestServed({ at, method, ok: false, detail: text(Stop.describeWireError(error)) })
           )
         ),
         Effect.ensuring(Effect.andThen(
@@ -413,39 +392,20 @@ export const start = (
     const forced = yield* Deferred.make<void>()
     const verifyTimeout = Duration.sum(killGrace, Duration.seconds(1))
 
-    /**
-     * The generation's process as the kernel's stop sequence sees it. The `Spawner` knows no process groups: the
-     * sequence takes the process's own exit for the group's.
-     */
-    const targetOf = (generation: Generation): StopSequence.Target => ({
-      exit: Deferred.await(generation.exit),
-      exitStatus: Effect.flatMap(Deferred.poll(generation.exit), Effect.transposeOption),
-      signal: generation.process.kill,
-      endInput: generation.process.transport.end
-    })
-
-    /**
-     * The stop sequence, forced from the start: SIGKILL at once, then the exit (bounded: a process the OS cannot kill
-     * is reported with an unknown status). For a process the host gives up on (a failed `initialize`, a lost
-     * connection): it is owed no `shutdown`, and its input is left to the generation's Scope, so that it cannot exit by
-     * itself at the end of its input first (protocol: "its process killed").
-     */
-    const kill = (generation: Generation) =>
-      Effect.map(
-        StopSequence.run({ ...targetOf(generation), endInput: Effect.void }, { forced: Effect.void }, {
-          verifyTimeout
-        }),
-        (report) => report.exit ?? unknownExit
-      )
-
+    const stopContext: Stop.StopContext = {
+      label,
+      text,
+      emit,
+      setStatus,
+      forced,
+      shutdownTimeout,
+      exitGrace,
+      killGrace,
+      verifyTimeout
+    }
+    const kill = (generation: Generation) => Stop.kill(generation, verifyTimeout)
     const exited = (generation: Generation, exitStatus: Process.ExitStatus, expected: boolean) =>
-      Effect.flatMap(
-        generation.process.stderrTail,
-        (stderrTail) =>
-          emit((at) =>
-            ExtensionHost.Event.Exited({ at, generation: generation.number, status: exitStatus, expected, stderrTail })
-          )
-      )
+      Stop.exited(stopContext, generation, exitStatus, expected)
 
     const launch: Effect.Effect<void> = Effect.gen(function*() {
       const cancel = cancelLaunch
@@ -557,7 +517,7 @@ export const start = (
           error === undefined
             ? "no answer"
             : error instanceof RpcError.RpcError
-            ? describeWireError(error)
+            ? Stop.describeWireError(error)
             : error.message
         )
         generation.stopping = true
@@ -592,38 +552,8 @@ export const start = (
       )
     })
 
-    /**
-     * Stops a process that has not answered `initialize` yet, for a shutdown that came meanwhile: no `shutdown`
-     * request (it holds no state), its input ended, `exitGrace` to exit by itself, SIGTERM, `killGrace`, SIGKILL; a
-     * forced stop (a second signal) goes to SIGKILL at once. Bounded by `exitGrace` + `killGrace` + the verification,
-     * within the bound of a normal shutdown with the defaults (docs/protocol.md, "Restarts").
-     */
     const stopUnstarted = (generation: Generation, reason: HermesProtocol.ShutdownReason) =>
-      Effect.gen(function*() {
-        generation.stopping = true
-        const startedAt = yield* Clock.currentTimeMillis
-        yield* setStatus("Stopping")
-        yield* emit((at) => ExtensionHost.Event.ShutdownStarted({ at, reason }))
-        const report = yield* StopSequence.run(targetOf(generation), { forced: Deferred.await(forced) }, {
-          exitGrace,
-          killGrace,
-          verifyTimeout
-        })
-        yield* Scope.close(generation.scope, Exit.void)
-        const elapsed = (yield* Clock.currentTimeMillis) - startedAt
-        const summary: ExtensionHost.ShutdownSummary = {
-          reason,
-          responded: false,
-          success: false,
-          error: "not asked: it had not answered initialize yet (its start was cancelled)",
-          killed: report.signals.includes("SIGKILL"),
-          terminated: report.signals.includes("SIGTERM"),
-          exit: report.exit,
-          elapsedMillis: elapsed,
-          elapsedMs: elapsed
-        }
-        yield* emit((at) => ExtensionHost.Event.ShutdownFinished({ at, summary }))
-        yield* exited(generation, report.exit ?? unknownExit, true)
+      Effect.map(Stop.stopUnstarted(stopContext, generation, reason), (summary) => {
         cancelledStop = summary
       })
 
@@ -658,104 +588,14 @@ export const start = (
         yield* Effect.forkDetach(Scope.close(generation.scope, Exit.void))
       })
 
-    /**
-     * docs/protocol.md's sequence on the kernel's one stop ladder (`StopSequence`): `shutdown` within `shutdownTimeout` (no
-     * answer: SIGKILL at once), the connection closed (the end of stdin), then `exitGrace` to exit after a successful
-     * answer (`killGrace` after an error answer), SIGTERM, `killGrace`, SIGKILL (docs/protocol.md, "Lifecycle").
-     */
     const stopGeneration = (generation: Generation, reason: HermesProtocol.ShutdownReason) =>
-      Effect.gen(function*() {
-        generation.stopping = true
-        const startedAt = yield* Clock.currentTimeMillis
-        yield* setStatus("Stopping")
-        yield* emit((at) => ExtensionHost.Event.ShutdownStarted({ at, reason }))
-        yield* FiberMap.clear(generation.windows)
-        const connection = generation.connection!
-        let responded = false
-        let success = false
-        let error: string | undefined
-        // Fails unless the answer is `{ success: true }`: the ladder then gives the process `killGrace`, not
-        // `exitGrace`. The call's own timeout is longer than `shutdownTimeout`, so the ladder's bound is what ends it.
-        const ask = Effect.suspend(() => {
-          if (Deferred.isDoneUnsafe(forced)) {
-            error = "not asked: the stop was forced"
-            return Effect.fail(error)
+      Effect.tap(Stop.stopGeneration(stopContext, generation, reason), () =>
+        Effect.sync(() => {
+          if (current === generation) {
+            current = undefined
+            info = Option.none()
           }
-          return connection.peer.call(HermesProtocol.Shutdown, { reason }, {
-            timeout: Duration.sum(shutdownTimeout, Duration.seconds(1))
-          }).pipe(
-            Effect.exit,
-            Effect.flatMap((answer) => {
-              if (Exit.isSuccess(answer)) {
-                responded = true
-                success = answer.value.success
-                if (success) return Effect.void
-                error = "the extension answered { success: false }"
-                return Effect.fail(error)
-              }
-              const failure = Cause.findErrorOption(answer.cause)
-              if (Option.isSome(failure) && failure.value instanceof RpcError.RpcError) {
-                responded = true
-                const described = text(describeWireError(failure.value))
-                error = described
-                return Effect.andThen(
-                  Effect.logWarning(`shutdown answered with an error: ${described}`).pipe(
-                    Effect.annotateLogs({ extension: label })
-                  ),
-                  Effect.fail(described)
-                )
-              }
-              // Once the stop is forced, the ladder kills the process at once: the call may fail because the
-              // connection was lost or torn down before the interruption reaches it. Either way, it was the force.
-              error = Deferred.isDoneUnsafe(forced)
-                ? "no answer before the stop was forced"
-                : Option.match(failure, { onNone: () => Cause.pretty(answer.cause), onSome: (e) => e.message })
-              return Effect.fail(error)
-            })
-          )
-        })
-        const close = (stop: (reason?: "Stop") => Effect.Effect<unknown>) =>
-          Effect.andThen(stop("Stop"), connection.awaitShutdown)
-        const report = yield* StopSequence.run(
-          targetOf(generation),
-          {
-            shutdown: ask,
-            close: close(connection.stop),
-            closeNow: close(connection.stopNow),
-            forced: Deferred.await(forced)
-          },
-          { shutdownTimeout, exitGrace, killGrace, verifyTimeout, policy: ShutdownPolicy.FailFast() }
-        )
-        if (!responded && error === undefined) {
-          error = report.shutdown === "TimedOut"
-            ? report.forced
-              ? "no answer before the stop was forced"
-              : `no answer within ${Duration.format(shutdownTimeout)}`
-            : report.shutdown === "Skipped"
-            ? "not asked: the extension had already exited"
-            : "the extension exited before it answered"
-        }
-        yield* Scope.close(generation.scope, Exit.void)
-        const elapsed = (yield* Clock.currentTimeMillis) - startedAt
-        const summary: ExtensionHost.ShutdownSummary = {
-          reason,
-          responded,
-          success,
-          error,
-          killed: report.signals.includes("SIGKILL"),
-          terminated: report.signals.includes("SIGTERM"),
-          exit: report.exit,
-          elapsedMillis: elapsed,
-          elapsedMs: elapsed
-        }
-        yield* emit((at) => ExtensionHost.Event.ShutdownFinished({ at, summary }))
-        yield* exited(generation, report.exit ?? unknownExit, true)
-        if (current === generation) {
-          current = undefined
-          info = Option.none()
-        }
-        return summary
-      })
+        }))
 
     const stopUnderLock = (reason: HermesProtocol.ShutdownReason) =>
       Effect.andThen(
