@@ -160,6 +160,41 @@ describe("ExtensionHost: a shutdown during a restart", () => {
       )
     }))
 
+  it.effect("a shutdown during the crash's handling, before the relaunch is spawned: it is never spawned", () =>
+    Effect.gen(function*() {
+      const lose = yield* Queue.unbounded<void>()
+      // Generation 1 closes its stdout and lives on: a lost connection, whose exit the host waits 100 ms for.
+      const spawner = yield* TestSpawner.make(() =>
+        Effect.scoped(Effect.flatMap(Transport.Transport, (transport) =>
+          Effect.gen(function*() {
+            const raw: Raw = yield* makeRaw(transport)
+            const init = yield* raw.next
+            yield* raw.send({ jsonrpc: "2.0", id: init.id, result: info })
+            yield* Queue.take(lose)
+            yield* transport.end
+            return yield* Effect.never
+          })))
+      )
+      yield* Effect.gen(function*() {
+        const extension = yield* ExtensionHost.start(spec, options)
+        yield* Queue.offer(lose, void 0)
+        yield* adjust("50 millis") // inside the 100 ms the host gives a lost process to exit
+        const stopping = yield* Effect.forkChild(extension.shutdown("closing"))
+        yield* adjust("50 millis") // then SIGKILL, and the restart: cancelled before its spawn
+        assert.isTrue(Option.isNone(yield* Fiber.join(stopping)), "nothing was running to shut down")
+        assert.strictEqual(yield* extension.status, "Stopped")
+        assert.strictEqual((yield* spawner.spawned).length, 1)
+        const history = (yield* extension.history).map((e) => e._tag)
+        assert.deepStrictEqual(history.filter((tag) => tag === "Spawned" || tag === "Initializing"), [
+          "Spawned",
+          "Initializing"
+        ])
+        assert.include(history, "Restarting")
+        yield* adjust("20 seconds")
+        assert.strictEqual((yield* spawner.spawned).length, 1)
+      }).pipe(Effect.scoped, provide(spawner))
+    }))
+
   it.effect("a relaunch already up is shut down at once, with a shutdown request, as any running extension", () =>
     Effect.gen(function*() {
       const crashes = yield* Queue.unbounded<void>()
