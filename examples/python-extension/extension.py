@@ -249,6 +249,10 @@ def initialize(id_, params):
     ) and (type(params.get("hostPid", 0)) is int)
     if not typed:
         return refuse(id_, -32602, "Invalid params", "hostPid must be an integer, the others strings")
+    # `settings`, the user's settings (a JSON object): this extension has none of its own, so it reads past them.
+    # A host sends them again, changed, by restarting the extension (shutdown with reason "reload", then initialize).
+    if isinstance(params.get("settings"), dict):
+        log(f"settings ignored: {len(params['settings'])} key(s)")
     data_dir = params.get("dataDir") or os.environ.get("HERMES_DATA_DIR") or os.path.expanduser("~/.hermes")
     with lock:
         load_state(data_dir)

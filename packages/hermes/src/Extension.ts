@@ -35,6 +35,12 @@ export interface CommandContext<S, Res> {
   readonly state: SubscriptionRef.SubscriptionRef<S>
   /** What `resources` acquired. */
   readonly resources: Res
+  /**
+   * The user's settings of the extension, as the host sent them in `initialize` (docs/protocol.md, "initialize"): a
+   * JSON object of at most `HermesProtocol.MAX_SETTINGS_BYTES`, empty when the host sent none. Changed settings come
+   * with a restart: the host shuts the extension down with reason `reload` and starts it again with the new ones.
+   */
+  readonly settings: HermesProtocol.Settings
 }
 
 /**

@@ -165,6 +165,44 @@ export class CommandRefused extends Schema.TaggedError<CommandRefused>("@lifelin
 }
 
 /**
+ * New settings for an extension, for {@link Extension.reloadWith}: each one given replaces the current one, whole (no
+ * merge); one left out is kept.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Reconfiguration {
+  /** The process's arguments after its command. */
+  readonly args?: ReadonlyArray<string> | undefined
+  /** The process's environment (`HERMES_DATA_DIR` is set over it, as always). */
+  readonly env?: { readonly [name: string]: string } | undefined
+  /** The `settings` object of `initialize` (docs/protocol.md, "initialize"): JSON, at most `MAX_SETTINGS_BYTES`. */
+  readonly settings?: HermesProtocol.Settings | undefined
+}
+
+/**
+ * Settings the host will not pass: not JSON, or more than `HermesProtocol.MAX_SETTINGS_BYTES` of it. Nothing was
+ * stopped or restarted.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SettingsRefused extends Schema.TaggedError<SettingsRefused>("@lifeline/hermes/SettingsRefused")(
+  "SettingsRefused",
+  {
+    reason: Schema.Literals(["NotJson", "TooLarge"]),
+    limit: Schema.Number,
+    actual: Schema.optional(Schema.Number)
+  }
+) {
+  override get message(): string {
+    return this.reason === "NotJson"
+      ? "settings refused: not JSON"
+      : `settings refused: ${this.actual} bytes of JSON, over ${this.limit}`
+  }
+}
+
+/**
  * The restart budget: at most `maxRestarts` restarts after crashes within any `within` window (OTP's intensity and
  * period). One more crash leaves the extension `Failed`.
  *
@@ -243,6 +281,12 @@ export interface Options {
   readonly hermesVersion?: string | undefined
   /** Hermes' data directory, sent in `initialize` and set as `HERMES_DATA_DIR` for the process. */
   readonly dataDir: string
+  /**
+   * The user's settings of the extension, sent in `initialize` as `settings` (docs/protocol.md, "initialize"); default
+   * none (the field is left out). JSON, at most `HermesProtocol.MAX_SETTINGS_BYTES` (64 KiB): over it, or not JSON,
+   * the extension is not started and ends `Failed`. Changed later with {@link Extension.reloadWith}.
+   */
+  readonly settings?: HermesProtocol.Settings | undefined
   /**
    * Sent in `initialize` as `hostPid`: an extension with a `HostMonitor` shuts down when this process is gone, even if
    * its stdin stays open. Pass the host's own pid (`process.pid` in Node). Default 0 (unknown: nothing is watched).
@@ -344,6 +388,13 @@ export interface Extension {
   readonly disable: Effect.Effect<Option.Option<ShutdownSummary>>
   /** Shuts it down with reason `reload` (if it runs) and starts it again; answers the new status. */
   readonly reload: Effect.Effect<Status>
+  /**
+   * The user changed the extension's settings: shuts it down with reason `reload` (if it runs) and starts it again
+   * with `changes` applied (arguments, environment, the `settings` of `initialize`); answers the new status. Settings
+   * that are not JSON or over `HermesProtocol.MAX_SETTINGS_BYTES` fail with {@link SettingsRefused}, and nothing is
+   * stopped. `spec` then tells the arguments and environment in use.
+   */
+  readonly reloadWith: (changes: Reconfiguration) => Effect.Effect<Status, SettingsRefused>
   /** Waits until the status satisfies `predicate`. */
   readonly awaitStatus: (predicate: (status: Status) => boolean) => Effect.Effect<Status>
   /**

@@ -64,6 +64,53 @@ export const DATA_DIR_VARIABLE = "HERMES_DATA_DIR"
  */
 export const UNKNOWN_VERSION = "unknown"
 
+/**
+ * The most UTF-8 bytes the `settings` object of `initialize` may take as JSON: 64 KiB, far more than the settings of
+ * one extension need, little enough that neither side holds much for it (docs/protocol.md, "initialize"). A host
+ * refuses to send more; an extension answers more with -32602.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const MAX_SETTINGS_BYTES = 64 * 1024
+
+/**
+ * How many UTF-8 bytes `settings` takes as JSON, or `undefined` when it is not JSON (a cycle, a `bigint`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const settingsBytes = (settings: unknown): number | undefined => {
+  try {
+    const json = JSON.stringify(settings)
+    return json === undefined ? undefined : new TextEncoder().encode(json).length
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The user's settings of an extension, as the host passes them in `initialize` (defined here): a JSON object of at
+ * most {@link MAX_SETTINGS_BYTES}. What the keys mean is the extension's business.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Settings = Schema.Record(Schema.String, Schema.Unknown).check(
+  Schema.makeFilter((settings) => {
+    const bytes = settingsBytes(settings)
+    return bytes === undefined
+      ? "settings must be JSON"
+      : bytes <= MAX_SETTINGS_BYTES || `settings take ${bytes} bytes of JSON, over ${MAX_SETTINGS_BYTES}`
+  })
+)
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type Settings = typeof Settings.Type
+
 const InitializeFields = Schema.Struct({
   /** The version of the Hermes application (or headless host) that starts the extension; default "unknown". */
   hermesVersion: Schema.String.pipe(Schema.withDecodingDefaultKey(Effect.succeed(UNKNOWN_VERSION))),
@@ -75,7 +122,9 @@ const InitializeFields = Schema.Struct({
    */
   dataDir: Schema.optionalKey(Schema.String),
   /** The host's process id, so an extension can notice it is orphaned; 0 (the default) means unknown. */
-  hostPid: Schema.Int.pipe(Schema.withDecodingDefaultKey(Effect.succeed(0)))
+  hostPid: Schema.Int.pipe(Schema.withDecodingDefaultKey(Effect.succeed(0))),
+  /** The user's settings of the extension (defined here); left out, the extension has none. */
+  settings: Schema.optionalKey(Settings)
 })
 
 /**

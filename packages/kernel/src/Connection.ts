@@ -20,6 +20,7 @@ import * as internalLayer from "./internal/connectionLayer.js"
 import type * as Lifecycle from "./Lifecycle.js"
 import type * as Method from "./Method.js"
 import type * as Peer from "./Peer.js"
+import type * as PeerError from "./PeerError.js"
 import type * as PeerMetrics from "./PeerMetrics.js"
 import type * as Protocol from "./Protocol.js"
 import type * as ShutdownPolicy from "./ShutdownPolicy.js"
@@ -338,6 +339,21 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R,
 }
 
 /**
+ * Options of one `stop` call.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StopOptions {
+  /**
+   * How long this caller waits for the stop to be over; no default (the caller waits for the whole stop, which the
+   * policy bounds). On expiry the caller gets `PeerError.StopTimeout`; the stop itself is not cut short: it goes on
+   * to its end, as a call that timed out does (docs/lifecycle.md, "stop"). A negative timeout is a zero one.
+   */
+  readonly timeout: Duration.Input
+}
+
+/**
  * A running connection.
  *
  * @since 0.1.0
@@ -350,9 +366,16 @@ export interface Connection<Serves extends Method.Any, Calls extends Method.Any>
   /**
    * Stops under the policy. The first caller gets `Stopped` once the shutdown is over (milliseconds under fail-fast,
    * at most the drain timeout plus the flush bound under drain); every later or concurrent caller gets
-   * `AlreadyClosing` at once, from any state.
+   * `AlreadyClosing` at once, from any state. With a `timeout` ({@link StopOptions}) the caller waits at most that
+   * long: on expiry it gets `PeerError.StopTimeout` and the stop goes on to its end.
    */
-  readonly stop: (reason?: Lifecycle.CloseReason) => Effect.Effect<Lifecycle.StopResult>
+  readonly stop: {
+    (reason?: Lifecycle.CloseReason): Effect.Effect<Lifecycle.StopResult>
+    (
+      reason: Lifecycle.CloseReason | undefined,
+      options: StopOptions
+    ): Effect.Effect<Lifecycle.StopResult, PeerError.StopTimeout>
+  }
   /**
    * Stops fail-fast whatever the policy: cuts a drain in progress short at once (a second SIGTERM); the calls the drain
    * had not finished fail with `ShutdownError { reason: "Forced" }`. Answers like `stop`.

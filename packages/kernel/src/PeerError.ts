@@ -27,6 +27,22 @@ export class RequestTimeout extends Schema.TaggedError<RequestTimeout>("@lifelin
 }
 
 /**
+ * A caller of `Connection.stop` with a `timeout` waited that long and the stop was not over yet. Only the caller
+ * stops waiting: the stop goes on to its end, as a call that timed out leaves the other side working
+ * (docs/lifecycle.md, "stop").
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class StopTimeout extends Schema.TaggedError<StopTimeout>("@lifeline/kernel/StopTimeout")("StopTimeout", {
+  timeoutMillis: Schema.Number
+}) {
+  override get message(): string {
+    return `the stop was not over within ${this.timeoutMillis} ms; it goes on`
+  }
+}
+
+/**
  * The connection ended while the call was pending, or before it was sent: the other side closed its end
  * (`TransportClosed`), or reading, writing or framing failed (`TransportFailed`).
  *

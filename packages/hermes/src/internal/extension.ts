@@ -156,6 +156,8 @@ export const run = <S, Res, R>(
     let stateSetAside: NonNullable<HermesProtocol.ShutdownData["stateSetAside"]> | undefined
     let saveRefused: string | undefined
     let resources = undefined as Res
+    // What the host sent in `initialize`; none is an empty object, so an author never checks for its absence.
+    let settings: HermesProtocol.Settings = {}
     let accepting = true
     const windows = new Map<string, Deferred.Deferred<void>>()
     // `window/closed` can overtake the fiber that registers the window it names (docs/protocol.md: notifications
@@ -209,7 +211,7 @@ export const run = <S, Res, R>(
     }
 
     const runCommand = (id: string, command: Extension.Command<S, Res, R>, args: ReadonlyArray<unknown>) =>
-      Effect.suspend(() => command.run({ command: id, arguments: args, state, resources })).pipe(
+      Effect.suspend(() => command.run({ command: id, arguments: args, state, resources, settings })).pipe(
         Effect.scoped,
         Effect.provideService(Editor.Editor, editor),
         (effect) =>
@@ -391,6 +393,8 @@ export const run = <S, Res, R>(
             }, pid ${params.hostPid})`
           )
           yield* watchHost(params.hostPid)
+          // Bounded by the Schema (`HermesProtocol.MAX_SETTINGS_BYTES`): more was answered -32602 before this ran.
+          if (params.settings !== undefined) settings = params.settings
           const dataDir = yield* resolveDataDir(path, params.dataDir)
           if (options.state !== undefined) {
             const file = StateFile.fileOf(path, dataDir, name)
@@ -422,7 +426,8 @@ export const run = <S, Res, R>(
           const known = given === undefined || HermesProtocol.isShutdownReason(given)
           const reason = known ? given : "closing"
           yield* known
-            ? Effect.logInfo(`shutdown requested (reason: ${reason ?? "none"})`)
+            // A missing reason is logged as `unknown`, the word the protocol uses for it (docs/protocol.md, "shutdown").
+            ? Effect.logInfo(`shutdown requested (reason: ${reason ?? "unknown"})`)
             : Effect.logWarning(
               `shutdown requested with an unknown reason ${quote(given)} (known: ${knownReasons}): handled as closing`
             )

@@ -1,6 +1,7 @@
 /**
- * The extension host's supervisor: one generation (process + connection) at a time, the stop sequence of docs/protocol.md,
- * crash detection and the restart budget, and the event log.
+ * The extension host's supervisor: one generation (process + connection) at a time, crash detection and the restart
+ * budget (a shutdown during a restart cancels it, docs/protocol.md "Restarts"), the settings a start uses, and the
+ * event log. How one generation is stopped is in `extensionHostStop.ts`.
  *
  * @internal
  */
@@ -12,9 +13,6 @@ import type * as Peer from "@lifeline/kernel/Peer"
 import * as PeerError from "@lifeline/kernel/PeerError"
 import * as Process from "@lifeline/kernel/Process"
 import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
-import * as StopSequence from "@lifeline/kernel/StopSequence"
-import * as Arr from "effect/Array"
-import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -23,7 +21,6 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberMap from "effect/FiberMap"
 import * as Option from "effect/Option"
-import type * as Pull from "effect/Pull"
 import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
@@ -36,29 +33,9 @@ import type * as Hl7 from "../Hl7.js"
 import * as MessageStore from "../MessageStore.js"
 import * as Spawner from "../Spawner.js"
 import * as Windows from "../Windows.js"
-
-type HostConnection = Connection.Connection<HermesProtocol.HostServes, HermesProtocol.HostCalls>
-
-interface Generation {
-  readonly number: number
-  readonly scope: Scope.Closeable
-  readonly process: Spawner.Process
-  readonly exit: Deferred.Deferred<Process.ExitStatus>
-  readonly windows: FiberMap.FiberMap<string>
-  /** One permit per window that may be open: taken by `ui/openWindow`, given back when the window has closed. */
-  readonly windowSlots: Semaphore.Semaphore
-  connection: HostConnection | undefined
-  /** Set once the host has decided to stop it: its exit is then no crash. */
-  stopping: boolean
-}
-
-const describeWireError = (error: RpcError.RpcError): string =>
-  `${error.code} ${error.message}${
-    error.data === undefined ? "" : `: ${typeof error.data === "string" ? error.data : JSON.stringify(error.data)}`
-  }`
-
-/** The status reported for a process that did not exit even after SIGKILL (`Unkillable`). */
-const unknownExit: Process.ExitStatus = { exitCode: null, signal: null }
+import * as EventLog from "./extensionHostEvents.js"
+import * as Stop from "./extensionHostStop.js"
+import type { Generation } from "./extensionHostStop.js"
 
 /** A count option: a whole number, at least `min`; `Infinity` stays (no bound), `NaN` is the default. */
 const count = (value: number | undefined, fallback: number, min: number) => {
@@ -88,6 +65,17 @@ const invalidName = (name: string): string | undefined =>
     ? undefined
     : `initialize: ${quote(name)} is not an extension name: 1 to ${HermesProtocol.MAX_NAME_LENGTH} letters, digits, ` +
       `".", "_" or "-", not dots only (it names the extension's data directory)`
+
+/** Why the host will not pass `settings`, or `undefined` when it may (docs/protocol.md, "initialize"). */
+const refuseSettings = (settings: HermesProtocol.Settings | undefined): ExtensionHost.SettingsRefused | undefined => {
+  if (settings === undefined) return undefined
+  const limit = HermesProtocol.MAX_SETTINGS_BYTES
+  const bytes = HermesProtocol.settingsBytes(settings)
+  if (bytes === undefined || typeof settings !== "object" || settings === null || Array.isArray(settings)) {
+    return new ExtensionHost.SettingsRefused({ reason: "NotJson", limit })
+  }
+  return bytes > limit ? new ExtensionHost.SettingsRefused({ reason: "TooLarge", limit, actual: bytes }) : undefined
+}
 
 /** @internal */
 export const start = (
@@ -122,99 +110,7 @@ export const start = (
 
     // -- events -----------------------------------------------------------------------------------------------
 
-    // A ring of the latest `historyLimit` events: event number `n` (from 0) is at `n % historyLimit` once the ring is
-    // full. Subscribers read it with a cursor of their own, so one that reads slowly costs no memory: it skips what
-    // the ring no longer holds, and is told how much.
-    const ring: Array<ExtensionHost.Event> = []
-    let recorded = 0
-    // Live subscribers read up to `published`, which `setStatus` moves only once the status has changed (see there).
-    // Effect 4 runs a woken fiber at once, on the stack of whoever woke it: a subscriber, or a status waiter that
-    // emits events of its own, may run inside `publish`, so the state is complete before anyone is woken.
-    let published = 0
-    let closed = false
-    let announcedFull = false
-    let wakeUp = Deferred.makeUnsafe<void>()
-    const dropped = () => recorded - ring.length
-    /** Events number `from` (at least `dropped()`) up to `to`, oldest first. */
-    const slice = (from: number, to: number): Array<ExtensionHost.Event> => {
-      const out: Array<ExtensionHost.Event> = []
-      for (let n = from; n < to; n++) out.push(ring[n % historyLimit])
-      return out
-    }
-    const record = (event: ExtensionHost.Event) => {
-      if (ring.length < historyLimit) ring.push(event)
-      else ring[recorded % historyLimit] = event
-      recorded++
-    }
-    const publish = () => {
-      if (published === recorded) return
-      published = recorded
-      const woken = wakeUp
-      wakeUp = Deferred.makeUnsafe<void>()
-      Deferred.doneUnsafe(woken, Exit.void)
-    }
-    yield* Effect.addFinalizer(() =>
-      Effect.sync(() => {
-        closed = true
-        Deferred.doneUnsafe(wakeUp, Exit.void)
-      })
-    )
-    const logEvent = (event: ExtensionHost.Event) =>
-      Effect.logDebug(`extension event ${event._tag}`).pipe(
-        Effect.andThen(Effect.suspend(() => {
-          // Said once, when the first event leaves the history.
-          if (announcedFull || recorded <= historyLimit) return Effect.void
-          announcedFull = true
-          return Effect.logInfo(`the event history is full: older events are dropped (historyLimit ${historyLimit})`)
-        })),
-        Effect.annotateLogs({ extension: label })
-      )
-    const emit = (make: (at: number) => ExtensionHost.Event): Effect.Effect<void> =>
-      Effect.flatMap(Clock.currentTimeMillis, (at) => {
-        const event = make(at)
-        record(event)
-        publish()
-        return logEvent(event)
-      })
-    const status = yield* SubscriptionRef.make<ExtensionHost.Status>("Starting")
-    // The event is in the history before the status changes, and the status has changed before the event is
-    // published: whoever wakes up on one finds the other already there (both happened at once in Effect 3).
-    const setStatus = (next: ExtensionHost.Status) =>
-      Effect.flatMap(Clock.currentTimeMillis, (at) => {
-        const event = ExtensionHost.Event.StatusChanged({ at, status: next })
-        record(event)
-        return SubscriptionRef.set(status, next).pipe(
-          Effect.andThen(Effect.sync(publish)),
-          Effect.andThen(logEvent(event))
-        )
-      })
-
-    const events: Stream.Stream<ExtensionHost.Event> = Stream.fromPull(Effect.sync(() => {
-      // What the history holds now, recorded or published, is replayed; then what is published after.
-      let cursor = dropped()
-      let replayTo = recorded
-      const pull: Pull.Pull<Arr.NonEmptyReadonlyArray<ExtensionHost.Event>> = Effect.suspend(() => {
-        const to = Math.max(published, replayTo)
-        if (cursor < to) {
-          const from = Math.max(cursor, dropped())
-          const missed = from - cursor
-          const batch = slice(from, to)
-          cursor = to
-          replayTo = 0
-          const next = Arr.isArrayNonEmpty(batch) ? Effect.succeed(batch) : pull
-          return missed === 0 ? next : Effect.andThen(
-            Effect.logWarning(
-              `an events subscriber fell behind: ${missed} event(s) left the history (historyLimit ${historyLimit}) ` +
-                "before it read them"
-            ).pipe(Effect.annotateLogs({ extension: label })),
-            next
-          )
-        }
-        if (closed) return Cause.done()
-        return Effect.andThen(Deferred.await(wakeUp), pull)
-      })
-      return pull
-    }))
+    const { emit, events, setStatus, status, ...log } = yield* EventLog.make(historyLimit, label)
 
     // -- state ------------------------------------------------------------------------------------------------
 
@@ -228,6 +124,15 @@ export const start = (
     let restarts: Array<number> = []
     let windowCount = 0
     let activeRequests = 0
+    // What the next start uses: `reloadWith` changes them (the user changed the extension's settings).
+    let currentSpec = spec
+    let currentSettings = options.settings
+    // Completed with its reason by a shutdown requested while a (re)start may be running: the start gives up instead
+    // of making the shutdown wait behind it (docs/protocol.md, "Restarts"). The stop renews it once it holds the lock,
+    // so that a later start (a reload) is not cancelled by a shutdown already over.
+    let cancelLaunch = Deferred.makeUnsafe<HermesProtocol.ShutdownReason>()
+    // What stopping a start the shutdown cancelled did, for that shutdown to answer.
+    let cancelledStop: ExtensionHost.ShutdownSummary | undefined
     let lastActivity = yield* Clock.currentTimeMillis
     const touch = Effect.flatMap(Clock.currentTimeMillis, (now) =>
       Effect.sync(() => {
@@ -247,7 +152,7 @@ export const start = (
         Effect.tap(() => emit((at) => ExtensionHost.Event.RequestServed({ at, method, ok: true, detail: undefined }))),
         Effect.tapError((error) =>
           emit((at) =>
-            ExtensionHost.Event.RequestServed({ at, method, ok: false, detail: text(describeWireError(error)) })
+            ExtensionHost.Event.RequestServed({ at, method, ok: false, detail: text(Stop.describeWireError(error)) })
           )
         ),
         Effect.ensuring(Effect.andThen(
@@ -393,47 +298,37 @@ export const start = (
     const forced = yield* Deferred.make<void>()
     const verifyTimeout = Duration.sum(killGrace, Duration.seconds(1))
 
-    /**
-     * The generation's process as the kernel's stop sequence sees it. The `Spawner` knows no process groups: the
-     * sequence takes the process's own exit for the group's.
-     */
-    const targetOf = (generation: Generation): StopSequence.Target => ({
-      exit: Deferred.await(generation.exit),
-      exitStatus: Effect.flatMap(Deferred.poll(generation.exit), Effect.transposeOption),
-      signal: generation.process.kill,
-      endInput: generation.process.transport.end
-    })
-
-    /**
-     * The stop sequence, forced from the start: SIGKILL at once, then the exit (bounded: a process the OS cannot kill
-     * is reported with an unknown status). For a process the host gives up on (a failed `initialize`, a lost
-     * connection): it is owed no `shutdown`, and its input is left to the generation's Scope, so that it cannot exit by
-     * itself at the end of its input first (protocol: "its process killed").
-     */
-    const kill = (generation: Generation) =>
-      Effect.map(
-        StopSequence.run({ ...targetOf(generation), endInput: Effect.void }, { forced: Effect.void }, {
-          verifyTimeout
-        }),
-        (report) => report.exit ?? unknownExit
-      )
-
+    const stopContext: Stop.StopContext = {
+      label,
+      text,
+      emit,
+      setStatus,
+      forced,
+      shutdownTimeout,
+      exitGrace,
+      killGrace,
+      verifyTimeout
+    }
+    const kill = (generation: Generation) => Stop.kill(generation, verifyTimeout)
     const exited = (generation: Generation, exitStatus: Process.ExitStatus, expected: boolean) =>
-      Effect.flatMap(
-        generation.process.stderrTail,
-        (stderrTail) =>
-          emit((at) =>
-            ExtensionHost.Event.Exited({ at, generation: generation.number, status: exitStatus, expected, stderrTail })
-          )
-      )
+      Stop.exited(stopContext, generation, exitStatus, expected)
 
     const launch: Effect.Effect<void> = Effect.gen(function*() {
+      const cancel = cancelLaunch
+      // A shutdown came first (during a crash's handling, say): nothing to start.
+      if (Deferred.isDoneUnsafe(cancel)) return
       const number = ++generationCount
       info = Option.none()
       yield* setStatus("Starting")
+      // Only the `settings` option can be refused here: `reloadWith` checks before it stops anything.
+      const refused = refuseSettings(currentSettings)
+      if (refused !== undefined) {
+        yield* emit((at) => ExtensionHost.Event.Failed({ at, reason: refused.message }))
+        return yield* setStatus("Failed")
+      }
       const scope = yield* Scope.fork(generations, "sequential")
-      const env = { ...spec.env, [HermesProtocol.DATA_DIR_VARIABLE]: options.dataDir }
-      const spawned = yield* Scope.provide(spawner.spawn({ ...spec, env }), scope).pipe(Effect.result)
+      const env = { ...currentSpec.env, [HermesProtocol.DATA_DIR_VARIABLE]: options.dataDir }
+      const spawned = yield* Scope.provide(spawner.spawn({ ...currentSpec, env }), scope).pipe(Effect.result)
       if (Result.isFailure(spawned)) {
         yield* Scope.close(scope, Exit.void)
         yield* emit((at) =>
@@ -463,9 +358,10 @@ export const start = (
         hermesVersion: options.hermesVersion ?? "0.1.0",
         protocolVersion: HermesProtocol.PROTOCOL_VERSION,
         dataDir: options.dataDir,
-        hostPid: options.hostPid ?? 0
+        hostPid: options.hostPid ?? 0,
+        ...(currentSettings === undefined ? {} : { settings: currentSettings })
       }
-      const made = yield* Connection.make({
+      const outcome = yield* Connection.make({
         protocol: HermesProtocol.Host,
         transport: process.transport,
         handlers: makeHandlers(generation),
@@ -502,7 +398,16 @@ export const start = (
         // Not stopped by a signal on its own: the host's stop (registered in `start`) asks `shutdown` over it first.
         gracefulShutdown: false,
         requestTimeout: options.requestTimeout
-      }).pipe(Scope.provide(scope), Effect.result)
+      }).pipe(
+        Scope.provide(scope),
+        Effect.result,
+        Effect.map((made) => ({ _tag: "Made" as const, made })),
+        // A shutdown while the process has not answered `initialize` yet stops it at once, without a `shutdown`
+        // request: it holds no state yet. Its connection lives in the generation's Scope, closed by that stop.
+        Effect.raceFirst(Effect.map(Deferred.await(cancel), (reason) => ({ _tag: "Cancelled" as const, reason })))
+      )
+      if (outcome._tag === "Cancelled") return yield* stopUnstarted(generation, outcome.reason)
+      const made = outcome.made
 
       if (Result.isFailure(made) || answer === undefined) {
         const error = Result.isFailure(made) ? made.failure : undefined
@@ -518,7 +423,7 @@ export const start = (
           error === undefined
             ? "no answer"
             : error instanceof RpcError.RpcError
-            ? describeWireError(error)
+            ? Stop.describeWireError(error)
             : error.message
         )
         generation.stopping = true
@@ -553,6 +458,11 @@ export const start = (
       )
     })
 
+    const stopUnstarted = (generation: Generation, reason: HermesProtocol.ShutdownReason) =>
+      Effect.map(Stop.stopUnstarted(stopContext, generation, reason), (summary) => {
+        cancelledStop = summary
+      })
+
     const onCrash = (generation: Generation): Effect.Effect<void> =>
       Effect.gen(function*() {
         if (generation.stopping || current !== generation) return
@@ -584,117 +494,40 @@ export const start = (
         yield* Effect.forkDetach(Scope.close(generation.scope, Exit.void))
       })
 
-    /**
-     * docs/protocol.md's sequence on the kernel's one stop ladder (`StopSequence`): `shutdown` within `shutdownTimeout` (no
-     * answer: SIGKILL at once), the connection closed (the end of stdin), then `exitGrace` to exit after a successful
-     * answer (`killGrace` after an error answer), SIGTERM, `killGrace`, SIGKILL (docs/protocol.md, "Lifecycle").
-     */
     const stopGeneration = (generation: Generation, reason: HermesProtocol.ShutdownReason) =>
-      Effect.gen(function*() {
-        generation.stopping = true
-        const startedAt = yield* Clock.currentTimeMillis
-        yield* setStatus("Stopping")
-        yield* emit((at) => ExtensionHost.Event.ShutdownStarted({ at, reason }))
-        yield* FiberMap.clear(generation.windows)
-        const connection = generation.connection!
-        let responded = false
-        let success = false
-        let error: string | undefined
-        // Fails unless the answer is `{ success: true }`: the ladder then gives the process `killGrace`, not
-        // `exitGrace`. The call's own timeout is longer than `shutdownTimeout`, so the ladder's bound is what ends it.
-        const ask = Effect.suspend(() => {
-          if (Deferred.isDoneUnsafe(forced)) {
-            error = "not asked: the stop was forced"
-            return Effect.fail(error)
+      Effect.tap(Stop.stopGeneration(stopContext, generation, reason), () =>
+        Effect.sync(() => {
+          if (current === generation) {
+            current = undefined
+            info = Option.none()
           }
-          return connection.peer.call(HermesProtocol.Shutdown, { reason }, {
-            timeout: Duration.sum(shutdownTimeout, Duration.seconds(1))
-          }).pipe(
-            Effect.exit,
-            Effect.flatMap((answer) => {
-              if (Exit.isSuccess(answer)) {
-                responded = true
-                success = answer.value.success
-                if (success) return Effect.void
-                error = "the extension answered { success: false }"
-                return Effect.fail(error)
-              }
-              const failure = Cause.findErrorOption(answer.cause)
-              if (Option.isSome(failure) && failure.value instanceof RpcError.RpcError) {
-                responded = true
-                const described = text(describeWireError(failure.value))
-                error = described
-                return Effect.andThen(
-                  Effect.logWarning(`shutdown answered with an error: ${described}`).pipe(
-                    Effect.annotateLogs({ extension: label })
-                  ),
-                  Effect.fail(described)
-                )
-              }
-              // Once the stop is forced, the ladder kills the process at once: the call may fail because the
-              // connection was lost or torn down before the interruption reaches it. Either way, it was the force.
-              error = Deferred.isDoneUnsafe(forced)
-                ? "no answer before the stop was forced"
-                : Option.match(failure, { onNone: () => Cause.pretty(answer.cause), onSome: (e) => e.message })
-              return Effect.fail(error)
-            })
-          )
-        })
-        const close = (stop: (reason?: "Stop") => Effect.Effect<unknown>) =>
-          Effect.andThen(stop("Stop"), connection.awaitShutdown)
-        const report = yield* StopSequence.run(
-          targetOf(generation),
-          {
-            shutdown: ask,
-            close: close(connection.stop),
-            closeNow: close(connection.stopNow),
-            forced: Deferred.await(forced)
-          },
-          { shutdownTimeout, exitGrace, killGrace, verifyTimeout, policy: ShutdownPolicy.FailFast() }
-        )
-        if (!responded && error === undefined) {
-          error = report.shutdown === "TimedOut"
-            ? report.forced
-              ? "no answer before the stop was forced"
-              : `no answer within ${Duration.format(shutdownTimeout)}`
-            : report.shutdown === "Skipped"
-            ? "not asked: the extension had already exited"
-            : "the extension exited before it answered"
-        }
-        yield* Scope.close(generation.scope, Exit.void)
-        const elapsed = (yield* Clock.currentTimeMillis) - startedAt
-        const summary: ExtensionHost.ShutdownSummary = {
-          reason,
-          responded,
-          success,
-          error,
-          killed: report.signals.includes("SIGKILL"),
-          terminated: report.signals.includes("SIGTERM"),
-          exit: report.exit,
-          elapsedMillis: elapsed,
-          elapsedMs: elapsed
-        }
-        yield* emit((at) => ExtensionHost.Event.ShutdownFinished({ at, summary }))
-        yield* exited(generation, report.exit ?? unknownExit, true)
-        if (current === generation) {
-          current = undefined
-          info = Option.none()
-        }
-        return summary
-      })
+        }))
 
     const stopUnderLock = (reason: HermesProtocol.ShutdownReason) =>
-      lock.withPermits(1)(Effect.gen(function*() {
-        const generation = current
-        if (generation === undefined) {
-          const now = yield* SubscriptionRef.get(status)
-          if (reason === "disabled" && (now === "Stopped" || now === "Failed")) yield* setStatus("Disabled")
-          return Option.none<ExtensionHost.ShutdownSummary>()
-        }
-        const summary = yield* stopGeneration(generation, reason)
-        yield* setStatus(reason === "disabled" ? "Disabled" : "Stopped")
-        return Option.some(summary)
-      }))
+      Effect.andThen(
+        // Before the lock: a (re)start that holds it gives up now instead of running its handshake to the end.
+        Effect.sync(() => Deferred.doneUnsafe(cancelLaunch, Exit.succeed(reason))),
+        lock.withPermits(1)(Effect.gen(function*() {
+          cancelLaunch = Deferred.makeUnsafe()
+          const cancelled = cancelledStop
+          cancelledStop = undefined
+          const generation = current
+          if (generation === undefined) {
+            const now = yield* SubscriptionRef.get(status)
+            // A start this shutdown cancelled (stopped without a `shutdown` request, or never spawned) ends as a
+            // stop does.
+            if (cancelled !== undefined || now === "Starting" || now === "Restarting" || now === "Stopping") {
+              yield* setStatus(reason === "disabled" ? "Disabled" : "Stopped")
+            } else if (reason === "disabled" && (now === "Stopped" || now === "Failed")) {
+              yield* setStatus("Disabled")
+            }
+            return Option.fromUndefinedOr(cancelled)
+          }
+          const summary = yield* stopGeneration(generation, reason)
+          yield* setStatus(reason === "disabled" ? "Disabled" : "Stopped")
+          return Option.some(summary)
+        }))
+      )
     // The stop under way, joined by whoever asks meanwhile (a signal, the program, the finalizer) instead of starting
     // a second one; it runs detached, so interrupting one caller (a second signal interrupts the main fiber) never
     // leaves it half done, and a forced stop (`forced`) cuts that same ladder short.
@@ -781,27 +614,44 @@ export const start = (
         yield* emit((at) => ExtensionHost.Event.CommandSent({ at, command }))
       })
 
-    yield* launch
+    // Under the lock, as every later start: a shutdown that comes meanwhile (a signal) cancels it and then waits for it.
+    yield* lock.withPermits(1)(launch)
+
+    const reloadWith = (changes: ExtensionHost.Reconfiguration) =>
+      Effect.suspend(() => {
+        const refused = refuseSettings(changes.settings)
+        if (refused !== undefined) return Effect.fail(refused)
+        return Effect.andThen(
+          lock.withPermits(1)(Effect.gen(function*() {
+            if (current !== undefined) yield* stopGeneration(current, "reload")
+            currentSpec = {
+              ...currentSpec,
+              ...(changes.args === undefined ? {} : { args: changes.args }),
+              ...(changes.env === undefined ? {} : { env: changes.env })
+            }
+            if (changes.settings !== undefined) currentSettings = changes.settings
+            restarts = []
+            yield* launch
+          })),
+          SubscriptionRef.get(status)
+        )
+      })
 
     const handle: ExtensionHost.Extension = {
-      spec,
+      get spec() {
+        return currentSpec
+      },
       status: SubscriptionRef.get(status),
       statusChanges: SubscriptionRef.changes(status),
       events,
-      history: Effect.sync(() => slice(dropped(), recorded)),
-      droppedEvents: Effect.sync(dropped),
+      history: log.history,
+      droppedEvents: log.droppedEvents,
       info: Effect.sync(() => info),
       execute,
       shutdown,
       disable: shutdown("disabled"),
-      reload: Effect.andThen(
-        lock.withPermits(1)(Effect.gen(function*() {
-          if (current !== undefined) yield* stopGeneration(current, "reload")
-          restarts = []
-          yield* launch
-        })),
-        SubscriptionRef.get(status)
-      ),
+      reload: Effect.orDie(reloadWith({})), // no settings to refuse
+      reloadWith,
       awaitStatus,
       awaitQuiet
     }

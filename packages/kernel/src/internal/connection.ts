@@ -22,7 +22,7 @@ import * as Peer from "../Peer.js"
 import * as PeerError from "../PeerError.js"
 import * as PeerMetrics from "../PeerMetrics.js"
 import * as ShutdownPolicy from "../ShutdownPolicy.js"
-import { asFailure, handshakePeer, isFailure } from "./connectionHandshake.js"
+import { asFailure, handshakePeer, isFailure, nonNegative } from "./connectionHandshake.js"
 import { detachPeer } from "./peer/detach.js"
 
 /** @internal */
@@ -300,11 +300,37 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
       )
     }
 
+    // A caller with a timeout moves the lifecycle itself (a later caller gets `AlreadyClosing` at once, whatever its
+    // timeout), then waits for a detached teardown: on expiry only the wait ends (the teardown is uninterruptible, so
+    // a plain timeout around it would wait for it anyway), and the stop goes on to its end.
+    const stopFor = (
+      reason: Lifecycle.CloseReason,
+      stopOptions?: Connection.StopOptions
+    ): Effect.Effect<Lifecycle.StopResult, PeerError.StopTimeout> => {
+      if (stopOptions === undefined) return stopWith(reason, policy)
+      const timeout = nonNegative(stopOptions.timeout)
+      const begun = Effect.flatMap(
+        lifecycle.beginStop(reason),
+        (result): Effect.Effect<{ result: Lifecycle.StopResult; fiber: Fiber.Fiber<void> | undefined }> =>
+          result === "Stopped"
+            ? Effect.map(Effect.forkDetach(teardown(reason, policy)), (fiber) => ({ result, fiber }))
+            : Effect.succeed({ result, fiber: undefined })
+      )
+      return Effect.flatMap(Effect.uninterruptible(begun), ({ fiber, result }) =>
+        fiber === undefined
+          ? Effect.succeed(result)
+          : Effect.timeoutOrElse(Effect.as(Fiber.join(fiber), result), {
+            duration: timeout,
+            orElse: () => Effect.fail(new PeerError.StopTimeout({ timeoutMillis: Duration.toMillis(timeout) }))
+          }))
+    }
+
     return {
       peer: exposed,
       lifecycle,
       policy,
-      stop: (reason = "Stop") => stopWith(reason, policy),
+      stop: ((reason?: Lifecycle.CloseReason, stopOptions?: Connection.StopOptions) =>
+        stopFor(reason ?? "Stop", stopOptions)) as Connection.Connection<Serves, Calls>["stop"],
       stopNow: (reason = "Stop") =>
         Effect.andThen(
           Deferred.succeed(force, void 0),
