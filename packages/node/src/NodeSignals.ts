@@ -306,9 +306,8 @@ export const runMain = <A, E>(
   const exit = (code: number): void => {
     if (exiting) return
     exiting = true
-    process.off("SIGINT", onSigint)
-    process.off("SIGTERM", onSigterm)
-    process.off("SIGHUP", onSighup)
+    // The handlers stay installed until the process is gone: without one, a signal that comes while stdout and stderr
+    // drain would kill the process by the signal itself (no exit code, no flushed output).
     Effect.runFork(
       Effect.timeoutOption(
         Effect.all([flushWritable(process.stdout), flushWritable(process.stderr)], { discard: true }),
@@ -322,6 +321,8 @@ export const runMain = <A, E>(
   }
 
   const onSignal = (signal: Signal): void => {
+    // The exit code is decided: a signal now changes nothing (and is not fatal, since the handler is still there).
+    if (exiting) return
     const count = controller.unsafeReceive(signal)
     if (count === 1) {
       Effect.runFork(withLogger(Effect.gen(function*() {
