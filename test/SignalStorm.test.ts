@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as ChildProcess from "node:child_process"
+import type * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -47,35 +47,43 @@ const exitOf = (child: ChildProcess.ChildProcess) =>
   )
 
 describe("a storm of SIGTERMs never kills a process by the signal itself", () => {
-  it.live("hermes-host: bursts of 50 SIGTERMs while it runs and shuts down: exit code 3, never by signal", () =>
-    Effect.gen(function*() {
-      const dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "signal-storm-"))
-      const extension = `${process.execPath} ${Path.join(root, "test", "fixtures", "hermes-misbehaving.mjs")} behave`
-      const host = yield* spawnLines(
-        Path.join(root, "examples", "headless-host", "bin", "hermes-host"),
-        ["--extension", extension, "--data-dir", dataDir, "--settle", "30s"],
-        { cwd: root }
-      )
-      // Ready: the run waits for the extension to settle, the signal handlers are installed.
-      yield* host.line((line) => line.includes("ready") ? true : undefined, () => new Error(host.stderr())).pipe(
-        Effect.timeout("20 seconds")
-      )
-      const sent = yield* storm(host.child)
-      const exit = yield* exitOf(host.child)
-      assert.deepStrictEqual([exit.signal, exit.code], [null, 3], `${sent} SIGTERMs sent; ${host.stderr()}`)
-      assert.isAbove(sent, 49)
-      Fs.rmSync(dataDir, { recursive: true, force: true })
-    }).pipe(Effect.scoped), 40_000)
+  it.live(
+    "hermes-host: bursts of 50 SIGTERMs while it runs and shuts down: exit code 3, never by signal",
+    () =>
+      Effect.gen(function*() {
+        const dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "signal-storm-"))
+        const extension = `${process.execPath} ${Path.join(root, "test", "fixtures", "hermes-misbehaving.mjs")} behave`
+        const host = yield* spawnLines(
+          Path.join(root, "examples", "headless-host", "bin", "hermes-host"),
+          ["--extension", extension, "--data-dir", dataDir, "--settle", "30s"],
+          { cwd: root }
+        )
+        // Ready: the run waits for the extension to settle, the signal handlers are installed.
+        yield* host.line((line) => line.includes("ready") ? true : undefined, () => new Error(host.stderr())).pipe(
+          Effect.timeout("20 seconds")
+        )
+        const sent = yield* storm(host.child)
+        const exit = yield* exitOf(host.child)
+        assert.deepStrictEqual([exit.signal, exit.code], [null, 3], `${sent} SIGTERMs sent; ${host.stderr()}`)
+        assert.isAbove(sent, 49)
+        Fs.rmSync(dataDir, { recursive: true, force: true })
+      }).pipe(Effect.scoped),
+    40_000
+  )
 
-  it.live("an extension under NodeExtension.runMain (HL7): bursts of 50 SIGTERMs: exit code 3, never by signal", () =>
-    Effect.gen(function*() {
-      const dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "signal-storm-"))
-      const extension = yield* spawnFramed("examples/hl7-extension/main.ts", { env: { HERMES_DATA_DIR: dataDir } })
-      extension.write(frame({ jsonrpc: "2.0", id: 1, method: "initialize", params: { dataDir } }))
-      yield* extension.next((m) => m.id === 1, "the answer to initialize", 20_000)
-      const sent = yield* storm(extension.child)
-      const exit = yield* Effect.promise(() => extension.exited)
-      assert.deepStrictEqual([exit.signal, exit.code], [null, 3], `${sent} SIGTERMs sent; ${extension.stderr()}`)
-      Fs.rmSync(dataDir, { recursive: true, force: true })
-    }).pipe(Effect.scoped), 40_000)
+  it.live(
+    "an extension under NodeExtension.runMain (HL7): bursts of 50 SIGTERMs: exit code 3, never by signal",
+    () =>
+      Effect.gen(function*() {
+        const dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "signal-storm-"))
+        const extension = yield* spawnFramed("examples/hl7-extension/main.ts", { env: { HERMES_DATA_DIR: dataDir } })
+        extension.write(frame({ jsonrpc: "2.0", id: 1, method: "initialize", params: { dataDir } }))
+        yield* extension.next((m) => m.id === 1, "the answer to initialize", 20_000)
+        const sent = yield* storm(extension.child)
+        const exit = yield* Effect.promise(() => extension.exited)
+        assert.deepStrictEqual([exit.signal, exit.code], [null, 3], `${sent} SIGTERMs sent; ${extension.stderr()}`)
+        Fs.rmSync(dataDir, { recursive: true, force: true })
+      }).pipe(Effect.scoped),
+    40_000
+  )
 })
