@@ -365,7 +365,10 @@ export const runMain = <A, E>(
   const program = effect.pipe(
     Effect.provideService(NodeSignals, controller.service),
     Effect.provideService(GracefulShutdown.GracefulShutdown, registry),
-    Effect.tapCause((cause) =>
+    // A finalizer, which runs uninterruptibly: interrupting the main fiber once every connection has stopped must not
+    // interrupt this log, which would replace the program's failure (exit code 1) by an interruption (the signal's
+    // code).
+    Effect.onError((cause) =>
       Cause.hasInterruptsOnly(cause)
         ? Effect.void
         : controller.unsafeReceived().length > 0 && isCutOffByStop(cause)
