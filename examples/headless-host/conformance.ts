@@ -22,7 +22,7 @@ import { html } from "./conformanceHtml.js"
 import type { Summary } from "./conformanceReport.js"
 import { conformant, json, scorecard } from "./conformanceReport.js"
 import { runAll } from "./conformanceScenarios.js"
-import { answerOf, messageOf } from "./conformanceVerdict.js"
+import { answerOf, cut, maxListedCommands, messageOf } from "./conformanceVerdict.js"
 
 const usage = `hermes-host --conformance: check an extension against docs/protocol.md
 
@@ -135,11 +135,14 @@ export const main = async (argv: ReadonlyArray<string>): Promise<never> => {
   const { checks, runs } = exit.value
   const ready = runs.main?.extensionName !== undefined ? answerOf(runs.main.initialize) : undefined
   const result = ready === undefined ? undefined : messageOf(ready).result
+  // What the extension chose, within the report's caps: a few commands listed (the rest counted), every text cut.
+  const commands: ReadonlyArray<{ readonly id: string; readonly title: string }> = result?.commands ?? []
   const summary: Summary = {
     command,
     name: result?.name ?? null,
-    version: result?.version ?? null,
-    commands: result?.commands ?? [],
+    version: result?.version === undefined ? null : cut(String(result.version), 200),
+    commands: commands.slice(0, maxListedCommands).map((c) => ({ id: cut(c.id, 200), title: cut(c.title, 200) })),
+    commandCount: commands.length,
     checks,
     elapsedMs: Math.round(performance.now() - started),
     timeline: runs.main?.session?.marks ?? []
@@ -151,8 +154,14 @@ export const main = async (argv: ReadonlyArray<string>): Promise<never> => {
       process.stderr.write(`hermes-host: cannot write ${visible(args.html)}: ${visible(String(error))}\n`)
     }
   }
-  process.stdout.write(
-    args.json ? json(summary) : scorecard(summary, process.stdout.isTTY === true && process.env.NO_COLOR === undefined)
+  // Waited for: on a pipe the write is asynchronous, and `process.exit` would cut the report short.
+  await new Promise<void>((resolve) =>
+    process.stdout.write(
+      args.json
+        ? json(summary)
+        : scorecard(summary, process.stdout.isTTY === true && process.env.NO_COLOR === undefined),
+      () => resolve()
+    )
   )
   if (args["keep-data"]) process.stderr.write(`hermes-host: the runs' data directories are in ${tmp}\n`)
   cleanUp()
