@@ -111,12 +111,15 @@ describe("a conformance kit killed with SIGKILL leaves nothing running for good"
           return child
         }
         const live = kit("live")
+        yield* eventually(() => extensionsOf("live").length > 0, "the live kit's extension", 10_000)
         const killed = kit("killed")
         yield* eventually(
           () => extensionsOf("live").length > 0 && extensionsOf("killed").length > 0,
           "both kits' extensions",
           10_000
         )
+        // Up and running (the fixture says so on stderr at its start: a write to a closed pipe would end it).
+        yield* Effect.sleep("1 second")
         const orphans = extensionsOf("killed")
         const others = extensionsOf("live")
         killed.kill("SIGKILL")

@@ -12,8 +12,10 @@ import * as ProcessRecord from "@lifeline/kernel/ProcessRecord"
 import * as NodeReaper from "@lifeline/node/NodeReaper"
 import * as SqliteJournal from "@lifeline/sqlite/SqliteJournal"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Crypto from "node:crypto"
 import * as Os from "node:os"
@@ -31,6 +33,9 @@ export const defaultJournalFile = (): string => Path.join(Os.tmpdir(), "hermes-c
  * kit no longer judges, and one that ignores SIGTERM is exactly what is being swept.
  */
 export const reapGrace = "100 millis"
+
+/** How long the records of processes that ended stay in the journal. */
+export const keepEndedMs = 24 * 60 * 60 * 1000
 
 /** What the kit says about its journal at the start: the orphans it swept, or why it records nothing. */
 export interface Recording {
@@ -51,7 +56,12 @@ const describe = (cause: Cause.Cause<unknown>): string => {
  */
 export const open = (filename: string): Effect.Effect<Recording, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const opened = yield* Effect.result(Effect.sandbox(SqliteJournal.makeFile({ filename })))
+    // Retried: kit runs that start at once on a new file race to set it up, and one of them may find it busy.
+    const opened = yield* Effect.result(
+      Effect.sandbox(SqliteJournal.makeFile({ filename })).pipe(
+        Effect.retry({ times: 3, schedule: Schedule.spaced("200 millis") })
+      )
+    )
     if (Result.isFailure(opened)) {
       return { recorder: undefined, warning: `cannot open ${filename}: ${describe(opened.failure)}`, swept: [] }
     }
@@ -86,6 +96,11 @@ export const open = (filename: string): Effect.Effect<Recording, never, Scope.Sc
         Effect.sandbox,
         Effect.ignore
       ), { concurrency: "unbounded", discard: true })
+
+    // The records of ended processes are kept a day (for whoever looks into the file), then dropped: the file is
+    // shared by every kit run and would grow for good.
+    const now = yield* Clock.currentTimeMillis
+    yield* Effect.ignore(journal.prune(now - keepEndedMs))
 
     const recorder: Recorder = {
       record: (pid, command) =>
