@@ -269,7 +269,9 @@ export interface RunMainOptions {
  *   third signal (or `forceTimeout` after the second) exits at once with `Abandoned`;
  * - logs go to stderr (stdout may carry the protocol), and the failure of the program is logged there;
  * - when the program has ended, stdout and stderr are flushed and the process exits with the code of
- *   {@link exitCodeOf}, even if a timer or socket would keep it alive: an extension must not outlive its host;
+ *   {@link exitCodeOf}, even if a timer or socket would keep it alive: an extension must not outlive its host; the
+ *   signal handlers stay installed until then, so a signal that comes meanwhile changes nothing (it never kills the
+ *   process by its default action);
  * - an error on stdout or stderr (EPIPE once the host is gone) is never an uncaught exception that would skip the
  *   finalizers: what is written to a broken stream is dropped (a `NodeStdio` transport on stdout fails instead).
  *
