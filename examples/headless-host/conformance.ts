@@ -36,7 +36,7 @@ const usage = `hermes-host --conformance: check an extension against docs/protoc
                 { extension, checks: [{ id, status, evidence, ms?, rule }], passed, failed, warned, ... }
   --html FILE   also write a self-contained HTML report: the scorecard and a timeline of the main run
   --keep-data   keep the runs' data directories (HERMES_DATA_DIR of each run) and print where they are
-  --journal     where the kit records the processes it starts (default: $TMPDIR/hermes-conformance/journal.db);
+  --journal     where the kit records the processes it starts (default: $TMPDIR/hermes-conformance-<uid>/journal.db);
                 at its start a kit run kills those of kit runs that were killed (SIGKILL) and left them running
 
   Each check is pass, fail, warn (acceptable, with a remark) or n/a. Exit code: 0 when no check failed, 1 otherwise,

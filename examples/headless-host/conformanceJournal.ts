@@ -25,8 +25,12 @@ import type { Recorder } from "./conformanceDriver.js"
 /** Every kit run's owner starts with this; the sweep looks at these owners only. */
 export const ownerPrefix = "conformance-kit/"
 
-/** The journal the kit runs share unless `--journal` names another: one per machine user's temporary directory. */
-export const defaultJournalFile = (): string => Path.join(Os.tmpdir(), "hermes-conformance", "journal.db")
+/**
+ * The journal the kit runs share unless `--journal` names another: one per user (a directory another user created in
+ * a shared /tmp could not be written).
+ */
+export const defaultJournalFile = (): string =>
+  Path.join(Os.tmpdir(), `hermes-conformance-${process.getuid?.() ?? Os.userInfo().username}`, "journal.db")
 
 /**
  * How long the reaper waits after SIGTERM before SIGKILL. Short: the processes are extensions under test that their
