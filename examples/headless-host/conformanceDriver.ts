@@ -3,7 +3,8 @@
  * writes, so it speaks Content-Length frames itself instead of going through a JSON-RPC peer. Everything is bounded:
  * stdout is counted and stored up to a cap (and still drained past it), stderr is always drained and only its tail
  * kept, every wait has a timeout, and the process runs in a process group of its own that is SIGKILLed when the
- * Scope closes (and, as a last resort, when the kit exits).
+ * Scope closes (and, as a last resort, when the kit exits). Each process is recorded in the kit's journal while it
+ * runs (`useRecorder`, conformanceJournal.ts): what a kit killed with SIGKILL leaves, the next kit run kills.
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
