@@ -79,8 +79,9 @@ const usage = `hermes-host: run a Hermes extension without Hermes' UI
   docs/protocol.md (hermes-host --conformance --help).
   SIGTERM, SIGINT or SIGHUP: the extension is shut down (reason closing) and the report printed; a second forces.
 
-  Exit code: 0 when the outcome is ok and no requested command was refused, 1 otherwise, 2 for bad arguments,
-  143/130/129 after SIGTERM/SIGINT/SIGHUP when the outcome is ok.`
+  Exit code: 0 when the outcome is ok and no requested command was refused, 1 otherwise (after a signal too),
+  2 for bad arguments, 143/130/129 after SIGTERM/SIGINT/SIGHUP when the outcome is ok, 2 after a second signal
+  (forced), 3 after a third (docs/hosting.md, "Exit codes").`
 
 /** One line on stderr and exit code 2: a mistake on the command line is no crash, so no stack trace. */
 const fail = (message: string): never => {
@@ -351,16 +352,6 @@ const program = Effect.gen(function*() {
   const store = yield* MessageStore.MessageStore
   const signals = yield* Effect.serviceOption(NodeSignals.NodeSignals)
   let shown = before
-
-  // A signal interrupts the program only once every registered entry has stopped (NodeSignals.runMain): this one
-  // waits for the report, so that SIGTERM, SIGINT and SIGHUP still print it (the run reacts to `stopRequested`). A
-  // second signal forces the stop: the extension host registered itself too, and its forced stop runs the ladder
-  // straight to SIGKILL, so nothing here has to kill anything.
-  yield* GracefulShutdown.register({
-    name: "hermes-host's report",
-    stop: Deferred.await(reported),
-    stopNow: Effect.void
-  })
 
   print(`Hermes headless host: ${commandLine.join(" ")}`)
   print(
@@ -678,17 +669,25 @@ const HostLive = Layer.mergeAll(
 )
 
 NodeSignals.runMain(
-  program.pipe(
+  Effect.gen(function*() {
+    // A signal interrupts the main fiber only once every registered entry has stopped (NodeSignals.runMain): this one
+    // waits for the report, so that SIGTERM, SIGINT and SIGHUP still print it (the run reacts to `stopRequested`). It
+    // is registered out here, around the outcome: registered inside the program, it would go with the program's
+    // Scope, and the interruption that followed would replace a failed outcome (exit code 1) by the signal's code. A
+    // second signal forces the stop: the extension host registered itself too, and its forced stop runs the ladder
+    // straight to SIGKILL, so nothing here has to kill anything.
+    yield* GracefulShutdown.register({
+      name: "hermes-host's report",
+      stop: Deferred.await(reported),
+      stopNow: Effect.void
+    })
+    const { outcome, refused } = yield* program.pipe(Effect.provide(HostLive))
     // The outcome is the extension's life; a refused command also makes the run fail (exit code 1).
-    Effect.flatMap(({ outcome, refused }) =>
-      outcome !== "ok"
-        ? Effect.fail(outcome)
-        : refused.length > 0
-        ? Effect.fail(`refused: ${refused.join(", ")}`)
-        : Effect.void
-    ),
-    Effect.provide(HostLive),
-    Effect.provideService(References.MinimumLogLevel, args.verbose ? "Debug" : "Warn"),
-    Effect.ensuring(Deferred.succeed(reported, void 0))
+    if (outcome !== "ok") return yield* Effect.fail(outcome)
+    if (refused.length > 0) return yield* Effect.fail(`refused: ${refused.join(", ")}`)
+  }).pipe(
+    Effect.ensuring(Deferred.succeed(reported, void 0)),
+    Effect.scoped,
+    Effect.provideService(References.MinimumLogLevel, args.verbose ? "Debug" : "Warn")
   )
 )

@@ -1,13 +1,22 @@
 /**
  * The conformance kit's pure parts: the reader of an extension's stdout (frames, junk, a Content-Length that counts
  * characters or promises too much, a body that is not JSON, headers cut by chunk boundaries) and the rendering of
- * untrusted text in the scorecard, the JSON report and the HTML report.
+ * untrusted text in the scorecard, the JSON report and the HTML report, and the caps on evidence.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { makeReader } from "../examples/headless-host/conformanceFraming.js"
 import { html } from "../examples/headless-host/conformanceHtml.js"
 import type { Summary } from "../examples/headless-host/conformanceReport.js"
 import { json, scorecard } from "../examples/headless-host/conformanceReport.js"
+import {
+  capEvidence,
+  collector,
+  listed,
+  maxEvidenceBytes,
+  maxEvidenceLineBytes,
+  maxEvidenceLines,
+  maxListedCommands
+} from "../examples/headless-host/conformanceVerdict.js"
 
 const framed = (body: string, length = Buffer.byteLength(body, "utf8")) => `Content-Length: ${length}\r\n\r\n${body}`
 const bytes = (text: string) => Buffer.from(text, "utf8")
@@ -78,6 +87,7 @@ describe("conformance kit: untrusted text in the reports", () => {
     name: hostile,
     version: "1\u001b[2J",
     commands: [{ id: "x", title: hostile }],
+    commandCount: 1,
     checks: [
       { id: "handshake.initialize-within-10s", status: "fail", evidence: [hostile, "second line"], rule: "r" },
       { id: "wire.unknown-method", status: "pass", evidence: ["fine"], ms: 3, rule: "r" }
@@ -115,5 +125,34 @@ describe("conformance kit: untrusted text in the reports", () => {
     assert.include(page, "&lt;script&gt;alert(1)&lt;/script&gt;")
     assert.notMatch(page, /\b(src|href)=/)
     assert.include(page, "<svg id=\"timeline\"")
+  })
+})
+
+describe("conformance kit: evidence within the caps", () => {
+  it("200,000 lines: the first ones kept, one line counts the rest and their size, under maxEvidenceBytes", () => {
+    const evidence = collector()
+    for (let i = 0; i < 200_000; i++) evidence.add(`main: an answer to no request at ${i} ms: ${"x".repeat(200)}`)
+    const lines = evidence.lines()
+    assert.strictEqual(evidence.count(), 200_000)
+    assert.isAtMost(lines.length, maxEvidenceLines)
+    assert.match(lines.at(-1)!, /^… and 199,9\d\d more \(\d+\.\d MB\) left out$/)
+    assert.isAtMost(Buffer.byteLength(lines.join("")), maxEvidenceBytes)
+    // Already within the caps: the judge's own cap leaves it as it is.
+    assert.deepStrictEqual(capEvidence(lines), lines)
+  })
+
+  it("one long line is cut to maxEvidenceLineBytes and says how much it lost; short evidence is left alone", () => {
+    const [line] = capEvidence(["é".repeat(1_000_000)])
+    assert.isAtMost(Buffer.byteLength(line), maxEvidenceLineBytes)
+    assert.match(line, /… \(2\.0 MB more left out\)$/)
+    assert.notInclude(line, "\uFFFD")
+    assert.deepStrictEqual(capEvidence(["a", "b"]), ["a", "b"])
+  })
+
+  it("a list of command ids names the first maxListedCommands and counts the rest", () => {
+    const ids = Array.from({ length: 2000 }, (_, i) => `command.${i}`)
+    const text = listed(ids)
+    assert.match(text, /^command\.0, command\.1, .* … and 1,980 more$/)
+    assert.strictEqual(text.split(", ").length, maxListedCommands)
   })
 })

@@ -421,6 +421,49 @@ describe("hermes-host: signals", () => {
   )
 
   it.live(
+    "SIGINT (Ctrl-C), outcome ok: the extension is shut down, exit code 130 (docs/hosting.md, Exit codes)",
+    () =>
+      Effect.gen(function*() {
+        const host = yield* startHost([
+          "--data-dir",
+          tempDir(),
+          "--settle",
+          "1m",
+          "--extension",
+          fixture("hermes-misbehaving.mjs", "behave")
+        ])
+        yield* eventually(() => host.stdout().includes("← editor/getMessage ✔"), "the command ran", 20_000)
+        process.kill(host.pid, "SIGINT")
+        const exit = yield* awaitExit(host, 15_000)
+        assert.deepStrictEqual(exit, { code: 130, signal: null }, `${host.stdout()}\n${host.stderr()}`)
+        assert.include(host.stdout(), "SIGINT: shutting the extension down")
+      }).pipe(Effect.scoped),
+    { timeout: 40_000 }
+  )
+
+  it.live(
+    "SIGTERM, then no answer to shutdown: SIGKILL after 5 s, outcome shutdown-timeout-killed, exit code 1, not 143",
+    () =>
+      Effect.gen(function*() {
+        const host = yield* startHost([
+          "--data-dir",
+          tempDir(),
+          "--settle",
+          "1m",
+          "--extension",
+          fixture("hermes-misbehaving.mjs", "ignore-shutdown")
+        ])
+        yield* eventually(() => host.stdout().includes("← editor/getMessage ✔"), "the command ran", 20_000)
+        process.kill(host.pid, "SIGTERM")
+        const exit = yield* awaitExit(host, 15_000)
+        assert.deepStrictEqual(exit, { code: 1, signal: null }, `${host.stdout()}\n${host.stderr()}`)
+        assert.include(host.stdout(), "✘ shutdown-timeout-killed")
+        assert.include(host.stdout(), "SIGTERM: shutting the extension down")
+      }).pipe(Effect.scoped),
+    { timeout: 40_000 }
+  )
+
+  it.live(
     "the pid the user sees is the host itself: SIGKILL to it leaves no process behind (the extension exits on EOF)",
     () =>
       Effect.gen(function*() {

@@ -4,7 +4,8 @@
  * prints a scorecard: one check per rule with a stable id, `pass`, `fail`, `warn` or `n/a`, and the evidence. `--json`
  * prints the same as one JSON report, `--html FILE` writes a self-contained page with the scorecard and a timeline.
  * Exit code 0 when no check failed, 1 otherwise, 2 for bad arguments; 130/143/129 after SIGINT/SIGTERM/SIGHUP (every
- * process it started is killed first).
+ * process it started is killed first). Every process it starts is recorded in a journal (conformanceJournal.ts), so
+ * that the next kit run kills what a kit killed with SIGKILL left running.
  */
 import { splitCommandLine } from "@lifeline/hermes-node/NodeSpawner"
 import { visible } from "@lifeline/hermes-node/TerminalText"
@@ -17,22 +18,26 @@ import * as Path from "node:path"
 import * as Url from "node:url"
 import * as Util from "node:util"
 import { judge } from "./conformanceChecks.js"
-import { killAll } from "./conformanceDriver.js"
+import { killAll, useRecorder } from "./conformanceDriver.js"
 import { html } from "./conformanceHtml.js"
+import * as Journal from "./conformanceJournal.js"
+import { defaultJournalFile } from "./conformanceJournal.js"
 import type { Summary } from "./conformanceReport.js"
 import { conformant, json, scorecard } from "./conformanceReport.js"
 import { runAll } from "./conformanceScenarios.js"
-import { answerOf, messageOf } from "./conformanceVerdict.js"
+import { answerOf, cut, maxListedCommands, messageOf } from "./conformanceVerdict.js"
 
 const usage = `hermes-host --conformance: check an extension against docs/protocol.md
 
-  hermes-host --conformance [--extension "<command line>"] [--json] [--html FILE] [--keep-data]
+  hermes-host --conformance [--extension "<command line>"] [--json] [--html FILE] [--keep-data] [--journal FILE]
 
   --extension   the extension's command line (default: the HL7 example extension)
   --json        print one JSON report instead of the scorecard:
                 { extension, checks: [{ id, status, evidence, ms?, rule }], passed, failed, warned, ... }
   --html FILE   also write a self-contained HTML report: the scorecard and a timeline of the main run
   --keep-data   keep the runs' data directories (HERMES_DATA_DIR of each run) and print where they are
+  --journal     where the kit records the processes it starts (default: $TMPDIR/hermes-conformance-<uid>/journal.db);
+                at its start a kit run kills those of kit runs that were killed (SIGKILL) and left them running
 
   Each check is pass, fail, warn (acceptable, with a remark) or n/a. Exit code: 0 when no check failed, 1 otherwise,
   2 for bad arguments.`
@@ -76,6 +81,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<never> => {
           json: { type: "boolean", default: false },
           html: { type: "string" },
           "keep-data": { type: "boolean", default: false },
+          journal: { type: "string" },
           help: { type: "boolean", default: false }
         }
       }).values
@@ -109,7 +115,24 @@ export const main = async (argv: ReadonlyArray<string>): Promise<never> => {
     }
   }
   const started = performance.now()
-  const fiber = Effect.runFork(Effect.map(runAll({ argv: words, tmp }), (runs) => ({ runs, checks: judge(runs) })))
+  const journalFile = args.journal ?? defaultJournalFile()
+  const fiber = Effect.runFork(
+    Effect.gen(function*() {
+      // Before the first spawn: the processes of dead kit runs are gone, this run's are recorded.
+      const recording = yield* Journal.open(journalFile)
+      if (recording.warning !== undefined) {
+        process.stderr.write(`hermes-host: not recording the extensions: ${visible(recording.warning)}\n`)
+      }
+      for (const { outcome, pid } of recording.swept) {
+        process.stderr.write(
+          `hermes-host: pid ${pid}, left running by a conformance kit run that was killed: ${outcome}\n`
+        )
+      }
+      useRecorder(recording.recorder)
+      const runs = yield* runAll({ argv: words, tmp })
+      return { runs, checks: judge(runs) }
+    }).pipe(Effect.scoped)
+  )
 
   // The first signal stops the runs (their Scopes kill every process group); a second one kills at once.
   const codes = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const
@@ -135,11 +158,14 @@ export const main = async (argv: ReadonlyArray<string>): Promise<never> => {
   const { checks, runs } = exit.value
   const ready = runs.main?.extensionName !== undefined ? answerOf(runs.main.initialize) : undefined
   const result = ready === undefined ? undefined : messageOf(ready).result
+  // What the extension chose, within the report's caps: a few commands listed (the rest counted), every text cut.
+  const commands: ReadonlyArray<{ readonly id: string; readonly title: string }> = result?.commands ?? []
   const summary: Summary = {
     command,
     name: result?.name ?? null,
-    version: result?.version ?? null,
-    commands: result?.commands ?? [],
+    version: result?.version === undefined ? null : cut(String(result.version), 200),
+    commands: commands.slice(0, maxListedCommands).map((c) => ({ id: cut(c.id, 200), title: cut(c.title, 200) })),
+    commandCount: commands.length,
     checks,
     elapsedMs: Math.round(performance.now() - started),
     timeline: runs.main?.session?.marks ?? []
@@ -151,8 +177,14 @@ export const main = async (argv: ReadonlyArray<string>): Promise<never> => {
       process.stderr.write(`hermes-host: cannot write ${visible(args.html)}: ${visible(String(error))}\n`)
     }
   }
-  process.stdout.write(
-    args.json ? json(summary) : scorecard(summary, process.stdout.isTTY === true && process.env.NO_COLOR === undefined)
+  // Waited for: on a pipe the write is asynchronous, and `process.exit` would cut the report short.
+  await new Promise<void>((resolve) =>
+    process.stdout.write(
+      args.json
+        ? json(summary)
+        : scorecard(summary, process.stdout.isTTY === true && process.env.NO_COLOR === undefined),
+      () => resolve()
+    )
   )
   if (args["keep-data"]) process.stderr.write(`hermes-host: the runs' data directories are in ${tmp}\n`)
   cleanUp()

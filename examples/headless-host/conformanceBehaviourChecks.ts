@@ -3,7 +3,7 @@
  * notification that arrives while it waits for an answer, and a call of its own whose answer the host withholds.
  */
 import type { Check } from "./conformanceVerdict.js"
-import { answerOf, latency, noAnswer, notReached, sessions, show, verdict } from "./conformanceVerdict.js"
+import { answerOf, latency, listed, noAnswer, notReached, sessions, show, verdict } from "./conformanceVerdict.js"
 
 /** The behaviour checks, in scorecard order. */
 export const behaviourChecks: ReadonlyArray<Check> = [
@@ -18,7 +18,8 @@ export const behaviourChecks: ReadonlyArray<Check> = [
       if ((run.commands ?? []).length === 0) return verdict("n/a", ["the extension announces no command"])
       const exit = session.child.exit()
       const stopAt = run.stop?.shutdown.sentAt ?? Infinity
-      const ran = `executed ${run.commands!.map((c) => c.id).join(", ")} at ${session.ms(run.commandsSentAt!)} ms`
+      const ids = run.commands!.map((c) => c.id)
+      const ran = `executed ${ids.length} command(s) at ${session.ms(run.commandsSentAt!)} ms: ${listed(ids)}`
       if (exit !== undefined && exit.at < stopAt) {
         return verdict("fail", [ran, `the process exited at ${session.ms(exit.at)} ms (${exit.code ?? exit.signal})`])
       }

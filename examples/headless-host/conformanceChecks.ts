@@ -13,6 +13,8 @@ import { shutdownChecks } from "./conformanceShutdownChecks.js"
 import type { Check, CheckResult, Verdict } from "./conformanceVerdict.js"
 import {
   answerOf,
+  capEvidence,
+  collector,
   cut,
   errorCodeOf,
   latency,
@@ -221,17 +223,18 @@ const wire: ReadonlyArray<Check> = [
     rule: "docs/protocol.md § Transport (plain JSON-RPC 2.0: a notification is never answered), " +
       "§ command/execute (\"never answered\")",
     judge: (o) => {
-      const evidence: Array<string> = []
+      // Counted past the caps, not kept: an extension may send any number of them.
+      const evidence = collector()
       for (const run of sessions(o)) {
         // A reply to the withheld request's late answer is the own-call-timeout check's business.
         const late = run.withheld?.lateAnswerAt ?? Infinity
         for (const frame of run.session!.unexpected) {
           if (frame.at < late) {
-            evidence.push(`${run.name}: an answer to no request at ${run.session!.ms(frame.at)} ms: ${show(frame)}`)
+            evidence.add(`${run.name}: an answer to no request at ${run.session!.ms(frame.at)} ms: ${show(frame)}`)
           }
         }
       }
-      return evidence.length > 0 ? verdict("fail", evidence) : verdict("pass", [
+      return evidence.count() > 0 ? verdict("fail", evidence.lines()) : verdict("pass", [
         "no answer to initialized, command/execute, window/closed or an unknown notification in any run"
       ])
     }
@@ -247,7 +250,9 @@ export const checkIds: ReadonlyArray<string> = all.map((check) => check.id)
 export const judge = (o: Observations): Array<CheckResult> =>
   all.map((check) => {
     try {
-      return { id: check.id, rule: check.rule, ...check.judge(o) }
+      const { evidence, ...result } = check.judge(o)
+      // Every check's evidence within the report's caps, whatever the check kept (conformanceVerdict.ts).
+      return { id: check.id, rule: check.rule, ...result, evidence: capEvidence(evidence) }
     } catch (error) {
       return { id: check.id, rule: check.rule, status: "fail", evidence: [`the kit failed to judge: ${String(error)}`] }
     }

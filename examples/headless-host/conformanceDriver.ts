@@ -3,7 +3,8 @@
  * writes, so it speaks Content-Length frames itself instead of going through a JSON-RPC peer. Everything is bounded:
  * stdout is counted and stored up to a cap (and still drained past it), stderr is always drained and only its tail
  * kept, every wait has a timeout, and the process runs in a process group of its own that is SIGKILLed when the
- * Scope closes (and, as a last resort, when the kit exits).
+ * Scope closes (and, as a last resort, when the kit exits). Each process is recorded in the kit's journal while it
+ * runs (`useRecorder`, conformanceJournal.ts): what a kit killed with SIGKILL leaves, the next kit run kills.
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -73,6 +74,26 @@ export const frame = (message: unknown): Buffer => {
   return Buffer.concat([Buffer.from(`Content-Length: ${body.length}\r\n\r\n`, "ascii"), body])
 }
 
+/**
+ * Where the kit records the processes it starts (conformanceJournal.ts): `record` right after the spawn (a key, or
+ * undefined when it could not), `ended` once the process is gone (`groupGone`: nothing is left of its group either).
+ */
+export interface Recorder {
+  readonly record: (pid: number, command: ReadonlyArray<string>) => Effect.Effect<string | undefined>
+  readonly ended: (
+    key: string,
+    exit: { readonly exitCode: number | null; readonly signal: string | null } | undefined,
+    groupGone: boolean
+  ) => Effect.Effect<void>
+}
+
+let recorder: Recorder | undefined
+
+/** Records every process spawned from now on with `next` (none: not recorded). */
+export const useRecorder = (next: Recorder | undefined): void => {
+  recorder = next
+}
+
 // Every process group the kit started and has not seen empty: SIGKILLed when the kit exits, however it exits.
 const groups = new Set<number>()
 let exitHookInstalled = false
@@ -111,16 +132,26 @@ export const spawn = (
         groups.add(child.pid!)
         resume(Effect.succeed(attach(child)))
       })
-    }),
-    (child) =>
+    }).pipe(
+      // Recorded before anything talks to it: a kit killed with SIGKILL from here on leaves it to the next kit run.
+      Effect.flatMap((child) =>
+        Effect.map(recorder?.record(child.pid, argv) ?? Effect.succeed(undefined), (key) => ({ child, key, recorder }))
+      )
+    ),
+    ({ child, key, recorder }) =>
       Effect.gen(function*() {
         if (child.exit() === undefined) child.signal("SIGKILL")
         yield* child.awaitExit(2000)
         // The leader is gone; whatever else is left of its group goes too.
         killGroup(child.pid, "SIGKILL")
-        if (!killGroup(child.pid, 0)) groups.delete(child.pid)
+        const groupGone = !killGroup(child.pid, 0)
+        if (groupGone) groups.delete(child.pid)
+        const exit = child.exit()
+        if (key !== undefined && recorder !== undefined) {
+          yield* recorder.ended(key, exit && { exitCode: exit.code, signal: exit.signal }, groupGone)
+        }
       })
-  )
+  ).pipe(Effect.map(({ child }) => child))
 
 const attach = (child: ChildProcess.ChildProcess): Child => {
   const spawnedAt = performance.now()

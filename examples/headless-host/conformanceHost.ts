@@ -98,6 +98,8 @@ export interface Session {
 
 /** Marks kept per run: the timeline of a flood is drawn up to here. */
 const maxMarks = 2000
+/** Characters of a mark's label. */
+const maxLabel = 120
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
@@ -141,7 +143,9 @@ export const makeSession = (run: string, child: Child, dataDir: string): Session
     // An extension that floods the host gets its requests, commands and windows drawn up to a bound; the lifecycle
     // always.
     if (marks.length >= maxMarks && (kind === "request" || kind === "command" || kind === "window")) return
-    marks.push({ kind, at: ms(at), label, end: end === undefined ? undefined : ms(end) })
+    // Labels hold what the extension chose (command ids, methods): cut, so the timeline stays bounded too.
+    const shown = label.length > maxLabel ? `${label.slice(0, maxLabel - 1)}…` : label
+    marks.push({ kind, at: ms(at), label: shown, end: end === undefined ? undefined : ms(end) })
   }
 
   /** What Hermes would answer: docs/protocol.md, "Extension → host". */

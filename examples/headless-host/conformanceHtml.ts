@@ -138,7 +138,7 @@ export const html = (summary: Summary): string => {
   }).join("\n")
   const who = summary.name === null
     ? "no valid answer to initialize"
-    : `${escapeHtml(summary.name)} ${escapeHtml(summary.version ?? "")}, ${summary.commands.length} command(s)`
+    : `${escapeHtml(summary.name)} ${escapeHtml(summary.version ?? "")}, ${summary.commandCount} command(s)`
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">

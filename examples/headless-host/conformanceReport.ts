@@ -13,7 +13,10 @@ export interface Summary {
   readonly command: string
   readonly name: string | null
   readonly version: string | null
+  /** The first `maxListedCommands` commands, their texts cut. */
   readonly commands: ReadonlyArray<{ readonly id: string; readonly title: string }>
+  /** How many commands the extension announced. */
+  readonly commandCount: number
   readonly checks: ReadonlyArray<CheckResult>
   readonly elapsedMs: number
   /** The main run's timeline, in ms since its spawn. */
@@ -41,7 +44,7 @@ export const scorecard = (summary: Summary, color: boolean): string => {
     `Hermes extension conformance: ${visible(summary.command)}`,
     summary.name === null
       ? "extension: no valid answer to initialize"
-      : `extension ${visible(summary.name)} ${visible(summary.version ?? "")}, ${summary.commands.length} command(s)`,
+      : `extension ${visible(summary.name)} ${visible(summary.version ?? "")}, ${summary.commandCount} command(s)`,
     ""
   ]
   for (const check of checks) {
@@ -65,7 +68,10 @@ export const scorecard = (summary: Summary, color: boolean): string => {
   return lines.join("\n") + "\n"
 }
 
-/** The `--json` report: `{ extension, checks: [{ id, status, evidence, ms?, rule }], passed, failed, warned, … }`. */
+/**
+ * The `--json` report: `{ extension, checks: [{ id, status, evidence, ms?, rule }], passed, failed, warned, … }`.
+ * `extension.commands` lists the first `maxListedCommands`, `extension.commandCount` counts them all.
+ */
 export const json = (summary: Summary): string =>
   visibleJson(
     {
@@ -73,7 +79,8 @@ export const json = (summary: Summary): string =>
         command: summary.command,
         name: summary.name,
         version: summary.version,
-        commands: summary.commands
+        commands: summary.commands,
+        commandCount: summary.commandCount
       },
       checks: summary.checks.map(({ evidence, id, ms, rule, status }) =>
         ms === undefined ? { id, status, evidence, rule } : { id, status, evidence, ms, rule }

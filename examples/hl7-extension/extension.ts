@@ -16,6 +16,7 @@ import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Crypto from "node:crypto"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
+import type * as Net from "node:net"
 
 const State = Schema.Struct({
   anonymised: Schema.Number,
@@ -85,6 +86,23 @@ const securityHeaders = {
   "cross-origin-resource-policy": "same-origin"
 } as const
 
+/**
+ * The report server's bounds (docs/writing-an-extension.md, "Serving a window's page safely"). Any local process can
+ * connect to it, so a connection that sends nothing for `idleTimeoutMs` is closed (Node's `server.timeout`: a silent
+ * socket, a request stalled halfway, an idle keep-alive connection); one that trickles bytes may take at most
+ * `headersTimeoutMs` for a request's headers and `requestTimeoutMs` for the whole request, which Node checks every
+ * `connectionsCheckingIntervalMs` (its default, 30 s, would hold such a socket up to 30 s).
+ */
+export const windowServerLimits = {
+  idleTimeoutMs: 2_000,
+  headersTimeoutMs: 2_000,
+  requestTimeoutMs: 5_000,
+  keepAliveTimeoutMs: 2_000,
+  connectionsCheckingIntervalMs: 250,
+  /** Open connections at most: one more closes the oldest (see `reportServer`). */
+  maxConnections: 64
+} as const
+
 /** 256 bits from the operating system's CSPRNG (`effect/Random` is `Math.random` by default: not for secrets). */
 const tokenBytes = 32
 
@@ -123,8 +141,15 @@ const reportServer = Effect.gen(function*() {
         const html = token === undefined ? undefined : find(token)
         return html === undefined ? { status: 404 } : { status: 200, html }
       }
-      // A client that connects and sends nothing (any local process can) is dropped rather than held until shutdown.
-      const server = Http.createServer({ headersTimeout: 5_000, requestTimeout: 10_000 }, (request, response) => {
+      // A client that connects and sends nothing, or half a request (any local process can), is dropped within the
+      // bounds rather than held until shutdown.
+      const limits = windowServerLimits
+      const server = Http.createServer({
+        headersTimeout: limits.headersTimeoutMs,
+        requestTimeout: limits.requestTimeoutMs,
+        keepAliveTimeout: limits.keepAliveTimeoutMs,
+        connectionsCheckingInterval: limits.connectionsCheckingIntervalMs
+      }, (request, response) => {
         const { html, status } = route(request)
         if (html === undefined) {
           const allow = status === 405 ? { allow: "GET, HEAD" } : {}
@@ -136,6 +161,29 @@ const reportServer = Effect.gen(function*() {
             "content-length": String(Buffer.byteLength(html, "utf8"))
           }).end(html)
         }
+      })
+      // Without a 'timeout' listener, Node destroys a socket silent for this long.
+      server.setTimeout(limits.idleTimeoutMs)
+      // Written by hand rather than Node's `server.maxConnections`, which refuses the newest connection: a flood of
+      // idle sockets would then lock the window's own page out until they time out. Here the oldest connection goes
+      // instead (the page is answered at once, so an old connection is an idle or a stalled one), and a new client
+      // is served at once.
+      const open = new Set<Net.Socket>()
+      server.on("connection", (socket: Net.Socket) => {
+        if (open.size >= limits.maxConnections) {
+          const oldest = open.values().next().value!
+          open.delete(oldest)
+          oldest.destroy()
+        }
+        open.add(socket)
+        socket.once("close", () => open.delete(socket))
+      })
+      // Node reports a timed-out or malformed request here; without a listener it answers 408 or 400 but leaves a
+      // silent client's socket open. Answered the same way, then closed for sure.
+      server.on("clientError", (error: NodeJS.ErrnoException, socket: Net.Socket) => {
+        const status = error.code === "ERR_HTTP_REQUEST_TIMEOUT" ? "408 Request Timeout" : "400 Bad Request"
+        if (socket.writable) socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`)
+        socket.destroy()
       })
       server.once("error", (error) => resume(Effect.fail(error)))
       server.listen(0, "127.0.0.1", () => {

@@ -269,7 +269,9 @@ export interface RunMainOptions {
  *   third signal (or `forceTimeout` after the second) exits at once with `Abandoned`;
  * - logs go to stderr (stdout may carry the protocol), and the failure of the program is logged there;
  * - when the program has ended, stdout and stderr are flushed and the process exits with the code of
- *   {@link exitCodeOf}, even if a timer or socket would keep it alive: an extension must not outlive its host;
+ *   {@link exitCodeOf}, even if a timer or socket would keep it alive: an extension must not outlive its host; the
+ *   signal handlers stay installed until then, so a signal that comes meanwhile changes nothing (it never kills the
+ *   process by its default action);
  * - an error on stdout or stderr (EPIPE once the host is gone) is never an uncaught exception that would skip the
  *   finalizers: what is written to a broken stream is dropped (a `NodeStdio` transport on stdout fails instead).
  *
@@ -306,9 +308,8 @@ export const runMain = <A, E>(
   const exit = (code: number): void => {
     if (exiting) return
     exiting = true
-    process.off("SIGINT", onSigint)
-    process.off("SIGTERM", onSigterm)
-    process.off("SIGHUP", onSighup)
+    // The handlers stay installed until the process is gone: without one, a signal that comes while stdout and stderr
+    // drain would kill the process by the signal itself (no exit code, no flushed output).
     Effect.runFork(
       Effect.timeoutOption(
         Effect.all([flushWritable(process.stdout), flushWritable(process.stderr)], { discard: true }),
@@ -322,6 +323,8 @@ export const runMain = <A, E>(
   }
 
   const onSignal = (signal: Signal): void => {
+    // The exit code is decided: a signal now changes nothing (and is not fatal, since the handler is still there).
+    if (exiting) return
     const count = controller.unsafeReceive(signal)
     if (count === 1) {
       Effect.runFork(withLogger(Effect.gen(function*() {
@@ -364,7 +367,10 @@ export const runMain = <A, E>(
   const program = effect.pipe(
     Effect.provideService(NodeSignals, controller.service),
     Effect.provideService(GracefulShutdown.GracefulShutdown, registry),
-    Effect.tapCause((cause) =>
+    // A finalizer, which runs uninterruptibly: interrupting the main fiber once every connection has stopped must not
+    // interrupt this log, which would replace the program's failure (exit code 1) by an interruption (the signal's
+    // code).
+    Effect.onError((cause) =>
       Cause.hasInterruptsOnly(cause)
         ? Effect.void
         : controller.unsafeReceived().length > 0 && isCutOffByStop(cause)

@@ -1,0 +1,89 @@
+/**
+ * A storm of SIGTERMs (bursts of 50, one every 10 ms until the process is gone) against a process under
+ * `NodeSignals.runMain`: hermes-host (examples/headless-host.ts) and an extension run by `NodeExtension.runMain` (the
+ * HL7 example). The handlers stay installed until the process exits, so it never dies by the signal itself (exit
+ * -15): it exits with the documented code of a third signal, 3 (`Abandoned`; docs/hosting.md, "Exit codes").
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import type * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { frame, root, spawnFramed } from "./support/framed.js"
+import { spawnLines } from "./support/processes.js"
+
+/** Bursts of 50 SIGTERMs every 10 ms until `child` has exited; answers how many were sent. */
+const storm = (child: ChildProcess.ChildProcess) =>
+  Effect.callback<number>((resume) => {
+    let sent = 0
+    const burst = () => {
+      if (child.exitCode !== null || child.signalCode !== null) {
+        clearInterval(timer)
+        return resume(Effect.succeed(sent))
+      }
+      for (let i = 0; i < 50; i++) {
+        try {
+          process.kill(child.pid!, "SIGTERM")
+          sent++
+        } catch {
+          // gone
+        }
+      }
+    }
+    const timer = setInterval(burst, 10)
+    burst()
+    return Effect.sync(() => clearInterval(timer))
+  })
+
+const exitOf = (child: ChildProcess.ChildProcess) =>
+  Effect.promise(() =>
+    new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) {
+        return resolve({ code: child.exitCode, signal: child.signalCode })
+      }
+      child.once("exit", (code, signal) => resolve({ code, signal }))
+    })
+  )
+
+describe("a storm of SIGTERMs never kills a process by the signal itself", () => {
+  it.live(
+    "hermes-host: bursts of 50 SIGTERMs while it runs and shuts down: exit code 3, never by signal",
+    () =>
+      Effect.gen(function*() {
+        const dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "signal-storm-"))
+        const extension = `${process.execPath} ${Path.join(root, "test", "fixtures", "hermes-misbehaving.mjs")} behave`
+        const host = yield* spawnLines(
+          Path.join(root, "examples", "headless-host", "bin", "hermes-host"),
+          ["--extension", extension, "--data-dir", dataDir, "--settle", "30s"],
+          { cwd: root }
+        )
+        // Ready: the run waits for the extension to settle, the signal handlers are installed.
+        yield* host.line((line) => line.includes("ready") ? true : undefined, () => new Error(host.stderr())).pipe(
+          Effect.timeout("20 seconds")
+        )
+        const sent = yield* storm(host.child)
+        const exit = yield* exitOf(host.child)
+        assert.deepStrictEqual([exit.signal, exit.code], [null, 3], `${sent} SIGTERMs sent; ${host.stderr()}`)
+        assert.isAbove(sent, 49)
+        Fs.rmSync(dataDir, { recursive: true, force: true })
+      }).pipe(Effect.scoped),
+    40_000
+  )
+
+  it.live(
+    "an extension under NodeExtension.runMain (HL7): bursts of 50 SIGTERMs: exit code 3, never by signal",
+    () =>
+      Effect.gen(function*() {
+        const dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "signal-storm-"))
+        const extension = yield* spawnFramed("examples/hl7-extension/main.ts", { env: { HERMES_DATA_DIR: dataDir } })
+        extension.write(frame({ jsonrpc: "2.0", id: 1, method: "initialize", params: { dataDir } }))
+        yield* extension.next((m) => m.id === 1, "the answer to initialize", 20_000)
+        const sent = yield* storm(extension.child)
+        const exit = yield* Effect.promise(() => extension.exited)
+        assert.deepStrictEqual([exit.signal, exit.code], [null, 3], `${sent} SIGTERMs sent; ${extension.stderr()}`)
+        Fs.rmSync(dataDir, { recursive: true, force: true })
+      }).pipe(Effect.scoped),
+    40_000
+  )
+})
