@@ -111,7 +111,8 @@ export const make = (
         schedule: Schedule.spaced(exitPollInterval),
         until: (stopped) => stopped
       })
-      // Forked before the stop finalizer is registered, so it is still there while the stop waits for the exit.
+      // Not in a Scope: an unref'ed child outlives the Scope, and `kill` still needs to see it exit. It ends when the
+      // child exits, which Effect's handle reports whatever became of the Scope.
       yield* Effect.matchCauseEffect(handle.exitCode, {
         onSuccess: (code) => settle({ exitCode: code, signal: null }),
         onFailure: (cause) => {
@@ -120,7 +121,7 @@ export const make = (
             ? settle({ exitCode: null, signal })
             : Effect.andThen(Effect.ignore(untilStopped), settle({ exitCode: null, signal: null }))
         }
-      }).pipe(Supervisor.onSystemClock, Effect.forkIn(innerScope))
+      }).pipe(Supervisor.onSystemClock, Effect.forkDetach)
 
       const argv = argvOf(command)
       let entry: Entry | undefined
