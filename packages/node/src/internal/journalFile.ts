@@ -50,13 +50,27 @@ export const read = (path: string): Effect.Effect<Content, JournalError> =>
 const finished: ReadonlyArray<"Completed" | "Failed"> = ["Completed", "Failed"]
 
 /**
+ * A backend over `path`, and `flush`, which writes what is pending now.
+ *
+ * @internal
+ */
+export interface File {
+  readonly backend: JournalBackend.Backend
+  readonly flush: Effect.Effect<void, JournalError>
+}
+
+/**
  * A backend whose unfinished rows and claims are loaded from `path` and written back to it (a temporary file renamed
  * over it, so a reader never sees half a file) after every change. Finished rows are dropped at once: nobody reads
  * them back, and a long-running process would otherwise keep one per child it ever started.
  *
+ * With `deferred`, a change is written in a fiber of its own after the current one yields, and the changes made
+ * until then are written together: a spawn then does not wait for the file. The cost: a crash in that window loses
+ * the changes (a child started just before it is not swept at the next start); a failed write is logged.
+ *
  * @internal
  */
-export const make = (path: string): Effect.Effect<JournalBackend.Backend, JournalError> =>
+export const make = (path: string, options: { readonly deferred: boolean }): Effect.Effect<File, JournalError> =>
   Effect.gen(function*() {
     const inner = yield* JournalBackend.makeMemory
     const content = yield* read(path)
@@ -66,7 +80,9 @@ export const make = (path: string): Effect.Effect<JournalBackend.Backend, Journa
       owners.add(claim.owner)
       yield* inner.insertClaim(claim)
     }
-    const save: Effect.Effect<void, JournalError> = Effect.gen(function*() {
+    let pending = false
+    const flush: Effect.Effect<void, JournalError> = Effect.gen(function*() {
+      pending = false
       yield* inner.remove(finished, Number.MAX_SAFE_INTEGER)
       const rows = yield* inner.list(["InFlight", "NeedsRecovery"])
       const claims: Array<JournalClaim.Claim> = []
@@ -83,8 +99,19 @@ export const make = (path: string): Effect.Effect<JournalBackend.Backend, Journa
         catch: (error) => storage(`cannot write ${path}`, error)
       })
     })
+    const save: Effect.Effect<void, JournalError> = !options.deferred ? flush : Effect.suspend(() => {
+      if (pending) return Effect.void
+      pending = true
+      return Effect.asVoid(Effect.forkDetach(Effect.andThen(
+        Effect.yieldNow,
+        Effect.catch(
+          Effect.suspend(() => pending ? flush : Effect.void),
+          (error) => Effect.logWarning("could not write the record of started children", error)
+        )
+      )))
+    })
     const saving = <A>(effect: Effect.Effect<A, JournalError>) => Effect.tap(effect, () => save)
-    return {
+    const backend: JournalBackend.Backend = {
       ...inner,
       insert: (row) => saving(inner.insert(row)),
       update: (key, where, patch) => saving(inner.update(key, where, patch)),
@@ -99,4 +126,5 @@ export const make = (path: string): Effect.Effect<JournalBackend.Backend, Journa
       },
       deleteClaim: (owner, holder) => saving(inner.deleteClaim(owner, holder))
     }
+    return { backend, flush }
   })

@@ -96,7 +96,8 @@ const sweepFile = (file: string, directory: string, reapGrace: Duration.Input) =
     } catch {
       return // another process took it first
     }
-    const journal = yield* Journal.make(yield* journalFile.make(mine), { identity: yield* identity, liveness })
+    const { backend } = yield* journalFile.make(mine, { deferred: false })
+    const journal = yield* Journal.make(backend, { identity: yield* identity, liveness })
     yield* sweepOwner(journal, claim.owner, reapGrace)
     Fs.rmSync(mine, { force: true })
   }).pipe(Effect.catchCause((cause) => Effect.logWarning(`could not sweep ${file}`, cause)))
@@ -129,10 +130,12 @@ const makeFileJournal = (directory: string, reapGrace: Duration.Input, self: Jou
         yield* sweepFile(file, directory, reapGrace)
       }
     }
-    const journal = yield* Journal.make(yield* journalFile.make(own), { identity: self, liveness })
-    // Registered before the claim, so it runs after the claim is released: a file with nothing left in it goes.
+    const file = yield* journalFile.make(own, { deferred: true })
+    const journal = yield* Journal.make(file.backend, { identity: self, liveness })
+    // Registered before the claim, so it runs after the claim is released: what is pending is written, and a file
+    // with nothing left in it goes.
     yield* Effect.addFinalizer(() =>
-      Effect.map(Effect.exit(journal.unfinished()), (unfinished) => {
+      Effect.map(Effect.exit(Effect.andThen(file.flush, journal.unfinished())), (unfinished) => {
         if (unfinished._tag === "Success" && unfinished.value.length === 0) Fs.rmSync(own, { force: true })
       })
     )

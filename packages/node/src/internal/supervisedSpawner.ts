@@ -10,7 +10,6 @@
 import type * as Process from "@lifeline/kernel/Process"
 import type * as StopSequence from "@lifeline/kernel/StopSequence"
 import * as Cause from "effect/Cause"
-import * as Deferred from "effect/Deferred"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -91,37 +90,37 @@ export const make = (
         Scope.provide(innerScope),
         Effect.onError(() => Scope.close(innerScope, Exit.void))
       )
-      const exited = yield* Deferred.make<Process.ExitStatus>()
       let status: Process.ExitStatus | undefined
       let lastStop: StopSequence.StopReport | undefined
-      const child: Supervisor.Child = {
-        pid: handle.pid,
-        ownsGroup: posix && command.options.detached !== false,
-        exit: Deferred.await(exited),
-        unsafeExitStatus: () => status
-      }
-      const settle = (exitStatus: Process.ExitStatus) =>
-        Effect.andThen(
-          Effect.sync(() => {
-            status = exitStatus
-          }),
-          Effect.andThen(Deferred.succeed(exited, exitStatus), Supervisor.reportExit(child, exitStatus))
-        )
       const untilStopped = Effect.repeat(Effect.map(handle.isRunning, (running) => !running), {
         schedule: Schedule.spaced(exitPollInterval),
         until: (stopped) => stopped
       })
-      // Not in a Scope: an unref'ed child outlives the Scope, and `kill` still needs to see it exit. It ends when the
-      // child exits, which Effect's handle reports whatever became of the Scope.
-      yield* Effect.matchCauseEffect(handle.exitCode, {
-        onSuccess: (code) => settle({ exitCode: code, signal: null }),
+      const seen = (exitStatus: Process.ExitStatus) =>
+        Effect.sync(() => {
+          status ??= exitStatus
+          return status
+        })
+      // Straight from Effect's handle, with no fiber in between: the stop waits on it, and each hop between fibers
+      // costs a turn of the event loop in the close.
+      const exit: Effect.Effect<Process.ExitStatus> = Effect.matchCauseEffect(handle.exitCode, {
+        onSuccess: (code) => seen({ exitCode: code, signal: null }),
         onFailure: (cause) => {
           const signal = signalOf(cause)
           return signal !== null
-            ? settle({ exitCode: null, signal })
-            : Effect.andThen(Effect.ignore(untilStopped), settle({ exitCode: null, signal: null }))
+            ? seen({ exitCode: null, signal })
+            : Effect.andThen(Effect.ignore(untilStopped), seen({ exitCode: null, signal: null }))
         }
-      }).pipe(Supervisor.onSystemClock, Effect.forkDetach)
+      }).pipe(Supervisor.onSystemClock)
+      const child: Supervisor.Child = {
+        pid: handle.pid,
+        ownsGroup: posix && command.options.detached !== false,
+        exit,
+        unsafeExitStatus: () => status
+      }
+      // Not in a Scope: an unref'ed child outlives the Scope, and `kill` still needs to see it exit. It ends when the
+      // child exits, which Effect's handle reports whatever became of the Scope.
+      yield* Effect.flatMap(exit, (exitStatus) => Supervisor.reportExit(child, exitStatus)).pipe(Effect.forkDetach)
 
       const argv = argvOf(command)
       let entry: Entry | undefined
@@ -154,8 +153,11 @@ export const make = (
               Effect.sync(() => {
                 lastStop = report
               }),
-              // Left `InFlight` while anything of it runs, for the next start's sweep.
-              report.endedBy === "Unkillable" || report.descendants === "Survived" ? Effect.void : forget(status)
+              // Left `InFlight` while anything of it runs, for the next start's sweep. Written after the stop returns:
+              // a crash before it leaves a record of a process that is gone, which the sweep finds `Gone`.
+              report.endedBy === "Unkillable" || report.descendants === "Survived"
+                ? Effect.void
+                : Effect.asVoid(Effect.forkDetach(forget(status)))
             )
         )
 
