@@ -39,6 +39,18 @@ const supervised = (directory: string) =>
   NodeSupervisedSpawner.layerOptions({ directory, killGrace: `${killGrace} millis` }).pipe(Layer.provideMerge(platform))
 const effects = NodeChildProcessSpawner.layer.pipe(Layer.provideMerge(platform))
 
+/** How many zombies are in process group `pgid`. */
+const zombiesIn = (pgid: number): number =>
+  Fs.readdirSync("/proc").filter((name) => /^\d+$/.test(name)).filter((pid) => {
+    try {
+      const stat = Fs.readFileSync(`/proc/${pid}/stat`, "latin1")
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      return Number(fields[2]) === pgid && fields[0] === "Z"
+    } catch {
+      return false
+    }
+  }).length
+
 const stateDirectory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-guarantees-"))
 
 describe("NodeSupervisedSpawner guarantees", () => {
@@ -87,6 +99,27 @@ describe("NodeSupervisedSpawner guarantees", () => {
       // Zombies count as gone: the grandchildren's parents were killed, and this machine's init reaps them late.
       assert.deepStrictEqual(tree.filter(isAlive), [])
     }).pipe(Effect.provide(supervised(stateDirectory))))
+
+  it.live("a zombie left in the group counts as exited: the close does not wait for it (Effect's layer waits 1 s)", () =>
+    Effect.gen(function*() {
+      /** Closes the Scope of a child that exits at once, leaving in its group a grandchild that is a zombie by then. */
+      const closeWithZombie = Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        const handle = yield* ChildProcess.make("sh", ["-c", "sleep 0.05 & exit 0"]).pipe(Scope.provide(scope))
+        yield* handle.exitCode
+        // The grandchild exits and, its parent gone, waits as a zombie for an init that reaps late.
+        yield* Effect.sleep("300 millis")
+        const zombie = zombiesIn(handle.pid) > 0
+        const start = performance.now()
+        yield* Scope.close(scope, Exit.void)
+        return { zombie, elapsed: performance.now() - start }
+      })
+      const ours = yield* Effect.provide(closeWithZombie, supervised(stateDirectory))
+      assert.isBelow(ours.elapsed, 200)
+      const theirs = yield* Effect.provide(closeWithZombie, effects)
+      // Only where the zombie was still there: an init that reaps at once leaves nothing to wait for.
+      if (theirs.zombie) assert.isAbove(theirs.elapsed, 500)
+    }))
 
   it.live("kill() of a child that has exited succeeds (Effect's layer fails it)", () =>
     Effect.gen(function*() {
