@@ -2,7 +2,7 @@
  * Effect's own MCP client (`McpClient.layerStdio`, which starts its server through the `ChildProcessSpawner` service)
  * over `NodeSupervisedSpawner.layer`, against the MCP reference server (`@modelcontextprotocol/server-everything`,
  * protocol 2025-11-25), started directly and through an `sh -c` wrapper: tools listed and called, and nothing of the
- * server left once the layer is closed.
+ * server left once the layer is closed; and the example that does it (`examples/effect-mcp`) run as a program.
  */
 import { NodeFileSystem, NodePath } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
@@ -10,6 +10,7 @@ import { NodeSupervisedSpawner } from "@lifeline/node"
 import { Effect, Layer } from "effect"
 import { McpClient, McpProtocol } from "effect/ai"
 import { ChildProcess } from "effect/process"
+import * as NodeProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -70,4 +71,38 @@ describe("McpClient.layerStdio over NodeSupervisedSpawner", () => {
       { timeout: 60_000 }
     )
   }
+
+  it.live(
+    "examples/effect-mcp lists and calls server-everything's tools through sh -c, and leaves no server",
+    () =>
+      Effect.gen(function*() {
+        const root = Path.join(here, "..")
+        const run = yield* Effect.promise(() =>
+          new Promise<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }>((resolve) => {
+            const child = NodeProcess.spawn(process.execPath, [
+              Path.join(root, "scripts", "run-bundled.mjs"),
+              Path.join(root, "examples", "effect-mcp", "effect-mcp.ts"),
+              "--server",
+              `"${process.execPath}" "${everything}" stdio`,
+              "--tool",
+              "echo",
+              "--arguments",
+              JSON.stringify({ message: "from the example" })
+            ], { cwd: root, env: { ...process.env, XDG_STATE_HOME: directory }, stdio: ["ignore", "pipe", "pipe"] })
+            let stdout = ""
+            let stderr = ""
+            child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
+            child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
+            child.on("exit", (code) => resolve({ code, stdout, stderr }))
+          })
+        )
+        assert.strictEqual(run.code, 0, run.stderr)
+        const printed = JSON.parse(run.stdout) as { protocolVersion: string; tools: Array<string>; result: unknown }
+        assert.strictEqual(printed.protocolVersion, "2025-11-25")
+        assert.include(printed.tools, "echo")
+        assert.include(JSON.stringify(printed.result), "from the example")
+        assert.deepStrictEqual(pidsWith(everything), [])
+      }),
+    { timeout: 60_000 }
+  )
 })
