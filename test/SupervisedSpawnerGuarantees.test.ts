@@ -4,6 +4,7 @@
  */
 import { NodeChildProcessSpawner, NodeFileSystem, NodePath } from "@effect/platform-node"
 import { assert, describe, it, layer } from "@effect/vitest"
+import { Journal, JournalError } from "@lifeline/kernel"
 import { NodeSupervisedSpawner } from "@lifeline/node"
 import { Effect, Exit, Fiber, Layer, Option, Scope, Stream } from "effect"
 import type { ChildProcessSpawner } from "effect/process"
@@ -50,6 +51,16 @@ const zombiesIn = (pgid: number): number =>
       return false
     }
   }).length
+
+/** Whether a live process has `word` as an argument. */
+const runningWith = (word: string): boolean =>
+  Fs.readdirSync("/proc").filter((name) => /^\d+$/.test(name)).some((pid) => {
+    try {
+      return Fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").split("\0").includes(word) && isAlive(Number(pid))
+    } catch {
+      return false
+    }
+  })
 
 const stateDirectory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-guarantees-"))
 
@@ -135,6 +146,24 @@ describe("NodeSupervisedSpawner guarantees", () => {
         return yield* Effect.exit(handle.kill())
       })).pipe(Effect.provide(effects))
       assert.isTrue(Exit.isFailure(theirs))
+    }))
+
+  it.live("a child that cannot be recorded is killed at once, and its spawn fails", () =>
+    Effect.gen(function*() {
+      const memory = yield* Journal.makeMemory
+      const failing: Journal.Journal.Service = {
+        ...memory,
+        begin: () => Effect.fail(new JournalError.JournalError({ reason: "Storage", detail: "disk full" }))
+      }
+      const word = `lifeline-unrecorded-${process.pid}`
+      const error = yield* Effect.flip(
+        ChildProcess.make(node, ["-e", "setInterval(() => {}, 1000)", word]).pipe(
+          Effect.scoped,
+          Effect.provide(NodeSupervisedSpawner.layerOptions({ journal: failing }).pipe(Layer.provideMerge(platform)))
+        )
+      )
+      assert.include(error.message, "could not be recorded")
+      yield* eventually(() => !runningWith(word), "the unrecorded child killed", 2000)
     }))
 
   it.live("every started child is in this process's journal file until its group is gone; unref'ed ones are not", () =>

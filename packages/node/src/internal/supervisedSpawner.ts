@@ -137,7 +137,13 @@ export const make = (
           return recorded === undefined ? Effect.void : recorded.exited(end)
         })
       yield* record.pipe(
-        Effect.tapError(() => Effect.sync(() => Supervisor.unsafeSignal(child, "SIGKILL"))),
+        // Nothing talks to it yet, and an unrecorded child is what a crash must not leave.
+        Effect.tapError(() =>
+          Effect.andThen(
+            Effect.sync(() => Supervisor.unsafeSignal(child, "SIGKILL")),
+            Effect.forkDetach(Scope.close(innerScope, Exit.void))
+          )
+        ),
         Effect.mapError((error) => unrecorded(command, error))
       )
 
