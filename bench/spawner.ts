@@ -8,7 +8,8 @@
  * - "close of a well-behaved child": from the close of the Scope of a running child that exits on SIGTERM (`sleep`,
  *   after `sh` printed that it runs) until the close returns: the group signalled, the exit seen, the record closed.
  *
- * Run with `pnpm bench spawner` or `pnpm tsx bench/spawner.ts --repeats=20`.
+ * Run with `pnpm bench spawner` or `pnpm tsx bench/spawner.ts --repeats=20` (`--no-journal`: without the journal,
+ * to see what it costs).
  */
 import { NodeChildProcessSpawner, NodeFileSystem, NodePath } from "@effect/platform-node"
 import { Effect, Exit, Layer, Scope, Stream } from "effect"
@@ -61,12 +62,16 @@ const close = Effect.gen(function*() {
 })
 
 /** Measures both layers, one iteration of each in turn. */
-export const run = (repeats = 30): Effect.Effect<ReadonlyArray<Row>> => {
+export const run = (repeats = 30, withJournal = true): Effect.Effect<ReadonlyArray<Row>> => {
   const directory = mkdtempSync(join(tmpdir(), "lifeline-bench-spawner-"))
   return Effect.gen(function*() {
     const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
     const effects = yield* Layer.build(NodeChildProcessSpawner.layer.pipe(Layer.provide(platform)))
-    const ours = yield* Layer.build(NodeSupervisedSpawner.layerOptions({ directory, journal: process.env.NOJ ? false : undefined }).pipe(Layer.provide(platform)))
+    const ours = yield* Layer.build(
+      NodeSupervisedSpawner.layerOptions({ directory, journal: withJournal ? undefined : false }).pipe(
+        Layer.provide(platform)
+      )
+    )
     const measure = (name: string, sample: Effect.Effect<number, unknown, ChildProcessSpawner.ChildProcessSpawner>) =>
       Effect.gen(function*() {
         const times = { effect: [] as Array<number>, ours: [] as Array<number> }
@@ -100,7 +105,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   const repeats = Number(
     /^--repeats=(\d+)$/.exec(process.argv.find((arg) => arg.startsWith("--repeats=")) ?? "")?.[1] ?? 30
   )
-  Effect.runPromise(run(repeats)).then((rows) => {
+  Effect.runPromise(run(repeats, !process.argv.includes("--no-journal"))).then((rows) => {
     process.stdout.write(
       `| measure (n=${repeats}) | Effect's layer | NodeSupervisedSpawner | ratio |\n| --- | --- | --- | --- |\n`
     )
