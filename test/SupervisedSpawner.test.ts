@@ -219,6 +219,8 @@ for (const [name, layer] of layers) {
             assert.isFalse(yield* handle.isRunning)
             const error = yield* Effect.flip(handle.exitCode)
             assert.isTrue(PlatformError.isPlatformError(error))
+            // The signal is named, inside the error under it.
+            assert.include(String(error.reason.cause), "SIGTERM")
             const killed = yield* ChildProcess.make("sleep", ["10"])
             yield* killed.kill({ killSignal: "SIGKILL" })
             assert.isTrue(Exit.isFailure(yield* Effect.exit(killed.exitCode)))

@@ -85,6 +85,21 @@ describe("NodeSupervisedSpawner guarantees", () => {
       )
     }).pipe(Effect.provide(supervised(stateDirectory))))
 
+  it.live("the command's killSignal is what asks; the signal that ended the child is data", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const handle = yield* ChildProcess.make("sh", ["-c", "echo up; exec sleep 30"], { killSignal: "SIGINT" }).pipe(
+        Scope.provide(scope)
+      )
+      yield* pids(handle, 1)
+      yield* Scope.close(scope, Exit.void)
+      assert.deepStrictEqual(
+        yield* NodeSupervisedSpawner.exitStatus(handle),
+        Option.some({ exitCode: null, signal: "SIGINT" })
+      )
+      assert.strictEqual(Option.getOrThrow(yield* NodeSupervisedSpawner.lastStop(handle)).endedBy, "Terminate")
+    }).pipe(Effect.provide(supervised(stateDirectory))))
+
   it.live("Effect's layer, same child, no forceKillAfter: the close has not finished 1.5 s later", () =>
     Effect.gen(function*() {
       const scope = yield* Scope.make()
