@@ -118,9 +118,6 @@ export const make = (
         exit,
         unsafeExitStatus: () => status
       }
-      // Not in a Scope: an unref'ed child outlives the Scope, and `kill` still needs to see it exit. It ends when the
-      // child exits, which Effect's handle reports whatever became of the Scope.
-      yield* Effect.flatMap(exit, (exitStatus) => Supervisor.reportExit(child, exitStatus)).pipe(Effect.forkDetach)
 
       const argv = argvOf(command)
       let entry: Entry | undefined
@@ -168,21 +165,26 @@ export const make = (
         )
 
       let referenced = true
-      // The record of a child whose group is gone is closed at once, not only when the Scope closes.
-      yield* Effect.andThen(
-        child.exit,
-        Effect.repeat(Effect.sync(() => !Supervisor.unsafeGroupAlive(child)), {
-          schedule: Schedule.spaced("100 millis"),
-          until: (gone) => gone
-        })
-      ).pipe(
-        Effect.andThen(Effect.suspend(() => forget(status))),
-        Supervisor.onSystemClock,
-        Effect.forkIn(innerScope)
-      )
+      // One watcher per child (each wait on `exit` evaluates Effect's `exitCode` again): it reports the exit, then
+      // closes the record once the group is gone, not only when the Scope closes. Not in a Scope: an unref'ed child
+      // outlives its Scope, and its exit is still reported; the watch of its group stops with the Scope.
+      let scoped = true
+      yield* Effect.flatMap(exit, (exitStatus) =>
+        Effect.andThen(
+          Supervisor.reportExit(child, exitStatus),
+          Effect.repeat(Effect.sync(() => !scoped || !Supervisor.unsafeGroupAlive(child)), {
+            schedule: Schedule.spaced("100 millis"),
+            until: (done) => done
+          })
+        )).pipe(
+          Effect.andThen(Effect.suspend(() => scoped ? forget(status) : Effect.void)),
+          Supervisor.onSystemClock,
+          Effect.forkDetach
+        )
 
       yield* Effect.addFinalizer(() =>
         Effect.gen(function*() {
+          scoped = false
           // An unref'ed child that still runs is left running, as Effect's spawner leaves it.
           if (referenced || status !== undefined) {
             const report = yield* stopWith(command.options)
