@@ -110,7 +110,7 @@ for (const [name, layer] of layers) {
             const both = yield* ChildProcess.make("sh", ["-c", "echo out; echo err >&2"])
             const [out, err] = yield* Effect.all([text(both.stdout), text(both.stderr)], { concurrency: 2 })
             assert.deepStrictEqual([out, err], ["out", "err"])
-            const all = yield* ChildProcess.make("sh", ["-c", "echo o1; sleep 0.02; echo e1 >&2; sleep 0.02; echo o2"])
+            const all = yield* ChildProcess.make("sh", ["-c", "echo o1; sleep 0.1; echo e1 >&2; sleep 0.1; echo o2"])
             assert.strictEqual(yield* text(all.all), "o1\ne1\no2")
           }).pipe(Effect.scoped))
 
@@ -164,7 +164,7 @@ for (const [name, layer] of layers) {
               ChildProcess.pipeTo(ChildProcess.make`cat`, { from: "stderr" })
             )
             assert.strictEqual(yield* text(stderr.stdout), "error")
-            const all = yield* ChildProcess.make("sh", ["-c", "echo o1; sleep 0.02; echo e1 >&2"]).pipe(
+            const all = yield* ChildProcess.make("sh", ["-c", "echo o1; sleep 0.1; echo e1 >&2"]).pipe(
               ChildProcess.pipeTo(ChildProcess.make`cat`, { from: "all" })
             )
             assert.strictEqual(yield* text(all.stdout), "o1\ne1")

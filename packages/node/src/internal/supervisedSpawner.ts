@@ -226,7 +226,9 @@ export const make = (
       })
       supervised.set(self, { exitStatus: () => status, lastStop: () => lastStop })
       return self
-    })
+      // Uninterruptible from the spawn to the stop's finalizer, so no interruption leaves a child nobody stops. The
+      // spawn itself waits only for Node's `spawn` or `error` event.
+    }).pipe(Effect.uninterruptible)
 
   const sourceOf = (
     handle: ChildProcessSpawner.ChildProcessHandle,
