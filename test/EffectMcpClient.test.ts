@@ -5,7 +5,7 @@
  * server left once the layer is closed; and the example that does it (`examples/effect-mcp`) run as a program.
  */
 import { NodeFileSystem, NodePath } from "@effect/platform-node"
-import { assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, describe, it } from "@effect/vitest"
 import { NodeSupervisedSpawner } from "@lifeline/node"
 import { Effect, Layer } from "effect"
 import { McpClient, McpProtocol } from "effect/ai"
@@ -20,6 +20,7 @@ import { isAlive } from "./support/processes.js"
 const here = Path.dirname(Url.fileURLToPath(import.meta.url))
 const everything = Path.join(here, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 const directory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-mcp-"))
+afterAll(() => Fs.rmSync(directory, { recursive: true, force: true }))
 
 const Spawner = NodeSupervisedSpawner.layerOptions({ directory }).pipe(
   Layer.provide(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))

@@ -6,7 +6,7 @@
  * real process ran on the fiber's Clock would hang here. SupervisedSpawnerGuarantees.test.ts has what differs.
  */
 import { NodeChildProcessSpawner, NodeFileSystem, NodePath } from "@effect/platform-node"
-import { assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, describe, it } from "@effect/vitest"
 import { NodeSupervisedSpawner } from "@lifeline/node"
 import { Effect, Exit, Layer, PlatformError, Schedule, Scope, Stream } from "effect"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
@@ -19,6 +19,7 @@ import { isAlive } from "./support/processes.js"
 const node = process.execPath
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
 const stateDirectory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-spawner-"))
+afterAll(() => Fs.rmSync(stateDirectory, { recursive: true, force: true }))
 
 const layers = [
   ["Effect's NodeChildProcessSpawner.layer", NodeChildProcessSpawner.layer.pipe(Layer.provideMerge(platform))],

@@ -3,7 +3,7 @@
  * and, side by side, what Effect's layer does in the same case (docs/supervising-effect-children.md has the table).
  */
 import { NodeChildProcessSpawner, NodeFileSystem, NodePath } from "@effect/platform-node"
-import { assert, describe, it, layer } from "@effect/vitest"
+import { afterAll, assert, describe, it, layer } from "@effect/vitest"
 import { Journal, JournalError } from "@lifeline/kernel"
 import { NodeSupervisedSpawner } from "@lifeline/node"
 import { Effect, Exit, Fiber, Layer, Option, Scope, Stream } from "effect"
@@ -63,6 +63,7 @@ const runningWith = (word: string): boolean =>
   })
 
 const stateDirectory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-guarantees-"))
+afterAll(() => Fs.rmSync(stateDirectory, { recursive: true, force: true }))
 
 describe("NodeSupervisedSpawner guarantees", () => {
   it.live("a child that ignores SIGTERM is gone within the kill grace after its Scope closes: SIGKILL killGrace later", () =>
@@ -206,6 +207,7 @@ describe("NodeSupervisedSpawner guarantees", () => {
       }).pipe(Effect.scoped, Effect.provide(supervised(directory)))
       // The layer's release removes a file with nothing left in it.
       assert.deepStrictEqual(Fs.readdirSync(directory), [])
+      Fs.rmdirSync(directory)
     }))
 })
 
@@ -214,6 +216,7 @@ layer(Fixtures.layer(["spawner-app"]), { excludeTestServices: true, timeout: "60
     Effect.gen(function*() {
       const programs = yield* Fixtures.Programs
       const directory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-apps-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(directory, { recursive: true, force: true })))
       const before = process.env.LIFELINE_SPAWNER_DIR
       // The apps inherit the test's environment.
       process.env.LIFELINE_SPAWNER_DIR = directory
