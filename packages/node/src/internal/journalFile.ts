@@ -50,13 +50,14 @@ export const read = (path: string): Effect.Effect<Content, JournalError> =>
 const finished: ReadonlyArray<"Completed" | "Failed"> = ["Completed", "Failed"]
 
 /**
- * A backend over `path`, and `flush`, which writes what is pending now.
+ * A backend over `path`, and `close`, which writes what is pending now and nothing after.
  *
  * @internal
  */
 export interface File {
   readonly backend: JournalBackend.Backend
-  readonly flush: Effect.Effect<void, JournalError>
+  /** Writes what is pending, then writes nothing more: a late change must not bring back a file its owner removed. */
+  readonly close: Effect.Effect<void, JournalError>
 }
 
 /**
@@ -81,8 +82,10 @@ export const make = (path: string, options: { readonly deferred: boolean }): Eff
       yield* inner.insertClaim(claim)
     }
     let pending = false
+    let closed = false
     const flush: Effect.Effect<void, JournalError> = Effect.gen(function*() {
       pending = false
+      if (closed) return
       yield* inner.remove(finished, Number.MAX_SAFE_INTEGER)
       const rows = yield* inner.list(["InFlight", "NeedsRecovery"])
       const claims: Array<JournalClaim.Claim> = []
@@ -126,5 +129,11 @@ export const make = (path: string, options: { readonly deferred: boolean }): Eff
       },
       deleteClaim: (owner, holder) => saving(inner.deleteClaim(owner, holder))
     }
-    return { backend, flush }
+    const close = Effect.andThen(
+      flush,
+      Effect.sync(() => {
+        closed = true
+      })
+    )
+    return { backend, close }
   })

@@ -132,10 +132,10 @@ const makeFileJournal = (directory: string, reapGrace: Duration.Input, self: Jou
     }
     const file = yield* journalFile.make(own, { deferred: true })
     const journal = yield* Journal.make(file.backend, { identity: self, liveness })
-    // Registered before the claim, so it runs after the claim is released: what is pending is written, and a file
-    // with nothing left in it goes.
+    // Registered before the claim, so it runs after the claim is released: what is pending is written, nothing is
+    // written after, and a file with nothing left in it goes.
     yield* Effect.addFinalizer(() =>
-      Effect.map(Effect.exit(Effect.andThen(file.flush, journal.unfinished())), (unfinished) => {
+      Effect.map(Effect.exit(Effect.andThen(file.close, journal.unfinished())), (unfinished) => {
         if (unfinished._tag === "Success" && unfinished.value.length === 0) Fs.rmSync(own, { force: true })
       })
     )

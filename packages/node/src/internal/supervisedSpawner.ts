@@ -10,6 +10,7 @@
 import type * as Process from "@lifeline/kernel/Process"
 import type * as StopSequence from "@lifeline/kernel/StopSequence"
 import * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -101,9 +102,10 @@ export const make = (
           status ??= exitStatus
           return status
         })
-      // Straight from Effect's handle, with no fiber in between: the stop waits on it, and each hop between fibers
-      // costs a turn of the event loop in the close.
-      const exit: Effect.Effect<Process.ExitStatus> = Effect.matchCauseEffect(handle.exitCode, {
+      // Effect's `exitCode` is evaluated once, by the watcher below: each evaluation races two waits and, for a
+      // signalled child, builds an error and the command's display text.
+      const exited = yield* Deferred.make<Process.ExitStatus>()
+      const observe: Effect.Effect<Process.ExitStatus> = Effect.matchCauseEffect(handle.exitCode, {
         onSuccess: (code) => seen({ exitCode: code, signal: null }),
         onFailure: (cause) => {
           const signal = signalOf(cause)
@@ -111,11 +113,11 @@ export const make = (
             ? seen({ exitCode: null, signal })
             : Effect.andThen(Effect.ignore(untilStopped), seen({ exitCode: null, signal: null }))
         }
-      }).pipe(Supervisor.onSystemClock)
+      }).pipe(Effect.tap((exitStatus) => Deferred.succeed(exited, exitStatus)), Supervisor.onSystemClock)
       const child: Supervisor.Child = {
         pid: handle.pid,
         ownsGroup: posix && command.options.detached !== false,
-        exit,
+        exit: Deferred.await(exited),
         unsafeExitStatus: () => status
       }
 
@@ -169,7 +171,7 @@ export const make = (
       // closes the record once the group is gone, not only when the Scope closes. Not in a Scope: an unref'ed child
       // outlives its Scope, and its exit is still reported; the watch of its group stops with the Scope.
       let scoped = true
-      yield* Effect.flatMap(exit, (exitStatus) =>
+      yield* Effect.flatMap(observe, (exitStatus) =>
         Effect.andThen(
           Supervisor.reportExit(child, exitStatus),
           Effect.repeat(Effect.sync(() => !scoped || !Supervisor.unsafeGroupAlive(child)), {
