@@ -93,6 +93,11 @@ export interface Options {
   readonly killGrace?: Duration.Input | undefined
   readonly verifyTimeout?: Duration.Input | undefined
   readonly killOnShutdownTimeout?: boolean | undefined
+  /**
+   * Whether the process has an input whose end asks it to stop. Default true. False (a spawner's `kill`, where the
+   * caller owns the input): the sequence starts with SIGTERM, without the close step or `exitGrace`.
+   */
+  readonly endOfInput?: boolean | undefined
   /** The policy the close step runs under. Default: fail-fast (no drain). */
   readonly policy?: ShutdownPolicy.Policy | undefined
 }
@@ -110,6 +115,8 @@ export interface Bounds {
   readonly killGrace: Duration.Duration
   readonly verifyTimeout: Duration.Duration
   readonly killOnShutdownTimeout: boolean
+  /** Default true: see {@link Options.endOfInput}. */
+  readonly endOfInput?: boolean | undefined
 }
 
 /**
@@ -160,7 +167,8 @@ export const bounds = (options: Options = {}): Bounds => {
     exitGrace: nonNegative(options.exitGrace ?? defaults.exitGrace),
     killGrace: nonNegative(options.killGrace ?? defaults.killGrace),
     verifyTimeout: nonNegative(options.verifyTimeout ?? defaults.verifyTimeout),
-    killOnShutdownTimeout: options.killOnShutdownTimeout ?? defaults.killOnShutdownTimeout
+    killOnShutdownTimeout: options.killOnShutdownTimeout ?? defaults.killOnShutdownTimeout,
+    endOfInput: options.endOfInput ?? true
   }
 }
 

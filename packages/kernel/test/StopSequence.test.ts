@@ -172,6 +172,34 @@ describe("StopSequence", () => {
         assert.strictEqual(report.elapsedMillis, 2000)
       }))
 
+    it.effect("endOfInput false: SIGTERM at once, no exitGrace; SIGKILL exactly killGrace later", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: ["SIGKILL"] })
+        const stopping = yield* start(fake.target, {}, {
+          endOfInput: false,
+          exitGrace: "5 seconds",
+          killGrace: "300 millis"
+        })
+        yield* adjust(0)
+        assert.deepStrictEqual(fake.events, ["SIGTERM@0"])
+        yield* adjust(299)
+        assert.deepStrictEqual(fake.events, ["SIGTERM@0"])
+        yield* adjust(1)
+        const report = yield* Fiber.join(stopping)
+        assert.deepStrictEqual(fake.events.slice(0, 2), ["SIGTERM@0", "SIGKILL@300"])
+        assert.strictEqual(report.endedBy, "Kill")
+        assert.strictEqual(report.elapsedMillis, 300)
+      }))
+
+    it.effect("endOfInput false: a process that dies of SIGTERM ends the stop as Terminate", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ onEndOfInput: "ignore" })
+        const report = yield* StopSequence.run(fake.target, {}, { endOfInput: false })
+        assert.deepStrictEqual(fake.events, ["SIGTERM@0", "end@0"]) // the input ends only after the exit, with the conversation
+        assert.strictEqual(report.endedBy, "Terminate")
+        assert.deepStrictEqual(report.signals, ["SIGTERM"])
+      }))
+
     it.effect("ignores SIGTERM: SIGKILL exactly killGrace after it", () =>
       Effect.gen(function*() {
         const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: ["SIGKILL"] })

@@ -84,3 +84,13 @@ export * as NodeStdio from "./NodeStdio.js"
  * @since 0.1.0
  */
 export * as NodeStream from "./NodeStream.js"
+
+/**
+ * Effect's `ChildProcessSpawner` service with Lifeline's supervision: a drop-in for `NodeChildProcessSpawner.layer`
+ * from `@effect/platform-node`, so that `ChildProcess.make`, and every library that spawns through the service
+ * (Effect's `McpClient.layerStdio`), gets a bounded stop of each child's whole process group and a record of what
+ * was started, swept at the next start after a crash. docs/supervising-effect-children.md compares the two layers.
+ *
+ * @since 0.1.0
+ */
+export * as NodeSupervisedSpawner from "./NodeSupervisedSpawner.js"

@@ -141,7 +141,12 @@ export const run = (
 
     if (endedBy === undefined) {
       const unresponsive = isForced || (shutdown === "TimedOut" && bounds.killOnShutdownTimeout)
-      if (!unresponsive) {
+      if (!unresponsive && bounds.endOfInput === false) {
+        // No input to end: SIGTERM is the first request to stop, so it is not a warning.
+        yield* Effect.logDebug("stop: SIGTERM")
+        yield* send("SIGTERM")
+        if (yield* exitWithin(bounds.killGrace)) endedBy = "Terminate"
+      } else if (!unresponsive) {
         yield* Effect.logDebug("stop: close under the policy, then end of input")
         yield* close(false)
         // A process whose shutdown request failed is not trusted to exit by itself (Hermes): the shorter grace.

@@ -83,7 +83,9 @@ export const groupMembers = (pgid: number): Array<number> => {
  * @internal
  */
 export const isGroupAlive = (pgid: number): boolean =>
-  process.platform === "win32" ? false : hasProc ? groupMembers(pgid).length > 0 : probe(-pgid)
+  // kill(-pgid, 0) fails with ESRCH when the group has no member at all, zombies included: the scan of /proc, which
+  // costs milliseconds on a busy machine, is needed only to tell zombies from live members.
+  process.platform === "win32" ? false : hasProc ? probe(-pgid) && groupMembers(pgid).length > 0 : probe(-pgid)
 
 /**
  * A process as `/proc/<pid>/stat` describes it; `startedAt` is in epoch milliseconds, to the tick (10 ms).

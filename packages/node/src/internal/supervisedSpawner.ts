@@ -1,0 +1,315 @@
+/**
+ * Effect's `ChildProcessSpawner` over the supervisor: Effect's own Node spawner does the plumbing of each process
+ * (stdio settings, streams, additional fds, `unref`, errors), and this module adds what it lacks (docs/supervising-
+ * effect-children.md): a bounded stop of the whole group with zombies counted as exited, `kill` of an exited child
+ * that succeeds, the exit as data, and the journal record. A pipeline is wired here, one supervised process per stage,
+ * so that every stage has its own stop and record (Effect's spawner wires it inside, where no stage can be reached).
+ *
+ * @internal
+ */
+import type * as Process from "@lifeline/kernel/Process"
+import type * as StopSequence from "@lifeline/kernel/StopSequence"
+import * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as PlatformError from "effect/PlatformError"
+import * as ChildProcess from "effect/process/ChildProcess"
+import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
+import * as Schedule from "effect/Schedule"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import { argvOf } from "./childCommand.js"
+import type { Entry, Recorder } from "./spawnerJournal.js"
+import * as Supervisor from "./supervisor.js"
+
+/**
+ * @internal
+ */
+export interface Settings {
+  readonly killGrace: Duration.Input
+  readonly verifyTimeout: Duration.Input
+  readonly recorder: Recorder | undefined
+}
+
+/**
+ * How each handle this module made exited and was stopped: read by `NodeSupervisedSpawner.exitStatus`/`lastStop`.
+ *
+ * @internal
+ */
+export const supervised = new WeakMap<ChildProcessSpawner.ChildProcessHandle, {
+  readonly exitStatus: () => Process.ExitStatus | undefined
+  readonly lastStop: () => StopSequence.StopReport | undefined
+}>()
+
+const posix = process.platform !== "win32"
+
+// Effect's handle reports a signal only inside the message of the error under its exit code's `PlatformError`.
+const signalOf = (cause: Cause.Cause<unknown>): string | null => {
+  const error = Cause.squash(cause)
+  const reason: unknown = PlatformError.isPlatformError(error) ? error.reason.cause : undefined
+  const match = /receipt of signal: '(\w+)'/.exec(reason instanceof Error ? reason.message : "")
+  return match === null ? null : match[1]
+}
+
+const killFailed = (command: ChildProcess.StandardCommand, report: StopSequence.StopReport) =>
+  PlatformError.systemError({
+    _tag: "Unknown",
+    module: "ChildProcess",
+    method: "kill",
+    description: `${command.command} (${report.endedBy}) was still running after SIGKILL`
+  })
+
+const unrecorded = (command: ChildProcess.StandardCommand, cause: unknown) =>
+  PlatformError.systemError({
+    _tag: "Unknown",
+    module: "ChildProcess",
+    method: "spawn",
+    description: `${command.command} could not be recorded in the journal, so it was killed`,
+    cause
+  })
+
+/** How often an exit that Effect's handle could not report (its input stream failed first) is looked for. */
+const exitPollInterval = "10 millis"
+
+/**
+ * @internal
+ */
+export const make = (
+  inner: ChildProcessSpawner.ChildProcessSpawner["Service"],
+  settings: Settings
+): ChildProcessSpawner.ChildProcessSpawner["Service"] => {
+  const spawnOne = (
+    command: ChildProcess.StandardCommand
+  ): Effect.Effect<ChildProcessSpawner.ChildProcessHandle, PlatformError.PlatformError, Scope.Scope> =>
+    Effect.gen(function*() {
+      // Effect's release goes in a Scope of its own, closed in the background once the stop below is done: it would
+      // otherwise wait for the group without a bound (no `forceKillAfter`) or for zombies (up to 1 s).
+      const innerScope = yield* Scope.make()
+      const handle = yield* inner.spawn(command).pipe(
+        Scope.provide(innerScope),
+        Effect.onError(() => Scope.close(innerScope, Exit.void))
+      )
+      let status: Process.ExitStatus | undefined
+      let lastStop: StopSequence.StopReport | undefined
+      const untilStopped = Effect.repeat(Effect.map(handle.isRunning, (running) => !running), {
+        schedule: Schedule.spaced(exitPollInterval),
+        until: (stopped) => stopped
+      })
+      const seen = (exitStatus: Process.ExitStatus) =>
+        Effect.sync(() => {
+          status ??= exitStatus
+          return status
+        })
+      // Effect's `exitCode` is evaluated once, by the watcher below: each evaluation races two waits and, for a
+      // signalled child, builds an error and the command's display text.
+      const exited = yield* Deferred.make<Process.ExitStatus>()
+      const observe: Effect.Effect<Process.ExitStatus> = Effect.matchCauseEffect(handle.exitCode, {
+        onSuccess: (code) => seen({ exitCode: code, signal: null }),
+        onFailure: (cause) => {
+          const signal = signalOf(cause)
+          return signal !== null
+            ? seen({ exitCode: null, signal })
+            : Effect.andThen(Effect.ignore(untilStopped), seen({ exitCode: null, signal: null }))
+        }
+      }).pipe(Effect.tap((exitStatus) => Deferred.succeed(exited, exitStatus)), Supervisor.onSystemClock)
+      const child: Supervisor.Child = {
+        pid: handle.pid,
+        ownsGroup: posix && command.options.detached !== false,
+        exit: Deferred.await(exited),
+        unsafeExitStatus: () => status
+      }
+
+      const argv = argvOf(command)
+      let entry: Entry | undefined
+      const record = settings.recorder === undefined ? Effect.void : Effect.map(
+        settings.recorder.record(child.pid, argv),
+        (recorded) => {
+          entry = recorded
+        }
+      )
+      const forget = (end: Process.ExitStatus | undefined) =>
+        Effect.suspend(() => {
+          const recorded = entry
+          entry = undefined
+          return recorded === undefined ? Effect.void : recorded.exited(end)
+        })
+      yield* record.pipe(
+        // Nothing talks to it yet, and an unrecorded child is what a crash must not leave.
+        Effect.tapError(() =>
+          Effect.andThen(
+            Effect.sync(() => Supervisor.unsafeSignal(child, "SIGKILL")),
+            Effect.forkDetach(Scope.close(innerScope, Exit.void))
+          )
+        ),
+        Effect.mapError((error) => unrecorded(command, error))
+      )
+
+      const stopWith = (options: ChildProcess.KillOptions | undefined) =>
+        Effect.tap(
+          Supervisor.stop(child, {
+            signal: options?.killSignal ?? "SIGTERM",
+            killGrace: options?.forceKillAfter ?? settings.killGrace,
+            verifyTimeout: settings.verifyTimeout
+          }),
+          (report) =>
+            Effect.andThen(
+              Effect.sync(() => {
+                lastStop = report
+              }),
+              // Left `InFlight` while anything of it runs, for the next start's sweep. Written after the stop returns:
+              // a crash before it leaves a record of a process that is gone, which the sweep finds `Gone`.
+              report.endedBy === "Unkillable" || report.descendants === "Survived"
+                ? Effect.void
+                : Effect.asVoid(Effect.forkDetach(forget(status)))
+            )
+        )
+
+      let referenced = true
+      // One watcher per child (each wait on `exit` evaluates Effect's `exitCode` again): it reports the exit, then
+      // closes the record once the group is gone, not only when the Scope closes. Not in a Scope: an unref'ed child
+      // outlives its Scope, and its exit is still reported; the watch of its group stops with the Scope.
+      let scoped = true
+      yield* Effect.flatMap(observe, (exitStatus) =>
+        Effect.andThen(
+          Supervisor.reportExit(child, exitStatus),
+          Effect.repeat(Effect.sync(() => !scoped || !Supervisor.unsafeGroupAlive(child)), {
+            schedule: Schedule.spaced("100 millis"),
+            until: (done) => done
+          })
+        )).pipe(
+          Effect.andThen(Effect.suspend(() => scoped ? forget(status) : Effect.void)),
+          Supervisor.onSystemClock,
+          Effect.forkDetach
+        )
+
+      yield* Effect.addFinalizer(() =>
+        Effect.gen(function*() {
+          scoped = false
+          // An unref'ed child that still runs is left running, as Effect's spawner leaves it.
+          if (referenced || status !== undefined) {
+            const report = yield* stopWith(command.options)
+            // Nothing is left for Effect's release to wait for.
+            if (report.endedBy !== "Unkillable") yield* Effect.ignore(handle.unref)
+          }
+          yield* Effect.forkDetach(Scope.close(innerScope, Exit.void))
+        })
+      )
+
+      const unref: Effect.Effect<ChildProcessSpawner.Reref, PlatformError.PlatformError> = Effect.map(
+        handle.unref,
+        (reref) => {
+          referenced = false
+          return Effect.andThen(
+            reref,
+            Effect.suspend(() => {
+              if (referenced) return Effect.void
+              referenced = true
+              return status === undefined && entry === undefined ?
+                Effect.catch(
+                  record,
+                  (error) => Effect.logWarning(`could not record child process ${child.pid}`, error)
+                ) :
+                Effect.void
+            })
+          )
+        }
+      ).pipe(Effect.tap(() => forget(undefined)))
+
+      const self = ChildProcessSpawner.makeHandle({
+        ...handle,
+        kill: (options) =>
+          Effect.flatMap(
+            stopWith(options),
+            (report) => report.endedBy === "Unkillable" ? Effect.fail(killFailed(command, report)) : Effect.void
+          ),
+        unref
+      })
+      supervised.set(self, { exitStatus: () => status, lastStop: () => lastStop })
+      return self
+      // Uninterruptible from the spawn to the stop's finalizer, so no interruption leaves a child nobody stops. The
+      // spawn itself waits only for Node's `spawn` or `error` event.
+    }).pipe(Effect.uninterruptible)
+
+  const sourceOf = (
+    handle: ChildProcessSpawner.ChildProcessHandle,
+    from: ChildProcess.PipeFromOption | undefined
+  ): Stream.Stream<Uint8Array, PlatformError.PlatformError> => {
+    if (from === undefined || from === "stdout") return handle.stdout
+    if (from === "stderr") return handle.stderr
+    if (from === "all") return handle.all
+    const fd = ChildProcess.parseFdName(from)
+    return fd === undefined ? handle.stdout : handle.getOutputFd(fd)
+  }
+
+  /** The next stage of a pipeline, with `source` as its stdin or as an input fd (an unknown fd name means stdin). */
+  const fedBy = (
+    command: ChildProcess.StandardCommand,
+    source: Stream.Stream<Uint8Array, PlatformError.PlatformError>,
+    to: ChildProcess.PipeToOption | undefined
+  ): ChildProcess.StandardCommand => {
+    const options = command.options
+    const fd = to === undefined || to === "stdin" ? undefined : ChildProcess.parseFdName(to)
+    if (fd === undefined) {
+      const stdin = options.stdin
+      // Its encoding and `endOnDone` are kept when the stage gave a whole stdin configuration.
+      const config = typeof stdin === "object" && !Stream.isStream(stdin)
+        ? { ...stdin, stream: source }
+        : { stream: source }
+      return ChildProcess.make(command.command, command.args, { ...options, stdin: config })
+    }
+    const name = ChildProcess.fdName(fd) as `fd${number}`
+    const existing = options.additionalFds?.[name]
+    return ChildProcess.make(command.command, command.args, {
+      ...options,
+      additionalFds: {
+        ...options.additionalFds,
+        [name]: existing?.type === "duplex" ? { ...existing, stream: source } : { type: "input", stream: source }
+      }
+    })
+  }
+
+  const flatten = (command: ChildProcess.Command): {
+    readonly commands: Array<ChildProcess.StandardCommand>
+    readonly pipes: Array<ChildProcess.PipeOptions>
+  } => {
+    if (command._tag === "StandardCommand") return { commands: [command], pipes: [] }
+    const left = flatten(command.left)
+    const right = flatten(command.right)
+    return { commands: [...left.commands, ...right.commands], pipes: [...left.pipes, command.options, ...right.pipes] }
+  }
+
+  const spawn = (
+    command: ChildProcess.Command
+  ): Effect.Effect<ChildProcessSpawner.ChildProcessHandle, PlatformError.PlatformError, Scope.Scope> =>
+    Effect.gen(function*() {
+      if (command._tag === "StandardCommand") return yield* spawnOne(command)
+      const { commands, pipes } = flatten(command)
+      const handles = [yield* spawnOne(commands[0])]
+      for (let i = 1; i < commands.length; i++) {
+        const pipe = pipes[i - 1] ?? {}
+        handles.push(yield* spawnOne(fedBy(commands[i], sourceOf(handles[i - 1], pipe.from), pipe.to)))
+      }
+      const last = handles[handles.length - 1]
+      const self = ChildProcessSpawner.makeHandle({
+        ...last,
+        stdin: handles[0].stdin,
+        // Every stage, the last first (as Effect's spawner does); the first failure is reported once all were tried.
+        kill: (options) =>
+          Effect.flatMap(
+            Effect.forEach([...handles].reverse(), (handle) => Effect.exit(handle.kill(options))),
+            (exits) => Effect.asVoid(Effect.all(exits))
+          ),
+        unref: Effect.map(
+          Effect.forEach(handles, (handle) => handle.unref),
+          (rerefs) => Effect.forEach([...rerefs].reverse(), (reref) => reref, { discard: true })
+        )
+      })
+      const info = supervised.get(last)
+      if (info !== undefined) supervised.set(self, info)
+      return self
+    })
+
+  return ChildProcessSpawner.make(spawn)
+}

@@ -1,0 +1,140 @@
+/**
+ * The supervision every face of a started process shares (Effect's `ChildProcessSpawner` now, a transport for the MCP
+ * SDK next): a process known by its pid, its own process group signalled as a whole, zombies counted as exited, the
+ * kernel's one stop sequence as its only bounded stop, and how it ended as data (a log line with annotations and a
+ * metric). The face brings the process (however it spawned it) and when it exits; this module never spawns.
+ *
+ * Its waits run on the system clock, not the fiber's `Clock`: they wait for a real process, which a `TestClock`
+ * would never let go (Effect's own Node spawner bounds the same waits by native time, for the same reason).
+ *
+ * @internal
+ */
+import type * as Process from "@lifeline/kernel/Process"
+import * as StopSequence from "@lifeline/kernel/StopSequence"
+import * as Clock from "effect/Clock"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as Processes from "./processes.js"
+
+/**
+ * A started process, as a face hands it over.
+ *
+ * @internal
+ */
+export interface Child {
+  readonly pid: number
+  /** It leads a process group of its own (POSIX, spawned detached): signals go to `-pid`. */
+  readonly ownsGroup: boolean
+  /** Waits for the exit. */
+  readonly exit: Effect.Effect<Process.ExitStatus>
+  /** How it exited, once the face has seen it; never waits. */
+  readonly unsafeExitStatus: () => Process.ExitStatus | undefined
+}
+
+/**
+ * How supervised processes ended, by `code N` or `signal NAME`: the signal as data, for a dashboard.
+ *
+ * @internal
+ */
+export const exits: Metric.Frequency = Metric.frequency("lifeline.child.exits", {
+  description: "How supervised child processes ended: `code N` or `signal NAME`"
+})
+
+const systemClock: Clock.Clock = Clock.Clock.defaultValue()
+
+/**
+ * Runs `effect` on the system clock, whatever Clock the fiber has (a `TestClock` in a user's test): for waits on a
+ * real process and for the times recorded about it (the journal's start time is compared with the kernel's).
+ *
+ * @internal
+ */
+export const onSystemClock = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.provideService(effect, Clock.Clock, systemClock)
+
+/**
+ * Sends `signal` to the process group when the child leads one, else to the child while it runs (after its exit its
+ * pid may name another process). Never throws, never waits.
+ *
+ * @internal
+ */
+export const unsafeSignal = (child: Child, signal: NodeJS.Signals): void => {
+  if (child.ownsGroup) {
+    try {
+      process.kill(-child.pid, signal)
+      return
+    } catch {
+      // ESRCH: the group is empty, so only the leader can be left, and only if its exit has not been seen.
+    }
+  }
+  if (child.unsafeExitStatus() !== undefined) return
+  try {
+    process.kill(child.pid, signal)
+  } catch {
+    // Gone in the meantime.
+  }
+}
+
+/**
+ * Whether a live process is left: in the group (zombies do not count: this machine's init may reap them late, and a
+ * zombie holds nothing), or the child itself when it has no group.
+ *
+ * @internal
+ */
+export const unsafeGroupAlive = (child: Child): boolean =>
+  child.ownsGroup ?
+    child.unsafeExitStatus() === undefined || Processes.isGroupAlive(child.pid) :
+    child.unsafeExitStatus() === undefined
+
+/**
+ * What the stop sends and how long it waits: `signal` first (SIGTERM for the sequence), SIGKILL `killGrace` later,
+ * then `verifyTimeout` for the group to be gone.
+ *
+ * @internal
+ */
+export interface StopOptions {
+  readonly signal: NodeJS.Signals
+  readonly killGrace: Duration.Input
+  readonly verifyTimeout: Duration.Input
+}
+
+/**
+ * The kernel's stop sequence over the child, without the end of input (the face's caller owns the input): `signal`
+ * to the group, SIGKILL after `killGrace`, the exit verified within `verifyTimeout`, then the same for descendants
+ * left in the group. A child that has exited and left nobody in its group gets no signal. In the report, `SIGTERM`
+ * stands for `signal`, the signal that asks. Uninterruptible; on the system clock.
+ *
+ * @internal
+ */
+export const stop = (child: Child, options: StopOptions): Effect.Effect<StopSequence.StopReport> => {
+  const target: StopSequence.Target = {
+    exit: child.exit,
+    exitStatus: Effect.sync(() => Option.fromUndefinedOr(child.unsafeExitStatus())),
+    // The sequence asks with SIGTERM; the command may have chosen another signal to ask with (`killSignal`).
+    signal: (signal) => Effect.sync(() => unsafeSignal(child, signal === "SIGTERM" ? options.signal : signal)),
+    groupAlive: Effect.sync(() => unsafeGroupAlive(child)),
+    endInput: Effect.void
+  }
+  return StopSequence.run(target, {}, {
+    endOfInput: false,
+    killGrace: options.killGrace,
+    verifyTimeout: options.verifyTimeout
+  }).pipe(
+    onSystemClock,
+    Effect.annotateLogs({ pid: child.pid })
+  )
+}
+
+/**
+ * Logs how the child ended, with its pid, exit code and signal as annotations, and counts it in {@link exits}.
+ *
+ * @internal
+ */
+export const reportExit = (child: Child, status: Process.ExitStatus): Effect.Effect<void> =>
+  Effect.andThen(
+    Metric.update(exits, status.signal === null ? `code ${status.exitCode}` : `signal ${status.signal}`),
+    Effect.logDebug(
+      status.signal === null ? `child exited with code ${status.exitCode}` : `child killed by ${status.signal}`
+    ).pipe(Effect.annotateLogs({ pid: child.pid, exitCode: status.exitCode, signal: status.signal }))
+  )
