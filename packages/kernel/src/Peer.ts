@@ -119,11 +119,11 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
    * Answers to the other side's requests that may wait to be written (handed to the writer, not yet to the transport)
    * before the peer stops admitting new requests: from then on it reads responses and notifications (cancellations)
    * as before, but holds the first new request and reads nothing more until the answers drain below the bound
-   * (docs/peer.md, "Backpressure and concurrency"). Default 4096 (each waiting answer costs ~1.6 KB besides its
+   * (docs/peer.md, "Backpressure and concurrency"). Default 4096 (each waiting answer costs ~1.8 KB besides its
    * frame).
    */
   readonly maxPendingAnswers?: number | undefined
-  /** The same bound in bytes: the frames of the answers waiting to be written. Default 64 MiB. */
+  /** The same bound in bytes: the frames of the answers waiting to be written. Default 16 MiB. */
   readonly maxPendingAnswerBytes?: number | undefined
   /**
    * How long the reader may hold a request because answers are over their bound (the other side is not reading what

@@ -240,7 +240,7 @@ export const make = Effect.fnUntraced(function*<R>(
     trySend: options.transport.unsafeTrySend,
     outbound: yield* Queue.bounded<Uint8Array>(outboundCapacity),
     maxPendingAnswers: options.maxPendingAnswers ?? 4096,
-    maxPendingAnswerBytes: options.maxPendingAnswerBytes ?? 64 * 1024 * 1024,
+    maxPendingAnswerBytes: options.maxPendingAnswerBytes ?? 16 * 1024 * 1024,
     stallTimeout: Duration.fromInputUnsafe(options.stallTimeout ?? Duration.seconds(30)),
     closed: yield* Deferred.make<PeerError.Disconnect>(),
     stats: {
