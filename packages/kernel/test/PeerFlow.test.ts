@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ErrorCode } from "@lifeline/jsonrpc"
-import { Cancellation, Method, Peer, Protocol, TestTransport } from "@lifeline/kernel"
+import { Cancellation, Connection, Method, Peer, PeerMetrics, Protocol, TestTransport } from "@lifeline/kernel"
 import type { Duration } from "effect"
-import { Deferred, Effect, Exit, Fiber, Option, Schema } from "effect"
+import { Deferred, Effect, Exit, Fiber, Metric, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { eventually, makeRaw, poll, yieldTimes } from "./utils.js"
 
@@ -175,6 +175,57 @@ describe("Peer flow control: answers waiting to be written", () => {
       assert.strictEqual(reason._tag === "PeerClosed" && reason.reason, "Unresponsive")
       yield* endLinks(pair)
     }))
+})
+
+describe("Connection: a peer that does not read", () => {
+  it.effect("is reported (readsHeld, unresponsive in PeerMetrics) and the connection fails and shuts down", () =>
+    Effect.provideService(
+      Effect.gen(function*() {
+        const pair = yield* TestTransport.makePair({ capacity: 1 })
+        const connection = yield* Connection.make({
+          protocol: Server,
+          transport: pair.right,
+          handlers: { get: ({ n }) => Effect.succeed(`answer ${n}`), slow: () => Effect.never, odd: () => Effect.void },
+          outboundCapacity: 2,
+          maxPendingAnswers: 4,
+          stallTimeout: "10 seconds",
+          metrics: { name: "flooded" }
+        })
+        const server = connection.peer
+        yield* pair.rightToLeft.pause
+        const raw = yield* makeRaw(pair.left)
+        const next = yield* fill(raw, server)
+        yield* sendAll(raw, [request(next)])
+        yield* eventually(Effect.map(server.stats, (s) => s.readsHeld === 1), "reading held")
+        const peer = { "lifeline.peer": "flooded" }
+        const counted = (id: string) =>
+          Effect.map(Metric.snapshot, (all) => {
+            const found = all.filter((m) =>
+              m.id === id && (m.attributes as any)?.["lifeline.peer"] === peer["lifeline.peer"]
+            )
+            return (found[0]?.state as any)
+          })
+        assert.strictEqual((yield* counted(PeerMetrics.readsHeld.id)).count, 1)
+        assert.strictEqual((yield* counted(PeerMetrics.pendingAnswers.id)).value, 4)
+        assert.strictEqual((yield* counted(PeerMetrics.unresponsive.id)).count, 0)
+        yield* TestClock.adjust("9999 millis")
+        assert.strictEqual((yield* connection.lifecycle.state)._tag, "Ready")
+        yield* TestClock.adjust("1 millis")
+        yield* endLinks(pair)
+        // The teardown writes what is queued within flushTimeout (1 second): the clock moves on until it is done.
+        const shutdown = yield* Effect.forkChild(connection.awaitShutdown)
+        for (let i = 0; i < 10 && Option.isNone(yield* poll(shutdown)); i++) {
+          yield* TestClock.adjust("1 second")
+        }
+        const report = yield* Fiber.join(shutdown)
+        assert.strictEqual(report.reason, "Failed")
+        const state = yield* connection.lifecycle.state
+        assert.strictEqual(state._tag, "Failed")
+        assert.strictEqual(server.unsafeStats().unresponsive, 1)
+      }),
+      Metric.MetricRegistry,
+      new Map()
+    ))
 })
 
 describe("Peer: an answer JSON cannot write", () => {

@@ -166,6 +166,8 @@ export interface State {
 
   // -- writer --------------------------------------------------------------------------------------------------
   writing: boolean
+  /** Set when the writer fiber has ended: a flush then has nothing to wait for. */
+  writerEnded: boolean
   overflow: Array<Waiting>
   /** The writer's resume callback while it is parked with nothing to write. */
   parkedWriter: ((effect: Effect.Effect<void>) => void) | undefined
@@ -273,6 +275,7 @@ export const make = Effect.fnUntraced(function*<R>(
     otherFibers: new Map(),
     batchedRequests: new Set(),
     writing: false,
+    writerEnded: false,
     overflow: [],
     parkedWriter: undefined,
     pendingAnswers: 0,

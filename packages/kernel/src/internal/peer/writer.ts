@@ -85,6 +85,8 @@ const refill = (s: State): void => {
 }
 
 const isFlushed = (s: State): boolean => {
+  // Nothing will be written any more (the transport failed or was closed): there is nothing to wait for.
+  if (s.writerEnded) return true
   if (s.overflow.length > 0) {
     s.overflow = s.overflow.filter((waiting) => {
       if (isLive(waiting)) return true
@@ -272,6 +274,7 @@ export const run = (
     Effect.catch(lost),
     Effect.ensuring(Effect.sync(() => {
       s.writing = false
+      s.writerEnded = true
       // Nothing will be written any more: release whoever waits for a flush.
       const waiters = s.flushWaiters
       s.flushWaiters = []
