@@ -19,7 +19,11 @@ const request = (id: number, method = "get", params: unknown = { n: id }) => ({ 
  * A server whose answers nobody reads: the link towards the raw client is paused and holds one chunk, the outbound
  * queue two frames, and at most four answers may wait.
  */
-const setup = (stallTimeout: Duration.Input = "10 seconds") =>
+const setup = (
+  stallTimeout: Duration.Input = "10 seconds",
+  bounds: { readonly maxPendingAnswers?: number; readonly maxPendingAnswerBytes?: number; outboundCapacity?: number } =
+    {}
+) =>
   Effect.gen(function*() {
     const pair = yield* TestTransport.makePair({ capacity: 1 })
     const slowStarted = yield* Deferred.make<void>()
@@ -33,7 +37,8 @@ const setup = (stallTimeout: Duration.Input = "10 seconds") =>
       },
       outboundCapacity: 2,
       maxPendingAnswers: 4,
-      stallTimeout
+      stallTimeout,
+      ...bounds
     })
     yield* pair.rightToLeft.pause
     const raw = yield* makeRaw(pair.left)
@@ -53,10 +58,10 @@ type Server = Effect.Success<ReturnType<typeof setup>>["server"]
  * Sends requests 1, 2, … one at a time, each once the one before was admitted, until answers are at their bound.
  * Returns the next id.
  */
-const fill = (raw: Raw, server: Server) =>
+const fill = (raw: Raw, server: Server, full = (s: Peer.Stats) => s.pendingAnswers >= 4) =>
   Effect.gen(function*() {
     let id = 1
-    while ((yield* server.stats).pendingAnswers < 4) {
+    while (!full(yield* server.stats)) {
       const received = (yield* server.stats).requestsReceived
       yield* raw.send(request(id++))
       yield* eventually(Effect.map(server.stats, (s) => s.requestsReceived === received + 1), `request ${id - 1}`)
@@ -173,6 +178,49 @@ describe("Peer flow control: answers waiting to be written", () => {
       yield* TestClock.adjust("1 second")
       const reason = yield* server.closed
       assert.strictEqual(reason._tag === "PeerClosed" && reason.reason, "Unresponsive")
+      yield* endLinks(pair)
+    }))
+})
+
+describe("Peer flow control: the bytes bound and a large queue", () => {
+  it.effect("maxPendingAnswerBytes holds the reader before maxPendingAnswers does", () =>
+    Effect.gen(function*() {
+      const { pair, raw, server } = yield* setup("10 seconds", { maxPendingAnswers: 1000, maxPendingAnswerBytes: 300 })
+      const next = yield* fill(raw, server, (s) => s.pendingAnswerBytes >= 300)
+      yield* sendAll(raw, [request(next)])
+      yield* eventually(Effect.map(server.stats, (s) => s.readsHeld === 1), "reading held")
+      const held = yield* server.stats
+      assert.isBelow(held.pendingAnswers, 10)
+      assert.isAtLeast(held.pendingAnswerBytes, 300)
+      yield* pair.rightToLeft.resume
+      yield* eventually(Effect.map(server.stats, (s) => s.requestsReceived === next), "the held request served")
+      yield* endLinks(pair)
+    }))
+
+  it.effect("answers are counted back to zero when a large queue of them drains (frames of every kind mixed)", () =>
+    Effect.gen(function*() {
+      const { pair, raw, server } = yield* setup("10 seconds", { maxPendingAnswers: 10_000, outboundCapacity: 500 })
+      // Our own calls between the answers: the writer tells the two apart in its queue.
+      const calls = yield* Effect.forkChild(
+        Effect.all(Array.from({ length: 100 }, () => server.call(Ping, {}, { timeout: "1 hour" })), {
+          concurrency: "unbounded"
+        })
+      )
+      yield* sendAll(raw, Array.from({ length: 700 }, (_, i) => request(i + 1)))
+      yield* eventually(Effect.map(server.stats, (s) => s.requestsReceived === 700), "all admitted")
+      const waiting = yield* server.stats
+      assert.isAbove(waiting.pendingAnswers, 500)
+      yield* pair.rightToLeft.resume
+      let answered = 0
+      while (answered < 700) {
+        const message = yield* raw.next
+        if (message.result !== undefined) answered++
+        else if (message.method === "ping") yield* raw.send({ jsonrpc: "2.0", id: message.id, result: "pong" })
+      }
+      assert.strictEqual((yield* Fiber.join(calls)).length, 100)
+      yield* eventually(Effect.map(server.stats, (s) => s.pendingAnswers === 0), "all counted out")
+      assert.strictEqual((yield* server.stats).pendingAnswerBytes, 0)
+      assert.strictEqual((yield* server.stats).readsHeld, 0)
       yield* endLinks(pair)
     }))
 })

@@ -178,7 +178,7 @@ export interface State {
    */
   pendingAnswers: number
   pendingAnswerBytes: number
-  readonly queuedAnswerBytes: Float64Array
+  queuedAnswerBytes: Float64Array
   queuedHead: number
   queuedCount: number
   /** The reader, while it holds a request until answers drain below the bound. */
@@ -215,7 +215,6 @@ export const make = Effect.fnUntraced(function*<R>(
     if (method._tag === "Request") serves.set(method.name, compileRequest(method, handler))
     else notifies.set(method.name, compileNotification(method, handler))
   }
-  const outboundCapacity = options.outboundCapacity ?? 1024
   const state: State = {
     transport: options.transport,
     framing: options.framing ?? Framing.contentLength,
@@ -240,7 +239,7 @@ export const make = Effect.fnUntraced(function*<R>(
       ? undefined
       : yield* Semaphore.make(options.maxConcurrentHandlers),
     trySend: options.transport.unsafeTrySend,
-    outbound: yield* Queue.bounded<Uint8Array>(outboundCapacity),
+    outbound: yield* Queue.bounded<Uint8Array>(options.outboundCapacity ?? 1024),
     maxPendingAnswers: options.maxPendingAnswers ?? 4096,
     maxPendingAnswerBytes: options.maxPendingAnswerBytes ?? 16 * 1024 * 1024,
     stallTimeout: Duration.fromInputUnsafe(options.stallTimeout ?? Duration.seconds(30)),
@@ -280,7 +279,7 @@ export const make = Effect.fnUntraced(function*<R>(
     parkedWriter: undefined,
     pendingAnswers: 0,
     pendingAnswerBytes: 0,
-    queuedAnswerBytes: new Float64Array(outboundCapacity),
+    queuedAnswerBytes: new Float64Array(64),
     queuedHead: 0,
     queuedCount: 0,
     drainWaiters: [],

@@ -49,12 +49,25 @@ const uncountAnswers = (s: State, answers: number, bytes: number): void => {
 /** Queues a frame, noting its answer bytes (0: not an answer) in the ring beside the queue. */
 const offer = (s: State, frame: Uint8Array, answerBytes: number): boolean => {
   if (!Queue.offerUnsafe(s.outbound, frame)) return false
+  if (s.queuedCount === s.queuedAnswerBytes.length) grow(s)
   const ring = s.queuedAnswerBytes
   let at = s.queuedHead + s.queuedCount
   if (at >= ring.length) at -= ring.length
   ring[at] = answerBytes
   s.queuedCount++
   return true
+}
+
+/**
+ * Doubles the ring, oldest entry first. It starts small and grows with the queue rather than being made at the queue's
+ * capacity, which may be large (a bench queues 100,000 calls).
+ */
+const grow = (s: State): void => {
+  const ring = s.queuedAnswerBytes
+  const grown = new Float64Array(ring.length * 2)
+  for (let i = 0; i < s.queuedCount; i++) grown[i] = ring[(s.queuedHead + i) % ring.length]
+  s.queuedAnswerBytes = grown
+  s.queuedHead = 0
 }
 
 /** Frames that left an overflow entry without being queued: an answer among them is no longer waiting. */
@@ -188,7 +201,7 @@ const unserialisable = (
   error: RpcError.RpcError
 ): Effect.Effect<void> => {
   const internal = (response: Message.Response): Message.Response =>
-    Message.failure(response.id, RpcError.RpcError.internalError(`The answer could not be serialised: ${error.data}`))
+    Message.failure(response.id, RpcError.RpcError.internalError(error.data))
   const replaced = isBatch(message)
     ? message.map((response) => Result.isSuccess(Message.stringify(response)) ? response : internal(response))
     : internal(message)
