@@ -182,6 +182,29 @@ describe("Peer flow control: answers waiting to be written", () => {
     }))
 })
 
+describe("Peer flow control: the reader waiting to write an answer of its own", () => {
+  it.effect("refusals (-32601) that find no room for stallTimeout end the connection as unresponsive", () =>
+    Effect.gen(function*() {
+      // A bound the refusals never reach: the reader blocks on the full queue itself, not on the bound.
+      const { pair, raw, server } = yield* setup("10 seconds", { maxPendingAnswers: 1000 })
+      yield* sendAll(raw, Array.from({ length: 20 }, (_, i) => request(i + 1, "nope", {})))
+      yield* yieldTimes(300)
+      const blocked = yield* server.stats
+      assert.isBelow(blocked.requestsReceived, 20)
+      assert.strictEqual(blocked.readsHeld, 0)
+      yield* yieldTimes(100)
+      assert.strictEqual((yield* server.stats).requestsReceived, blocked.requestsReceived)
+      yield* TestClock.adjust("9999 millis")
+      yield* yieldTimes(50)
+      assert.isFalse(yield* server.isClosed)
+      yield* TestClock.adjust("1 millis")
+      const reason = yield* server.closed
+      assert.strictEqual(reason._tag === "PeerClosed" && reason.reason, "Unresponsive")
+      assert.strictEqual((yield* server.stats).unresponsive, 1)
+      yield* endLinks(pair)
+    }))
+})
+
 describe("Peer flow control: the bytes bound and a large queue", () => {
   it.effect("maxPendingAnswerBytes holds the reader before maxPendingAnswers does", () =>
     Effect.gen(function*() {

@@ -6,7 +6,8 @@
  * drain below it, which pushes back on the transport. Responses and notifications (cancellations among them) read
  * before that frame are handled as usual: they free what waits rather than add to it. A hold that lasts `stallTimeout`
  * ends the connection as unresponsive: two peers flooding each other while neither reads would otherwise wait for each
- * other for ever.
+ * other for ever. The same bound applies when the reader waits to queue an answer of its own (a refusal, -32600):
+ * the queue has had no room for one frame all that time.
  *
  * @internal
  */
@@ -44,13 +45,24 @@ export const hold = (s: State, handle: () => Effect.Effect<void>): Effect.Effect
     )
   })
 
+/**
+ * The reader's wait for the frame it is handling (a refusal or an invalid message's answer waiting for room, a log
+ * line), bounded by `stallTimeout`; a frame handled at once stays `Effect.void`, with nothing added.
+ *
+ * @internal
+ */
+export const bounded = (s: State, effect: Effect.Effect<void>): Effect.Effect<void> =>
+  effect === Effect.void
+    ? effect
+    : Effect.timeoutOrElse(effect, { duration: s.stallTimeout, orElse: () => unresponsive(s) })
+
 const unresponsive = (s: State): Effect.Effect<never> =>
   Effect.suspend(() => {
     // Closing already (a teardown that flushes within its own bound): not ours to report.
     if (s.disconnect !== undefined) return Effect.interrupt
     s.stats.unresponsive++
-    const detail = `answers waited to be written over their bound for ${Duration.format(s.stallTimeout)} while ` +
-      `the other side sent requests (${s.pendingAnswers} answers, ${s.pendingAnswerBytes} bytes waiting)`
+    const detail = `the reader waited ${Duration.format(s.stallTimeout)} for the other side to read our answers ` +
+      `while it sent requests (${s.pendingAnswers} answers, ${s.pendingAnswerBytes} bytes waiting)`
     return Effect.logError(`closing the connection as unresponsive: ${detail}`).pipe(
       Effect.andThen(lose(s, peerClosed("Unresponsive", detail))),
       // The reader ends here: what follows the held frame is never read.

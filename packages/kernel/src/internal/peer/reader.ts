@@ -12,7 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import { messageOf } from "./codecs.js"
 import { peerClosed } from "./errors.js"
-import { hold, mustHold } from "./flow.js"
+import { bounded, hold, mustHold } from "./flow.js"
 import { onBatch, onItem } from "./inbound.js"
 import { lose } from "./outbound.js"
 import type { State } from "./state.js"
@@ -25,7 +25,7 @@ const onFrame = (s: State, body: Uint8Array): Effect.Effect<void> => {
 }
 
 const onIncoming = (s: State, incoming: Message.Incoming): Effect.Effect<void> =>
-  incoming._tag === "Single" ? onItem(s, incoming.item) : onBatch(s, incoming.items)
+  bounded(s, incoming._tag === "Single" ? onItem(s, incoming.item) : onBatch(s, incoming.items))
 
 /**
  * Handles frames in order, in plain code for as long as each one is done at once (an answer matched, a handler
