@@ -126,10 +126,11 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
   /** The same bound in bytes: the frames of the answers waiting to be written. Default 16 MiB. */
   readonly maxPendingAnswerBytes?: number | undefined
   /**
-   * How long the reader may hold a request because answers are over their bound (the other side is not reading what
-   * we write) before the connection ends as unresponsive: `closed` completes with `PeerClosed` `Unresponsive`, an
-   * error is logged and `readsHeld`/`unresponsive` count it. Two peers that flood each other while neither reads
-   * would wait for each other for ever: this bound ends it. Default 30 seconds.
+   * How long the reader may hold a request because answers are over their bound, or wait for room to queue an answer
+   * of its own (a refusal), while the other side does not read what we write, before the connection ends as
+   * unresponsive: `closed` completes with `PeerClosed` `Unresponsive`, an error is logged and `unresponsive` counts
+   * it. Two peers that flood each other while neither reads would wait for each other for ever: this bound ends it.
+   * Default 30 seconds.
    */
   readonly stallTimeout?: Duration.Input | undefined
   /** How many abandoned ids are remembered to recognise late answers. Default 10,000. */
