@@ -1,6 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ErrorCode } from "@lifeline/jsonrpc"
-import { Cancellation, Connection, Method, Peer, PeerMetrics, Protocol, TestTransport } from "@lifeline/kernel"
+import {
+  Cancellation,
+  Connection,
+  Method,
+  Peer,
+  PeerError,
+  PeerMetrics,
+  Protocol,
+  TestTransport
+} from "@lifeline/kernel"
 import type { Duration } from "effect"
 import { Deferred, Effect, Exit, Fiber, Metric, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
@@ -150,6 +159,23 @@ describe("Peer flow control: answers waiting to be written", () => {
       const exit = yield* Fiber.join(call)
       const error = Exit.isFailure(exit) ? Exit.findErrorOption(exit) : Option.none()
       assert.strictEqual(Option.isSome(error) && (error.value as any).reason, "Unresponsive")
+      yield* endLinks(pair)
+    }))
+
+  it.effect("while the connection is ending already (a drain), the stall bound leaves the hold to the drain's bound", () =>
+    Effect.gen(function*() {
+      const { pair, raw, server } = yield* setup("10 seconds")
+      const next = yield* fill(raw, server)
+      yield* sendAll(raw, [request(next)])
+      yield* eventually(Effect.map(server.stats, (s) => s.readsHeld === 1), "reading held")
+      // What a Connection does when a drain starts.
+      yield* server.refuseNew(new PeerError.ShutdownError({ reason: "Stop", phase: "Closing" }))
+      yield* TestClock.adjust("1 minute")
+      yield* yieldTimes(50)
+      assert.strictEqual((yield* server.stats).unresponsive, 0)
+      // The hold goes on: once the client reads, the held request is read (and served or refused).
+      yield* pair.rightToLeft.resume
+      yield* eventually(Effect.map(server.stats, (s) => s.requestsReceived === next), "the held request read")
       yield* endLinks(pair)
     }))
 

@@ -39,8 +39,9 @@ export const mustHold = (s: State, incoming: Message.Incoming): boolean =>
 export const hold = (s: State, handle: () => Effect.Effect<void>): Effect.Effect<void> =>
   Effect.suspend(() => {
     s.stats.readsHeld++
-    return waitFor(() => !answersFull(s), (waiter) => s.drainWaiters.push(waiter)).pipe(
-      Effect.timeoutOrElse({ duration: s.stallTimeout, orElse: () => unresponsive(s) }),
+    const drained = waitFor(() => !answersFull(s), (waiter) => s.drainWaiters.push(waiter))
+    return drained.pipe(
+      Effect.timeoutOrElse({ duration: s.stallTimeout, orElse: () => unresponsive(s, drained) }),
       Effect.andThen(Effect.suspend(handle))
     )
   })
@@ -54,12 +55,16 @@ export const hold = (s: State, handle: () => Effect.Effect<void>): Effect.Effect
 export const bounded = (s: State, effect: Effect.Effect<void>): Effect.Effect<void> =>
   effect === Effect.void
     ? effect
-    : Effect.timeoutOrElse(effect, { duration: s.stallTimeout, orElse: () => unresponsive(s) })
+    : Effect.timeoutOrElse(effect, { duration: s.stallTimeout, orElse: () => unresponsive(s, Effect.never) })
 
-const unresponsive = (s: State): Effect.Effect<never> =>
+/**
+ * Ends the connection as unresponsive, and the reader with it. While the connection is ending already (a drain or a
+ * teardown, each with a bound of its own that ends the reader), it is not ours to end: the reader goes on with
+ * `otherwise`, and pending calls keep the reason they will get.
+ */
+const unresponsive = (s: State, otherwise: Effect.Effect<void>): Effect.Effect<void> =>
   Effect.suspend(() => {
-    // Closing already (a teardown that flushes within its own bound): not ours to report.
-    if (s.disconnect !== undefined) return Effect.interrupt
+    if (s.disconnect !== undefined) return otherwise
     s.stats.unresponsive++
     const detail = `the reader waited ${Duration.format(s.stallTimeout)} for the other side to read our answers ` +
       `while it sent requests (${s.pendingAnswers} answers, ${s.pendingAnswerBytes} bytes waiting)`
