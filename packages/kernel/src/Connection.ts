@@ -514,6 +514,9 @@ export interface Settings {
   readonly flushTimeout?: Duration.Input | undefined
   readonly maxConcurrentHandlers?: number | undefined
   readonly outboundCapacity?: number | undefined
+  readonly maxPendingAnswers?: number | undefined
+  readonly maxPendingAnswerBytes?: number | undefined
+  readonly stallTimeout?: Duration.Input | undefined
 }
 
 /**

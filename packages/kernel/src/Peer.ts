@@ -115,6 +115,24 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
   readonly maxConcurrentHandlers?: number | undefined
   /** Frames waiting to be written; a sender waits when it is full. Default 1024. */
   readonly outboundCapacity?: number | undefined
+  /**
+   * Answers to the other side's requests that may wait to be written (handed to the writer, not yet to the transport)
+   * before the peer stops admitting new requests: from then on it reads responses and notifications (cancellations)
+   * as before, but holds the first new request and reads nothing more until the answers drain below the bound
+   * (docs/peer.md, "Backpressure and concurrency"). Default 4096 (each waiting answer costs ~1.8 KB besides its
+   * frame).
+   */
+  readonly maxPendingAnswers?: number | undefined
+  /** The same bound in bytes: the frames of the answers waiting to be written. Default 16 MiB. */
+  readonly maxPendingAnswerBytes?: number | undefined
+  /**
+   * How long the reader may hold a request because answers are over their bound, or wait for room to queue an answer
+   * of its own (a refusal), while the other side does not read what we write, before the connection ends as
+   * unresponsive: `closed` completes with `PeerClosed` `Unresponsive`, an error is logged and `unresponsive` counts
+   * it. Two peers that flood each other while neither reads would wait for each other for ever: this bound ends it.
+   * Default 30 seconds.
+   */
+  readonly stallTimeout?: Duration.Input | undefined
   /** How many abandoned ids are remembered to recognise late answers. Default 10,000. */
   readonly tombstoneCapacity?: number | undefined
   /**
@@ -199,9 +217,16 @@ export interface Stats {
   /** Outbound calls failed because the connection ended or shut down. */
   readonly failedByDisconnect: number
   readonly handlerDefects: number
+  /** Times the reader held a request because answers waited to be written over `maxPendingAnswers(Bytes)`. */
+  readonly readsHeld: number
+  /** 1 once the connection ended because the reader was held longer than `stallTimeout`, else 0. */
+  readonly unresponsive: number
   readonly pendingOutbound: number
   readonly activeInbound: number
   readonly tombstones: number
+  /** Answers waiting to be written (handed to the writer, not yet to the transport), and their bytes. */
+  readonly pendingAnswers: number
+  readonly pendingAnswerBytes: number
 }
 
 /**

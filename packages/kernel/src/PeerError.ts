@@ -44,13 +44,14 @@ export class StopTimeout extends Schema.TaggedError<StopTimeout>("@lifeline/kern
 
 /**
  * The connection ended while the call was pending, or before it was sent: the other side closed its end
- * (`TransportClosed`), or reading, writing or framing failed (`TransportFailed`).
+ * (`TransportClosed`), reading, writing or framing failed (`TransportFailed`), or the other side stopped reading what
+ * we write while it kept sending requests, for longer than the peer's `stallTimeout` (`Unresponsive`).
  *
  * @since 0.1.0
  * @category errors
  */
 export class PeerClosed extends Schema.TaggedError<PeerClosed>("@lifeline/kernel/PeerClosed")("PeerClosed", {
-  reason: Schema.Literals(["TransportClosed", "TransportFailed"]),
+  reason: Schema.Literals(["TransportClosed", "TransportFailed", "Unresponsive"]),
   detail: Schema.optional(Schema.String)
 }) {
   override get message(): string {

@@ -113,6 +113,66 @@ export const active: Metric.Gauge<number> = Metric.gauge("lifeline.active", {
 })
 
 /**
+ * Answers to the other side's requests waiting to be written (`pendingAnswers`): at the peer's `maxPendingAnswers` the
+ * reader holds the next request. Observed.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Metric } from "effect"
+ * import { PeerMetrics } from "@lifeline/kernel"
+ *
+ * // Answers the other side has not read yet, per connection.
+ * const series = Effect.map(Metric.snapshot, (all) => all.filter((s) => s.id === PeerMetrics.pendingAnswers.id))
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const pendingAnswers: Metric.Gauge<number> = Metric.gauge("lifeline.answers.pending", {
+  description: "Answers to inbound JSON-RPC requests waiting to be written"
+})
+
+/**
+ * Times the reader held a request because answers waiting to be written were at their bound (`readsHeld`): the other
+ * side sends requests faster than it reads the answers. Observed.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Metric } from "effect"
+ * import { PeerMetrics } from "@lifeline/kernel"
+ *
+ * // Holds of the reader, per connection.
+ * const series = Effect.map(Metric.snapshot, (all) => all.filter((s) => s.id === PeerMetrics.readsHeld.id))
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const readsHeld: Metric.Counter<number> = Metric.counter("lifeline.reads.held", {
+  description: "Times reading stopped because answers waiting to be written were at their bound"
+})
+
+/**
+ * Connections ended as unresponsive (`unresponsive`, 0 or 1 per connection): the reader stayed held for the peer's
+ * `stallTimeout`. Observed.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Metric } from "effect"
+ * import { PeerMetrics } from "@lifeline/kernel"
+ *
+ * // 1 for each connection closed because the other side did not read.
+ * const series = Effect.map(Metric.snapshot, (all) => all.filter((s) => s.id === PeerMetrics.unresponsive.id))
+ * ```
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const unresponsive: Metric.Counter<number> = Metric.counter("lifeline.unresponsive", {
+  description: "Connections closed because the other side did not read its answers within stallTimeout"
+})
+
+/**
  * Per method (`rpc.method`), outbound calls made through Effect (`peer.call`, `Protocol.client`), counted when they
  * end. Updated per call: only with `perMethod`.
  *
@@ -287,7 +347,10 @@ export const register = (
       observe(failures, counter((stats) => stats.timedOut + stats.failedByDisconnect)),
       observe(pending, gauge((stats) => stats.pendingOutbound)),
       observe(served, counter((stats) => stats.requestsReceived)),
-      observe(active, gauge((stats) => stats.activeInbound))
+      observe(active, gauge((stats) => stats.activeInbound)),
+      observe(pendingAnswers, gauge((stats) => stats.pendingAnswers)),
+      observe(readsHeld, counter((stats) => stats.readsHeld)),
+      observe(unresponsive, counter((stats) => stats.unresponsive))
     ]
     return Effect.addFinalizer(() =>
       Effect.sync(() => {

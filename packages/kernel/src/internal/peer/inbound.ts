@@ -21,7 +21,7 @@ import type * as Peer from "../../Peer.js"
 import { compileFallback, notificationFailed, type Serve } from "./codecs.js"
 import { onResponse } from "./outbound.js"
 import { type RequestId, type State, wakeIdle } from "./state.js"
-import { unsafeWrite, write } from "./writer.js"
+import { answer as writeAnswer, unsafeWrite } from "./writer.js"
 
 // -- admission ---------------------------------------------------------------------------------------------------
 
@@ -128,8 +128,8 @@ const serveRequest = (
 ): Effect.Effect<void, never, any> => {
   const run = serve.handle(params, { id: request.id, method: request.method })
   return Effect.matchCauseEffect(s.semaphore === undefined ? run : s.semaphore.withPermits(1)(run), {
-    onSuccess: (result) => write(s, success(request, serve, result)),
-    onFailure: (cause) => Cause.hasInterruptsOnly(cause) ? Effect.void : failure(s, request, serve, cause, write)
+    onSuccess: (result) => writeAnswer(s, success(request, serve, result)),
+    onFailure: (cause) => Cause.hasInterruptsOnly(cause) ? Effect.void : failure(s, request, serve, cause, writeAnswer)
   })
 }
 
@@ -157,7 +157,7 @@ const startRequest = (s: State, request: Message.Request, serve: Serve, params: 
 }
 
 const answerRefusal = (s: State, request: Message.Request, error: RpcError.RpcError): Effect.Effect<void> =>
-  write(s, Message.failure(request.id, error))
+  writeAnswer(s, Message.failure(request.id, error))
 
 /** @internal */
 export const onRequest = (s: State, request: Message.Request): Effect.Effect<void> =>
@@ -243,7 +243,7 @@ export const onItem = (s: State, item: Message.Classified): Effect.Effect<void> 
       const answer = Message.answerTo(item)
       return Effect.andThen(
         Effect.logWarning(`invalid message: ${item.error.message}`, item.error.data),
-        answer === undefined ? Effect.void : write(s, answer)
+        answer === undefined ? Effect.void : writeAnswer(s, answer)
       )
     }
   }
@@ -300,14 +300,14 @@ export const onBatch = (s: State, items: ReadonlyArray<Message.Classified>): Eff
         ? [Message.failure(item.message.id, RpcError.RpcError.shuttingDown(item.message.method))]
         : []
     )
-    return refused.length === 0 ? Effect.void : write(s, refused)
+    return refused.length === 0 ? Effect.void : writeAnswer(s, refused)
   }
   start(
     s,
     Effect.forEach(items, (item) => answerInBatch(s, item), { concurrency: "unbounded" }).pipe(
       Effect.flatMap((answers) => {
         const batch = answers.filter((a): a is Message.Response => a !== undefined)
-        return batch.length === 0 ? Effect.void : write(s, batch)
+        return batch.length === 0 ? Effect.void : writeAnswer(s, batch)
       })
     ),
     undefined

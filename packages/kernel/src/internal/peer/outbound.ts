@@ -169,13 +169,13 @@ export const issue = (
   // Registered before the frame can leave, so even an instant answer finds its call.
   s.pending.set(id, call)
   s.stats.requestsSent++
-  if (offerNow(s, frame.success)) {
+  if (offerNow(s, frame.success, 0)) {
     call.enqueued = true
   } else {
     // The queue is full (a slow reader), or frames wait for room before this one: the frame waits in `overflow` until
     // the writer has room for it, or the call ends first (its deadline, its caller's interruption), and then it is
     // never sent.
-    s.overflow.push({ call, frame: frame.success, wake: undefined })
+    s.overflow.push({ call, frame: frame.success, answerBytes: 0, wake: undefined })
     wakeWriter(s)
   }
   // Its deadline is set once the frame is on its way: waking the timer runs it at once, in this stack, and a call it

@@ -12,14 +12,20 @@ import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import { messageOf } from "./codecs.js"
 import { peerClosed } from "./errors.js"
+import { bounded, hold, mustHold } from "./flow.js"
 import { onBatch, onItem } from "./inbound.js"
 import { lose } from "./outbound.js"
 import type { State } from "./state.js"
 
 const onFrame = (s: State, body: Uint8Array): Effect.Effect<void> => {
   const incoming = Message.parse(body)
-  return incoming._tag === "Single" ? onItem(s, incoming.item) : onBatch(s, incoming.items)
+  // Answers over their bound: this frame waits, and so does the rest of the input (flow.ts).
+  if (mustHold(s, incoming)) return hold(s, () => onIncoming(s, incoming))
+  return onIncoming(s, incoming)
 }
+
+const onIncoming = (s: State, incoming: Message.Incoming): Effect.Effect<void> =>
+  bounded(s, incoming._tag === "Single" ? onItem(s, incoming.item) : onBatch(s, incoming.items))
 
 /**
  * Handles frames in order, in plain code for as long as each one is done at once (an answer matched, a handler

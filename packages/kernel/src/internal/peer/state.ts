@@ -72,6 +72,8 @@ export interface PendingCall extends Deadline {
 export interface Waiting {
   readonly frame: Uint8Array
   readonly call: PendingCall | undefined
+  /** The frame's size when it is an answer (counted against the answers bound, see `flow.ts`), else 0. */
+  readonly answerBytes: number
   /** Resumes the sender of a frame that is not a request; cleared when that sender is interrupted. */
   wake: (() => void) | undefined
 }
@@ -91,6 +93,8 @@ export interface Counters {
   invalidMessages: number
   failedByDisconnect: number
   handlerDefects: number
+  readsHeld: number
+  unresponsive: number
 }
 
 /** @internal */
@@ -133,6 +137,10 @@ export interface State {
   readonly semaphore: Semaphore.Semaphore | undefined
   readonly trySend: ((frame: Uint8Array) => boolean) | undefined
   readonly outbound: Queue.Queue<Uint8Array>
+  /** The answers bound and the stall bound (`flow.ts`). */
+  readonly maxPendingAnswers: number
+  readonly maxPendingAnswerBytes: number
+  readonly stallTimeout: Duration.Duration
   readonly closed: Deferred.Deferred<PeerError.Disconnect>
   readonly stats: Counters
 
@@ -158,9 +166,23 @@ export interface State {
 
   // -- writer --------------------------------------------------------------------------------------------------
   writing: boolean
+  /** Set when the writer fiber has ended: a flush then has nothing to wait for. */
+  writerEnded: boolean
   overflow: Array<Waiting>
   /** The writer's resume callback while it is parked with nothing to write. */
   parkedWriter: ((effect: Effect.Effect<void>) => void) | undefined
+  /**
+   * Answers handed to the writer and not yet to the transport, and their bytes (`flow.ts`). Those in the outbound
+   * queue are found by `queuedAnswerBytes`: the answer bytes of each queued frame (0 for a request or a notification),
+   * a ring in queue order, so the writer knows what it takes without a record per frame.
+   */
+  pendingAnswers: number
+  pendingAnswerBytes: number
+  queuedAnswerBytes: Float64Array
+  queuedHead: number
+  queuedCount: number
+  /** The reader, while it holds a request until answers drain below the bound. */
+  drainWaiters: Array<Deferred.Deferred<void>>
 
   // -- connection ----------------------------------------------------------------------------------------------
   /** Set when `close` begins: from then on nothing new is started, so nothing escapes its interruption. */
@@ -218,6 +240,9 @@ export const make = Effect.fnUntraced(function*<R>(
       : yield* Semaphore.make(options.maxConcurrentHandlers),
     trySend: options.transport.unsafeTrySend,
     outbound: yield* Queue.bounded<Uint8Array>(options.outboundCapacity ?? 1024),
+    maxPendingAnswers: options.maxPendingAnswers ?? 4096,
+    maxPendingAnswerBytes: options.maxPendingAnswerBytes ?? 16 * 1024 * 1024,
+    stallTimeout: Duration.fromInputUnsafe(options.stallTimeout ?? Duration.seconds(30)),
     closed: yield* Deferred.make<PeerError.Disconnect>(),
     stats: {
       requestsSent: 0,
@@ -232,7 +257,9 @@ export const make = Effect.fnUntraced(function*<R>(
       unknownResponses: 0,
       invalidMessages: 0,
       failedByDisconnect: 0,
-      handlerDefects: 0
+      handlerDefects: 0,
+      readsHeld: 0,
+      unresponsive: 0
     },
     nextId: 1,
     pending: new Map(),
@@ -247,8 +274,15 @@ export const make = Effect.fnUntraced(function*<R>(
     otherFibers: new Map(),
     batchedRequests: new Set(),
     writing: false,
+    writerEnded: false,
     overflow: [],
     parkedWriter: undefined,
+    pendingAnswers: 0,
+    pendingAnswerBytes: 0,
+    queuedAnswerBytes: new Float64Array(64),
+    queuedHead: 0,
+    queuedCount: 0,
+    drainWaiters: [],
     tornDown: false,
     disconnect: undefined,
     idleWaiters: [],
@@ -300,6 +334,27 @@ export const wakeIdle = (s: State): void => {
 }
 
 /**
+ * Whether answers waiting to be written are at their bound (`maxPendingAnswers`, `maxPendingAnswerBytes`): the reader
+ * then holds the next request (`flow.ts`).
+ *
+ * @internal
+ */
+export const answersFull = (s: State): boolean =>
+  s.pendingAnswers >= s.maxPendingAnswers || s.pendingAnswerBytes >= s.maxPendingAnswerBytes
+
+/**
+ * Wakes the reader holding a request, once answers are below their bound again.
+ *
+ * @internal
+ */
+export const wakeDrained = (s: State): void => {
+  if (s.drainWaiters.length === 0 || answersFull(s)) return
+  const waiters = s.drainWaiters
+  s.drainWaiters = []
+  for (const waiter of waiters) Deferred.doneUnsafe(waiter, Exit.void)
+}
+
+/**
  * Completes at once when `ready()`, else once whoever changes the state completes the registered waiter.
  *
  * @internal
@@ -320,5 +375,7 @@ export const snapshot = (s: State): Peer.Stats => ({
   ...s.stats,
   pendingOutbound: s.pending.size,
   activeInbound: s.inboundActive,
-  tombstones: s.tombstones.size
+  tombstones: s.tombstones.size,
+  pendingAnswers: s.pendingAnswers,
+  pendingAnswerBytes: s.pendingAnswerBytes
 })
