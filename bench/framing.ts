@@ -352,7 +352,7 @@ const utf8Length = (json: string): number => {
   return length
 }
 
-/** The alternatives to `encodeString` (internal/contentLength.ts `encodeJson`), each making the same frame. */
+/** The alternatives to `encodeString` (internal/buffers.ts `encodeJson`), each making the same frame. */
 const encodeNaive = (json: string): Uint8Array => {
   const body = textEncoder.encode(json)
   const header = textEncoder.encode(`Content-Length: ${body.length}\r\n\r\n`)

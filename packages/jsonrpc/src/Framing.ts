@@ -16,8 +16,10 @@ import * as contentLength_ from "./internal/contentLength.js"
 import * as ndjson_ from "./internal/ndjson.js"
 
 /**
- * A framing problem the decoder cannot step over. Malformed headers are *not* errors: the decoder resynchronises at
- * the next `Content-Length:` and counts the skipped bytes (see `Decoder.skippedBytes`).
+ * A framing problem the decoder cannot step over, in a frame the peer meant to send (a header block that has its
+ * `Content-Length` name). Stray output and malformed headers are *not* errors, whatever their length: the decoder
+ * resynchronises at the next `Content-Length:`, wherever it starts, and counts the skipped bytes (see
+ * `Decoder.skippedBytes`). The list is in docs/protocol.md ("Framing: what the reader skips").
  *
  * @since 0.1.0
  * @category errors
@@ -40,7 +42,10 @@ export class FramingError extends Schema.TaggedError<FramingError>("@lifeline/js
  * @category models
  */
 export interface Limits {
-  /** Largest header block (or, for NDJSON, nothing: the body limit bounds a line). Default 8 KiB. */
+  /**
+   * Largest header block, counted from its `Content-Length` line; stray output before a frame is skipped, never bound
+   * by it. For NDJSON, nothing: the body limit bounds a line. Default 8 KiB.
+   */
   readonly maxHeaderBytes: number
   /** Largest message body. Default 64 MiB. */
   readonly maxBodyBytes: number
@@ -97,10 +102,11 @@ export interface Framing {
 
 /**
  * `Content-Length` framing (docs/protocol.md, LSP): `Content-Length: <bytes>\r\n\r\n<body>`. Header names are
- * case-insensitive, an optional `Content-Type` must be UTF-8, other headers are ignored. A malformed header block
- * (garbage, stray output, no `Content-Length`) is skipped up to the next line that starts with `Content-Length:`;
- * a header the decoder refuses (too large, conflicting lengths, other charset) is a fatal `FramingError`. The exact
- * rules are in `internal/contentLength.ts`.
+ * case-insensitive, an optional `Content-Type` must be UTF-8, other headers are ignored. Stray output and malformed
+ * header blocks (garbage, text without a line break such as "50%", no `Content-Length`) are skipped up to the next
+ * `Content-Length:`, wherever it starts, so they cost their own bytes only; a frame the decoder refuses once it has
+ * its `Content-Length` name (header block too large, length over the limit, conflicting lengths, other charset) is a
+ * fatal `FramingError`. The exact rules are in `internal/contentLength.ts`.
  *
  * @example
  * ```ts

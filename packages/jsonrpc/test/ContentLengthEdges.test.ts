@@ -61,10 +61,10 @@ describe("contentLength edges", () => {
         assert.deepStrictEqual(outcome.frames, ["{}"], name)
         assert.strictEqual(outcome.skipped, block.length + 3, name)
       }
-      // A Content-Type with another charset fails only under that exact name.
+      // A Content-Type with another charset fails only under that exact name (once the block has its length).
       for (const name of ["content-type", "CONTENT-TYPE", "Content-Type"]) {
         assert.strictEqual(
-          decodeBoth([`${name}: text/plain; charset=latin1\r\n`]).error?.reason,
+          decodeBoth([`${name}: text/plain; charset=latin1\r\n`, good]).error?.reason,
           "UnsupportedContentType"
         )
       }
@@ -189,10 +189,11 @@ describe("contentLength edges", () => {
       assert.deepStrictEqual(decodeAll(cl, [good], { maxHeaderBytes: 21.7 }).frames, ["{}"])
       const header = decodeAll(cl, [good], { maxHeaderBytes: 20.7 }).error
       assert.strictEqual(header?.detail, "The header block exceeds 20 bytes")
-      // A header limit of 0 (or less) refuses the first byte of any block.
+      // A header limit of 0 (or less) refuses every block at its `Content-Length` name; before it, bytes are stray.
       for (const maxHeaderBytes of [0, -1]) {
-        const step = cl.unsafeMakeDecoder({ maxHeaderBytes }).push(utf8("C"))
-        assert.strictEqual(step.error?.detail, "The header block exceeds 0 bytes")
+        const d = cl.unsafeMakeDecoder({ maxHeaderBytes })
+        assert.isUndefined(d.push(utf8("Content-Length")).error)
+        assert.strictEqual(d.push(utf8(":")).error?.detail, "The header block exceeds 0 bytes")
       }
     })
 
@@ -255,7 +256,7 @@ describe("contentLength edges", () => {
       })
     }
     it("reads the value's bytes one for one (Latin-1), across chunks", () => {
-      const step = decodeAll(cl, ["Content-Type: a; charset=", new Uint8Array([0xe9]), "\r\n"])
+      const step = decodeAll(cl, ["Content-Type: a; charset=", new Uint8Array([0xe9]), "\r\n", good])
       assert.strictEqual(step.error?.detail, "Unsupported Content-Type: a; charset=\u00e9")
     })
   })
@@ -312,7 +313,7 @@ describe("contentLength edges", () => {
       assert.strictEqual(d.skippedBytes(), 26)
       assert.deepStrictEqual(d.push(utf8(" 1\r\n\r\nz")).frames.map((f) => new TextDecoder().decode(f)), ["z"])
       assert.strictEqual(d.skippedBytes(), 26)
-      d.push(utf8("tail"))
+      d.push(utf8("Content-Length: 1"))
       assert.strictEqual(d.end()?.reason, "TruncatedFrame")
     })
 

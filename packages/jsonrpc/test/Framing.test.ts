@@ -332,9 +332,9 @@ describe("Framing", () => {
         expected: ok(["[]", "{}"], 2)
       },
       {
-        name: "a length shorter than the body, with no newline after: the next frame is lost",
+        name: "a length shorter than the body, with no newline after: the excess costs its own byte only",
         chunks: [`Content-Length: 2\r\n\r\n[]]${good}`],
-        expected: ok(["[]"], 1 + byteLength(good))
+        expected: ok(["[]", "{}"], 1)
       },
       {
         name: "a length longer than the body waits, then the end truncates it",
@@ -342,9 +342,14 @@ describe("Framing", () => {
         expected: { frames: [], error: undefined, end: "TruncatedFrame", skipped: 0 }
       },
       {
-        name: "an unsupported charset fails at once",
-        chunks: ["Content-Type: application/vscode-jsonrpc; charset=latin1\r\n"],
+        name: "an unsupported charset before the Content-Length line fails at the Content-Length name",
+        chunks: ["Content-Type: application/vscode-jsonrpc; charset=latin1\r\n", "Content-Length:"],
         expected: { frames: [], error: "UnsupportedContentType", end: undefined, skipped: 0 }
+      },
+      {
+        name: "an unsupported charset in stray output that no Content-Length line follows is skipped",
+        chunks: [`Content-Type: text/plain; charset=latin1\r\n\r\n${good}`],
+        expected: ok(["{}"], 44)
       },
       {
         name: "utf-16 is unsupported too",
@@ -444,10 +449,16 @@ describe("Framing", () => {
         expected: { frames: [], error: "HeaderTooLarge", end: undefined, skipped: 0 }
       },
       {
-        name: "an endless header line fails with HeaderTooLarge",
-        chunks: ["X-Padding: ", "x".repeat(100)],
+        name: "an endless header line after a Content-Length line fails with HeaderTooLarge",
+        chunks: ["Content-Length: 2\r\nX-Padding: ", "x".repeat(100)],
         limits: { maxHeaderBytes: 64 },
         expected: { frames: [], error: "HeaderTooLarge", end: undefined, skipped: 0 }
+      },
+      {
+        name: "an endless line before any Content-Length name is stray output, however long",
+        chunks: ["X-Padding: ", "x".repeat(100), good, "0123456789abcdef".repeat(1000), good],
+        limits: { maxHeaderBytes: 64 },
+        expected: ok(["{}", "{}"], 111 + 16_000)
       },
       {
         name: "stray output longer than maxHeaderBytes is skipped, not an error",
@@ -462,8 +473,13 @@ describe("Framing", () => {
       },
       {
         name: "input ending inside a header is truncated",
-        chunks: [`${good}Content-Le`],
+        chunks: [`${good}Content-Length:`],
         expected: { frames: ["{}"], error: undefined, end: "TruncatedFrame", skipped: 0 }
+      },
+      {
+        name: "input ending before a whole Content-Length name is stray output",
+        chunks: [`${good}Content-Le`],
+        expected: ok(["{}"], 10)
       },
       {
         name: "input ending in stray output is not an error",
@@ -471,9 +487,9 @@ describe("Framing", () => {
         expected: ok(["{}"], 11)
       },
       {
-        name: "input ending in something that may still become a header is truncated",
+        name: "input ending in something that might have become a header is stray output too",
         chunks: [`${good}oops`],
-        expected: { frames: ["{}"], error: undefined, end: "TruncatedFrame", skipped: 0 }
+        expected: ok(["{}"], 4)
       }
     ]
     for (const { chunks, expected, limits, name } of cases) {

@@ -6,9 +6,12 @@
  * token, compared case-insensitively; `value` is any bytes but CR and LF. The block must carry `Content-Length`: one
  * or more ASCII digits between optional spaces / tabs, the body length in bytes. It may carry `Content-Type`, whose
  * `charset` parameter, if present, must be `utf-8` or `utf8` (case-insensitive, optionally quoted). Every other header
- * is ignored. The whole block, blank line included, may be at most `maxHeaderBytes` long.
+ * is ignored.
  *
- * Outcomes, decided as soon as the deciding byte arrives, so they do not depend on how the input is chunked:
+ * A block commits at its `Content-Length` name: from there on it is a frame the peer meant to send, and only a
+ * committed block can be fatal. Lines before that name (a `Content-Type`, others) belong to the block if it commits
+ * and are stray output if it does not. Outcomes are decided as soon as the deciding byte arrives, so they do not
+ * depend on how the input is chunked:
  *
  * - A body wholly inside one chunk is returned as a view on that chunk (also when its header came in earlier
  *   chunks); a body that spans chunks is kept as a list of views and copied once, at its last byte, into a buffer of
@@ -16,38 +19,46 @@
  * - Fatal `FramingError`s, for a peer that speaks the protocol in a way we refuse (resynchronising would land inside
  *   its body): `BodyTooLarge` at the end of a `Content-Length` line whose number exceeds `maxBodyBytes`, however many
  *   digits it has, before any of the body is buffered; `InvalidContentLength` when two `Content-Length` lines of one
- *   block disagree (identical duplicates are accepted); `UnsupportedContentType` at the end of a `Content-Type` line
- *   with another charset; `HeaderTooLarge` when a block that is well-formed so far reaches `maxHeaderBytes` bytes
- *   without its blank line.
- * - Malformed header blocks are skipped, never fatal. A block is malformed at the first byte that cannot continue it:
- *   a byte that is not a token character in a name (a space, a bare LF, a missing colon), an LF in a value, a CR not
- *   followed by LF, a `Content-Length` value that is empty, negative, fractional, hexadecimal or otherwise not digits,
- *   or a blank line ending a block that has no `Content-Length` (a stray CRLF between frames is such a block).
+ *   block disagree (identical duplicates are accepted); `UnsupportedContentType` for another charset, at the end of
+ *   the `Content-Type` line or, when that line came first, at the `Content-Length` name; `HeaderTooLarge` when a
+ *   committed block, counted from its `Content-Length` line, reaches `maxHeaderBytes` bytes without its blank line.
+ * - Everything else is skipped, never fatal. A block is malformed at the first byte that cannot continue it: a byte
+ *   that is not a token character in a name (a space, a bare LF, a missing colon), an LF in a value, a CR not followed
+ *   by LF, a `Content-Length` value that is empty, negative, fractional, hexadecimal or otherwise not digits, or a
+ *   blank line ending a block that has no `Content-Length` (a stray CRLF between frames is such a block). A block
+ *   that reaches `maxHeaderBytes` bytes before its `Content-Length` name is stray output as well (a hex dump).
  *
- * Resynchronisation: from the byte that made the block malformed, the decoder discards input until it has read
- * `Content-Length:` (ASCII, case-insensitive) at the start of a line, that is right after an LF. It never looks
- * back, so the bytes of the malformed block are never reused, and it buffers nothing while skipping, so garbage of any
- * length costs no memory and is not bound by `maxHeaderBytes`. The new header block starts at that `C`. Everything
- * from the first byte of the malformed block up to the `C` is added to `skippedBytes`: bytes count as soon as they are
- * known to be skipped, except a partial `Content-Length:` match at a line start, which counts once it fails; at
- * `end()` the trailing garbage counts too. So stray output such as a console log call ("hello\n") before a frame is
- * skipped exactly. Two limits follow from reading forward only: text without a trailing newline glues onto the next
- * header name and costs that frame, and a stray line that happens to be a well-formed header line ("X: y\r\n") is
- * not stray at all, it joins the next header block.
+ * Resynchronisation: outside a committed block (while skipping, and inside a block before it commits) the decoder
+ * looks for `Content-Length:` (ASCII, case-insensitive) wherever it starts, not only at a line start. When it is
+ * found, everything from the first byte of the malformed or uncommitted block up to its `C` is skipped, and a block
+ * that commits at once starts at that `C`. So text without a trailing newline (a progress line "50%") that glues onto
+ * the next header costs its own bytes only, also when it looks like the start of a header ("note: 50%"). The search
+ * is a rolling match over every byte, carried across chunks (`content-length` has no prefix that is also its suffix,
+ * so a failed match restarts at 0, or at 1 on a `c`): one table look-up per byte, no look-back, nothing buffered, so
+ * stray output of any length costs O(n) time and no memory. It never looks back: a committed block that turns out
+ * malformed is not searched again, the search starts at the byte that made it malformed. Bytes count in
+ * `skippedBytes` as soon as they are known to be skipped, except a partial match, which counts once it fails; at
+ * `end()` the trailing stray output counts too. What reading forward implies: a stray line that is a well-formed
+ * header line ("X: y\r\n") is not stray at all, it joins the next header block (a stray `Content-Type` line with
+ * another charset fails that block); and in a block before its `Content-Length` line, a header whose name ends in
+ * `content-length` (`X-Content-Length:`) is read as stray text glued to a `Content-Length` header.
  *
- * `end()`: input that stops inside a body, or inside a header block that is well-formed so far (even a lone "oops"),
- * is a `TruncatedFrame`; input that stops while skipping is not an error.
+ * `end()`: input that stops inside a body or a committed header block is a `TruncatedFrame`; anywhere else (while
+ * skipping, or in a block before its `Content-Length` name, even a lone "oops") the rest is skipped, not an error.
  *
  * @internal
  */
 import type { Decoder, DecodeStep, Framing, Limits } from "../Framing.js"
-import { defaultLimits, FramingError } from "../Framing.js"
+import { FramingError } from "../Framing.js"
+import { concat, resolveLimits } from "./buffers.js"
+import { encode, encodeString } from "./contentLengthEncoder.js"
 
 const LF = 10
 const CR = 13
 const SP = 32
 const HT = 9
 const COLON = 58
+const LOWER_C = 99
 
 const asciiBytes = (s: string): Uint8Array => {
   const out = new Uint8Array(s.length)
@@ -68,7 +79,9 @@ const TOKEN_LOWER = ((): Uint8Array => {
 
 const CONTENT_LENGTH = asciiBytes("content-length")
 const CONTENT_TYPE = asciiBytes("content-type")
-const PREFIX = asciiBytes("Content-Length: ")
+/** The name bytes the rolling search expects after `k` matched ones; 255 (no token byte) once all 14 matched. */
+const SEARCH = asciiBytes("content-length\u00ff")
+const NAME_LENGTH = CONTENT_LENGTH.length
 
 // Decoder states. Header states come first so `state <= LAST_HEADER_STATE` tests for "inside a header block".
 const LINE_START = 0
@@ -80,38 +93,14 @@ const LINE_LF = 5
 const BLANK_LF = 6
 const LAST_HEADER_STATE = 6
 const BODY = 7
-const SKIP_LINE = 8
-const SKIP_MATCH = 9
-const FAILED = 10
+const SKIP = 8
+const FAILED = 9
 
 // Which header a name turned out to be, and the candidate bits while it is being read.
 const IS_LENGTH = 1
 const IS_TYPE = 2
 
 const EMPTY: ReadonlyArray<Uint8Array> = []
-
-/** @internal */
-export const concat = (pieces: ReadonlyArray<Uint8Array>, length: number): Uint8Array => {
-  const out = new Uint8Array(length)
-  let offset = 0
-  for (let i = 0; i < pieces.length && offset < length; i++) {
-    const piece = pieces[i]
-    const take = Math.min(piece.length, length - offset)
-    out.set(take === piece.length ? piece : piece.subarray(0, take), offset)
-    offset += take
-  }
-  return out
-}
-
-/** @internal */
-export const resolveLimits = (limits: Partial<Limits> | undefined): Limits => {
-  const maxHeaderBytes = limits?.maxHeaderBytes ?? defaultLimits.maxHeaderBytes
-  const maxBodyBytes = limits?.maxBodyBytes ?? defaultLimits.maxBodyBytes
-  return {
-    maxHeaderBytes: Math.max(0, Math.floor(maxHeaderBytes)),
-    maxBodyBytes: Math.max(0, Math.floor(maxBodyBytes))
-  }
-}
 
 /** `charset` of a `Content-Type` value, lower-cased and unquoted, or `undefined` when it has none. */
 const charsetOf = (value: string): string | undefined => {
@@ -139,7 +128,12 @@ class ContentLengthDecoder implements Decoder {
   skipped = 0
   /** Absolute position of the first byte of the current (or malformed) header block. */
   blockStart = 0
+  /** Whether the current block has its `Content-Length` name, and where `maxHeaderBytes` counts from. */
+  committed = false
+  limitStart = 0
   contentLength = -1
+  /** The detail of an unsupported `Content-Type` read before the block committed; fatal once it does. */
+  badType = ""
   // Per header line.
   nameLength = 0
   candidates = 0
@@ -149,7 +143,7 @@ class ContentLengthDecoder implements Decoder {
   /** The value read so far, clamped to `maxBodyBytes + 1`. */
   value = 0
   contentType = ""
-  /** While skipping: how many bytes of `content-length:` have matched at the current line start. */
+  /** The rolling search outside a committed block: how many bytes of `content-length:` end at the last byte read. */
   matched = 0
   // Body.
   remaining = 0
@@ -185,7 +179,8 @@ class ContentLengthDecoder implements Decoder {
           else frames.push(body)
           i += remaining
           this.state = LINE_START
-          this.blockStart = base + i
+          this.blockStart = this.limitStart = base + i
+          this.committed = false
           this.contentLength = -1
           continue
         }
@@ -195,21 +190,20 @@ class ContentLengthDecoder implements Decoder {
       }
       if (i >= n) break
       if (state <= LAST_HEADER_STATE) {
-        const limit = this.blockStart + this.maxHeaderBytes - base
+        const limit = this.limitStart + this.maxHeaderBytes - base
         if (limit <= i) {
-          this.fail("HeaderTooLarge", `The header block exceeds ${this.maxHeaderBytes} bytes`)
-          break
+          if (this.committed) {
+            this.fail("HeaderTooLarge", `The header block exceeds ${this.maxHeaderBytes} bytes`)
+            break
+          }
+          // No `Content-Length` name yet: stray output, however long (a hex dump). The search goes on from here.
+          this.malformed(i, this.searchState())
+          continue
         }
-        i = this.header(chunk, i, limit < n ? limit : n)
+        i = this.header(chunk, i, limit < n ? limit : n, base)
         if (this.state === FAILED) break
-      } else if (state === SKIP_LINE) {
-        const lf = chunk.indexOf(LF, i)
-        if (lf === -1) break
-        i = lf + 1
-        this.state = SKIP_MATCH
-        this.matched = 0
-      } else if (state === SKIP_MATCH) {
-        i = this.skipMatch(chunk, i, n, base)
+      } else if (state === SKIP) {
+        i = this.skip(chunk, i, n, base)
       } else {
         break
       }
@@ -218,7 +212,7 @@ class ContentLengthDecoder implements Decoder {
   }
 
   /** Reads header bytes in `[i, end)`; returns where it stopped (at `end`, or after the blank line, or at a trigger). */
-  header(c: Uint8Array, i: number, end: number): number {
+  header(c: Uint8Array, i: number, end: number, base: number): number {
     let state = this.state
     while (i < end) {
       switch (state) {
@@ -232,7 +226,7 @@ class ContentLengthDecoder implements Decoder {
             this.candidates = IS_LENGTH | IS_TYPE
             state = NAME
           } else {
-            return this.malformed(i)
+            return this.malformed(i, 0)
           }
           break
         }
@@ -242,26 +236,34 @@ class ContentLengthDecoder implements Decoder {
           if ((candidates & IS_LENGTH) !== 0) {
             // Nearly every name is Content-Length: match it without tracking Content-Type. Before their ninth byte
             // the two names agree, so a mismatch there leaves Content-Type a candidate.
-            while (i < end && nameLength < CONTENT_LENGTH.length && TOKEN_LOWER[c[i]] === CONTENT_LENGTH[nameLength]) {
+            while (i < end && nameLength < NAME_LENGTH && TOKEN_LOWER[c[i]] === CONTENT_LENGTH[nameLength]) {
               nameLength++
               i++
             }
             if (nameLength > 8) candidates = IS_LENGTH
           }
+          // The search state: while the name still matches `content-length` from its start, that is its length.
+          let matched = (candidates & IS_LENGTH) !== 0 ? nameLength : this.matched
           while (i < end) {
             const b = c[i]
             const lower = TOKEN_LOWER[b]
             if (lower === 0) {
-              if (b !== COLON) return this.malformed(i)
+              if (b !== COLON) return this.malformed(i, matched)
               i++
-              if ((candidates & IS_LENGTH) !== 0 && nameLength === CONTENT_LENGTH.length) {
+              if ((candidates & IS_LENGTH) !== 0 && nameLength === NAME_LENGTH) {
+                if (!this.committed && this.commit(base + i - NAME_LENGTH - 1)) return i
                 this.phase = 0
                 this.value = 0
                 state = LENGTH_VALUE
+              } else if (!this.committed && matched === NAME_LENGTH) {
+                // Stray text glued to a `Content-Length` name: the block starts again at its `C`.
+                return this.restart(base, i - NAME_LENGTH - 1, i)
               } else if ((candidates & IS_TYPE) !== 0 && nameLength === CONTENT_TYPE.length) {
                 this.contentType = ""
+                this.matched = 0
                 state = TYPE_VALUE
               } else {
+                this.matched = 0
                 state = OTHER_VALUE
               }
               break
@@ -270,11 +272,13 @@ class ContentLengthDecoder implements Decoder {
               if (CONTENT_LENGTH[nameLength] !== lower) candidates &= ~IS_LENGTH
               if (CONTENT_TYPE[nameLength] !== lower) candidates &= ~IS_TYPE
             }
+            matched = lower === SEARCH[matched] ? matched + 1 : lower === LOWER_C ? 1 : 0
             nameLength++
             i++
           }
           this.nameLength = nameLength
           this.candidates = candidates
+          this.matched = matched
           break
         }
         case LENGTH_VALUE: {
@@ -285,7 +289,7 @@ class ContentLengthDecoder implements Decoder {
             const b = c[i]
             const digit = b - 48
             if (digit >= 0 && digit <= 9) {
-              if (phase === 2) return this.malformed(i)
+              if (phase === 2) return this.malformed(i, 0)
               phase = 1
               value = value * 10 + digit
               if (value > cap) value = cap
@@ -297,7 +301,7 @@ class ContentLengthDecoder implements Decoder {
               i++
               break
             } else {
-              return this.malformed(i)
+              return this.malformed(i, 0)
             }
             i++
           }
@@ -307,6 +311,8 @@ class ContentLengthDecoder implements Decoder {
         }
         case TYPE_VALUE: {
           let value = this.contentType
+          let matched = this.matched
+          const searching = !this.committed
           while (i < end) {
             const b = c[i]
             if (b === CR) {
@@ -315,29 +321,49 @@ class ContentLengthDecoder implements Decoder {
               i++
               break
             }
-            if (b === LF) return this.malformed(i)
+            if (b === LF) return this.malformed(i, 0)
+            if (searching) {
+              if (b === COLON && matched === NAME_LENGTH) return this.restart(base, i - NAME_LENGTH, i + 1)
+              const lower = TOKEN_LOWER[b]
+              matched = lower === SEARCH[matched] ? matched + 1 : lower === LOWER_C ? 1 : 0
+            }
             value += String.fromCharCode(b)
             i++
           }
           this.contentType = value
+          this.matched = matched
           break
         }
         case OTHER_VALUE: {
-          while (i < end) {
-            const b = c[i]
-            if (b === CR) {
-              this.kind = 0
-              state = LINE_LF
+          if (this.committed) {
+            while (i < end) {
+              const b = c[i]
+              if (b === CR) break
+              if (b === LF) return this.malformed(i, 0)
               i++
-              break
             }
-            if (b === LF) return this.malformed(i)
+          } else {
+            let matched = this.matched
+            while (i < end) {
+              const b = c[i]
+              if (b === CR) break
+              if (b === LF) return this.malformed(i, 0)
+              if (b === COLON && matched === NAME_LENGTH) return this.restart(base, i - NAME_LENGTH, i + 1)
+              const lower = TOKEN_LOWER[b]
+              matched = lower === SEARCH[matched] ? matched + 1 : lower === LOWER_C ? 1 : 0
+              i++
+            }
+            this.matched = matched
+          }
+          if (i < end) {
+            this.kind = 0
+            state = LINE_LF
             i++
           }
           break
         }
         case LINE_LF: {
-          if (c[i] !== LF) return this.malformed(i)
+          if (c[i] !== LF) return this.malformed(i, 0)
           i++
           if (this.kind === IS_LENGTH) {
             const value = this.value
@@ -356,8 +382,14 @@ class ContentLengthDecoder implements Decoder {
           } else if (this.kind === IS_TYPE) {
             const charset = charsetOf(this.contentType)
             if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
-              this.fail("UnsupportedContentType", `Unsupported Content-Type: ${this.contentType.trim()}`)
-              return i
+              const detail = `Unsupported Content-Type: ${this.contentType.trim()}`
+              // Before the block commits, the line may yet be stray output: refused only if a frame follows.
+              if (!this.committed) {
+                this.badType = detail
+              } else {
+                this.fail("UnsupportedContentType", detail)
+                return i
+              }
             }
           }
           state = LINE_START
@@ -365,7 +397,7 @@ class ContentLengthDecoder implements Decoder {
         }
         default: {
           // BLANK_LF
-          if (c[i] !== LF || this.contentLength === -1) return this.malformed(i)
+          if (c[i] !== LF || this.contentLength === -1) return this.malformed(i, 0)
           this.state = BODY
           this.remaining = this.contentLength
           return i + 1
@@ -376,39 +408,75 @@ class ContentLengthDecoder implements Decoder {
     return i
   }
 
-  /** Matches `content-length:` at line starts; on a match the header block restarts at its `C`. */
-  skipMatch(c: Uint8Array, i: number, n: number, base: number): number {
+  /** The search state where the block is now (only meaningful before it commits). */
+  searchState(): number {
+    const state = this.state
+    if (state === NAME) return (this.candidates & IS_LENGTH) !== 0 ? this.nameLength : this.matched
+    return state === TYPE_VALUE || state === OTHER_VALUE ? this.matched : 0
+  }
+
+  /**
+   * The block gets its `Content-Length` name at `start`: `maxHeaderBytes` counts from there. Returns true when that
+   * fails the block (an unsupported `Content-Type` came before).
+   */
+  commit(start: number): boolean {
+    this.committed = true
+    this.limitStart = start
+    if (this.badType === "") return false
+    this.fail("UnsupportedContentType", this.badType)
+    return true
+  }
+
+  /**
+   * Skips everything before `c`, the `C` of a `Content-Length:` found by the search (relative to the chunk that starts
+   * at `base`, so possibly negative); reading goes on at `i`.
+   */
+  restart(base: number, c: number, i: number): number {
+    const start = base + c
+    if (i - c > this.maxHeaderBytes) {
+      this.fail("HeaderTooLarge", `The header block exceeds ${this.maxHeaderBytes} bytes`)
+      return i
+    }
+    this.skipped += start - this.blockStart
+    this.blockStart = start
+    this.committed = true
+    this.limitStart = start
+    this.badType = ""
+    this.contentLength = -1
+    this.phase = 0
+    this.value = 0
+    this.state = LENGTH_VALUE
+    return i
+  }
+
+  /** Skips until the search finds `content-length:`; a match can span any number of chunks. */
+  skip(c: Uint8Array, i: number, n: number, base: number): number {
     let matched = this.matched
     while (i < n) {
-      const b = c[i]
-      if (matched === CONTENT_LENGTH.length ? b === COLON : TOKEN_LOWER[b] === CONTENT_LENGTH[matched]) {
-        matched++
-        i++
-        if (matched > CONTENT_LENGTH.length) {
-          const start = base + i - matched
-          this.skipped += start - this.blockStart
-          this.blockStart = start
-          this.contentLength = -1
-          this.phase = 0
-          this.value = 0
-          this.state = LENGTH_VALUE
-          return i
-        }
-      } else if (b === LF) {
-        matched = 0
-        i++
-      } else {
-        this.state = SKIP_LINE
-        return i + 1
+      if (matched === 0) {
+        // Nothing matched: only a `c` or `C` can start a match.
+        while (i < n && (c[i] | 0x20) !== LOWER_C) i++
+        if (i === n) break
       }
+      const b = c[i]
+      i++
+      if (b === COLON && matched === NAME_LENGTH) return this.restart(base, i - NAME_LENGTH - 1, i)
+      const lower = TOKEN_LOWER[b]
+      matched = lower === SEARCH[matched] ? matched + 1 : lower === LOWER_C ? 1 : 0
     }
     this.matched = matched
     return i
   }
 
-  /** Abandons the current block; `i` (the trigger) is read again by `SKIP_LINE`, so an LF there starts a line. */
-  malformed(i: number): number {
-    this.state = SKIP_LINE
+  /**
+   * Abandons the current block at `i` (the trigger), which the search reads next, so a `Content-Length:` may start
+   * there; `matched` is the search state before it (0 in a committed block: the search starts afresh at the trigger).
+   */
+  malformed(i: number, matched: number): number {
+    this.state = SKIP
+    this.matched = this.committed ? 0 : matched
+    this.committed = false
+    this.badType = ""
     this.contentLength = -1
     this.contentType = ""
     return i
@@ -428,24 +496,22 @@ class ContentLengthDecoder implements Decoder {
       this.fail("TruncatedFrame", `The input ended ${got} bytes into a body of ${this.contentLength} bytes`)
       return this.error
     }
-    if (state <= LAST_HEADER_STATE) {
-      if (this.consumed > this.blockStart) {
-        this.fail("TruncatedFrame", `The input ended inside a header block`)
-      }
+    if (state <= LAST_HEADER_STATE && this.committed) {
+      this.fail("TruncatedFrame", `The input ended inside a header block`)
       return this.error
     }
-    // Skipping: the trailing garbage, including a partial `Content-Length:`, is skipped for good.
+    // Skipping, or a block that never got its `Content-Length` name: the rest, a partial match included, is skipped.
     this.skipped += this.consumed - this.blockStart
-    this.blockStart = this.consumed
+    this.blockStart = this.limitStart = this.consumed
+    this.committed = false
+    this.badType = ""
+    this.contentLength = -1
     this.state = LINE_START
     return undefined
   }
 
   skippedBytes(): number {
-    const state = this.state
-    if (state === SKIP_LINE) return this.skipped + this.consumed - this.blockStart
-    if (state === SKIP_MATCH) return this.skipped + this.consumed - this.blockStart - this.matched
-    return this.skipped
+    return this.state === SKIP ? this.skipped + this.consumed - this.blockStart - this.matched : this.skipped
   }
 }
 
@@ -459,108 +525,6 @@ export const unsafeMakeDecoder = (limits?: Partial<Limits>): Decoder => {
     skippedBytes: () => decoder.skippedBytes()
   }
 }
-
-// Small frames are carved out of a shared slab: a fresh typed array above 64 bytes lives off the V8 heap and costs
-// about half a microsecond to allocate, more than encoding a 200-byte message. Views retain their slab (64 KiB).
-const SLAB_BYTES = 64 * 1024
-const SLAB_MAX_FRAME = 8 * 1024
-let slab = new Uint8Array(SLAB_BYTES)
-let slabOffset = 0
-
-/** @internal */
-export const allocate = (length: number): Uint8Array => {
-  if (length > SLAB_MAX_FRAME) return new Uint8Array(length)
-  if (slabOffset + length > SLAB_BYTES) {
-    slab = new Uint8Array(SLAB_BYTES)
-    slabOffset = 0
-  }
-  const out = new Uint8Array(slab.buffer, slabOffset, length)
-  slabOffset = (slabOffset + length + 7) & ~7
-  return out
-}
-
-const textEncoder = new TextEncoder()
-let scratch = new Uint8Array(SLAB_BYTES)
-
-/**
- * Encodes `json` as UTF-8 after `headerRoom` free bytes and calls `frame` to write the header (ending right before the
- * body) and the trailer; `frame` returns where the frame starts. The byte length is unknown until the string is
- * encoded, so it is encoded once into room for the worst case (3 bytes per UTF-16 unit): in the slab for small frames,
- * whose unused room goes to the next frame, and in a reused scratch buffer, copied once, for large ones. The encode
- * rows of bench/framing.ts compare this with
- * counting the UTF-8 bytes first to allocate exactly (3-4x slower for 200 B, 2x for 64 KiB) and with
- * `TextEncoder.encode` plus a copy (about 10x slower for 200 B, 1.5x for 64 KiB).
- *
- * @internal
- */
-export const encodeJson = (
-  json: string,
-  headerRoom: number,
-  trailer: number,
-  frame: (target: Uint8Array, bodyStart: number, bodyLength: number) => number
-): Uint8Array => {
-  const worst = headerRoom + json.length * 3 + trailer
-  if (worst <= SLAB_MAX_FRAME) {
-    if (slabOffset + worst > SLAB_BYTES) {
-      slab = new Uint8Array(SLAB_BYTES)
-      slabOffset = 0
-    }
-    const bodyStart = slabOffset + headerRoom
-    const written = textEncoder.encodeInto(json, slab.subarray(bodyStart, bodyStart + json.length * 3)).written
-    const start = frame(slab, bodyStart, written)
-    const end = bodyStart + written + trailer
-    slabOffset = (end + 7) & ~7
-    return new Uint8Array(slab.buffer, start, end - start)
-  }
-  if (scratch.length < worst) scratch = new Uint8Array(Math.max(worst, scratch.length * 2))
-  const written = textEncoder.encodeInto(json, scratch.subarray(headerRoom, headerRoom + json.length * 3)).written
-  const start = frame(scratch, headerRoom, written)
-  return scratch.slice(start, headerRoom + written + trailer)
-}
-
-const digitCount = (n: number): number => {
-  let digits = 1
-  while (n >= 10) {
-    n = Math.floor(n / 10)
-    digits++
-  }
-  return digits
-}
-
-/** Writes `Content-Length: <length>\r\n\r\n` ending right before `bodyStart`; returns where it starts. */
-const writeHeader = (target: Uint8Array, bodyStart: number, length: number): number => {
-  const start = bodyStart - PREFIX.length - digitCount(length) - 4
-  for (let k = 0; k < PREFIX.length; k++) target[start + k] = PREFIX[k]
-  let p = bodyStart - 4
-  target[p] = CR
-  target[p + 1] = LF
-  target[p + 2] = CR
-  target[p + 3] = LF
-  let v = length
-  do {
-    const q = Math.floor(v / 10)
-    target[--p] = 48 + v - q * 10
-    v = q
-  } while (v > 0)
-  return start
-}
-
-const HEADER_ROOM = PREFIX.length + 16 + 4
-
-/** @internal */
-export const encode = (body: Uint8Array): Uint8Array => {
-  const headerLength = PREFIX.length + digitCount(body.length) + 4
-  const out = allocate(headerLength + body.length)
-  writeHeader(out, headerLength, body.length)
-  out.set(body, headerLength)
-  return out
-}
-
-const layout = (target: Uint8Array, bodyStart: number, bodyLength: number): number =>
-  writeHeader(target, bodyStart, bodyLength)
-
-/** @internal */
-export const encodeString = (json: string): Uint8Array => encodeJson(json, HEADER_ROOM, 0, layout)
 
 /** @internal */
 export const framing: Framing = {

@@ -23,7 +23,7 @@
  */
 import type { Decoder, DecodeStep, Framing, Limits } from "../Framing.js"
 import { FramingError } from "../Framing.js"
-import { allocate, concat, encodeJson, resolveLimits } from "./contentLength.js"
+import { allocate, concat, encodeJson, resolveLimits } from "./buffers.js"
 
 const LF = 10
 const CR = 13

@@ -57,16 +57,29 @@ const onFrames = (
 export const run = (s: State): Effect.Effect<void> =>
   Effect.suspend(() => {
     const decoder = s.framing.unsafeMakeDecoder(s.limits)
+    // Bytes the decoder skipped (stray output, a malformed header) are logged once per burst: when the frame after
+    // them arrives, or the input ends. Never per byte or per chunk, so a peer that prints a lot costs one line.
+    let reported = 0
+    const skippedSince = (): number => decoder.skippedBytes() - reported
+    const reportSkipped = (): Effect.Effect<void> => {
+      const burst = skippedSince()
+      reported += burst
+      return Effect.logWarning(`skipped ${burst} bytes from the peer that were not frames`)
+    }
     return s.transport.incoming.pipe(
       Stream.runForEachArray((chunks) =>
         Effect.suspend(() => {
           const step = Framing.decodeChunks(decoder, chunks)
-          return onFrames(s, step.frames, 0, step.error)
+          const handle = onFrames(s, step.frames, 0, step.error)
+          return (step.frames.length > 0 || step.error !== undefined) && skippedSince() > 0
+            ? Effect.andThen(reportSkipped(), handle) :
+            handle
         })
       ),
       Effect.andThen(Effect.suspend(() => {
         const error = decoder.end()
-        return error === undefined ? Effect.void : Effect.fail(error)
+        const end = error === undefined ? Effect.void : Effect.fail(error)
+        return skippedSince() > 0 ? Effect.andThen(reportSkipped(), end) : end
       }))
     )
   }).pipe(
