@@ -241,12 +241,35 @@ export const onItem = (s: State, item: Message.Classified): Effect.Effect<void> 
     case "Invalid": {
       s.stats.invalidMessages++
       const answer = Message.answerTo(item)
-      return Effect.andThen(
-        Effect.logWarning(`invalid message: ${item.error.message}`, item.error.data),
-        answer === undefined ? Effect.void : write(s, answer)
-      )
+      const warning = warnInvalid(s, item.error)
+      const answered = answer === undefined ? Effect.void : write(s, answer)
+      return warning === Effect.void ? answered : Effect.andThen(warning, answered)
     }
   }
+}
+
+/**
+ * The WARN for an invalid message, at most one per `invalidMessageLogInterval` on this connection (on the peer's
+ * Clock): a peer that sends nothing but garbage wrote 11,458 lines in 2 s, one per frame. The first of a burst is
+ * logged; the others are counted, and the first one logged after the interval says how many were left out. Every one
+ * is counted in `Stats.invalidMessages` and answered as before.
+ */
+const warnInvalid = (s: State, error: RpcError.RpcError): Effect.Effect<void> => {
+  const log = s.invalidLog
+  const now = s.clock.currentTimeMillisUnsafe()
+  if (log.loggedAt !== undefined && now - log.loggedAt < s.invalidLogIntervalMillis) {
+    log.suppressed++
+    return Effect.void
+  }
+  const suppressed = log.suppressed
+  log.loggedAt = now
+  log.suppressed = 0
+  return Effect.logWarning(
+    suppressed === 0
+      ? `invalid message: ${error.message}`
+      : `invalid message: ${error.message} (and ${suppressed} more not logged since the last such line)`,
+    error.data
+  )
 }
 
 // -- batches -----------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import { lose } from "./outbound.js"
 import type { State } from "./state.js"
 
 const onFrame = (s: State, body: Uint8Array): Effect.Effect<void> => {
-  const incoming = Message.parse(body)
+  const incoming = Message.parse(body, s.messageLimits)
   return incoming._tag === "Single" ? onItem(s, incoming.item) : onBatch(s, incoming.items)
 }
 

@@ -8,7 +8,7 @@
  * @internal
  */
 import * as Framing from "@lifeline/jsonrpc/Framing"
-import type * as Message from "@lifeline/jsonrpc/Message"
+import * as Message from "@lifeline/jsonrpc/Message"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -99,6 +99,10 @@ export interface State {
   readonly transport: Transport.Transport.Service
   readonly framing: Framing.Framing
   readonly limits: Partial<Framing.Limits> | undefined
+  /** What one frame's body may hold (batch size, nesting), resolved once: `Message.parse` reads it per frame. */
+  readonly messageLimits: Message.Limits
+  /** At most one WARN about invalid messages per this many milliseconds (the others are counted, see `invalidLog`). */
+  readonly invalidLogIntervalMillis: number
   readonly defaultTimeoutMillis: number
   readonly flushTimeout: Duration.Duration
   /** `undefined` when the protocol has no cancellation: nothing is sent for an abandoned call, and none is obeyed. */
@@ -135,6 +139,11 @@ export interface State {
   readonly outbound: Queue.Queue<Uint8Array>
   readonly closed: Deferred.Deferred<PeerError.Disconnect>
   readonly stats: Counters
+  /**
+   * The rate limit of the WARNs about invalid messages (`inbound.ts`): when the last one was logged, and how many were
+   * counted but not logged since. A peer that sends nothing but garbage gets one line per interval, not one per frame.
+   */
+  readonly invalidLog: { loggedAt: number | undefined; suppressed: number }
 
   // -- outbound calls ------------------------------------------------------------------------------------------
   nextId: number
@@ -197,6 +206,11 @@ export const make = Effect.fnUntraced(function*<R>(
     transport: options.transport,
     framing: options.framing ?? Framing.contentLength,
     limits: options.limits,
+    messageLimits: Message.resolveLimits(options.limits),
+    invalidLogIntervalMillis: Duration.toMillis(
+      Duration.fromInputUnsafe(options.invalidMessageLogInterval ?? Duration.seconds(1))
+    ),
+    invalidLog: { loggedAt: undefined, suppressed: 0 },
     defaultTimeoutMillis: Duration.toMillis(Duration.fromInputUnsafe(options.requestTimeout ?? Duration.seconds(5))),
     flushTimeout: Duration.fromInputUnsafe(options.flushTimeout ?? Duration.seconds(1)),
     cancellation: Cancellation.spelling(options.cancellation ?? options.protocol.cancellation),
