@@ -37,12 +37,15 @@ describe("Message.parse limits", () => {
   })
 
   describe("depth", () => {
-    it("the exact limit is parsed, one level more is one -32600 with id null", () => {
-      assert.isUndefined(refusal(nested(127)))
-      assert.strictEqual(refusal(nested(128)), "Nested deeper than 128 levels (maxDepth)")
-      assert.isUndefined(refusal(nested(9), { maxDepth: 10 }))
-      assert.strictEqual(refusal(nested(10), { maxDepth: 10 }), "Nested deeper than 10 levels (maxDepth)")
-    })
+    // Up to 64 KiB a body is checked after JSON.parse (a walk), above before it (a scan): both tiers, alike.
+    for (const [tier, padding] of [["walked", 300], ["scanned", 70_000]] as const) {
+      it(`the exact limit is parsed, one level more is one -32600 with id null (${tier})`, () => {
+        assert.isUndefined(refusal(nested(127, padding)))
+        assert.strictEqual(refusal(nested(128, padding)), "Nested deeper than 128 levels (maxDepth)")
+        assert.isUndefined(refusal(nested(9, padding), { maxDepth: 10 }))
+        assert.strictEqual(refusal(nested(10, padding), { maxDepth: 10 }), "Nested deeper than 10 levels (maxDepth)")
+      })
+    }
 
     it("brackets inside strings do not count, escaped quotes do not end a string", () => {
       const inString = `{"jsonrpc":"2.0","id":1,"method":"m","params":["${"[{".repeat(500)}"]}`
@@ -105,8 +108,8 @@ describe("Message.parse limits", () => {
         return 1 + (children.length === 0 ? 0 : Math.max(...children.map(depthOf)))
       }
       fc.assert(
-        fc.property(value, fc.integer({ min: 1, max: 8 }), (params, maxDepth) => {
-          const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "x".repeat(40), params: [params] })
+        fc.property(value, fc.integer({ min: 1, max: 8 }), fc.constantFrom(40, 70_000), (params, maxDepth, padding) => {
+          const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "x".repeat(padding), params: [params] })
           const depth = 1 + depthOf([params])
           const refused = refusal(body, { maxDepth }) !== undefined
           // Bodies too short to be scanned are never refused; scanned ones are refused exactly when too deep.
@@ -126,8 +129,20 @@ describe("Message.parse limits", () => {
       assert.strictEqual(refusal(batchOf(4), { maxBatchItems: 3 }), "A batch of more than 3 messages (maxBatchItems)")
     })
 
+    it("the item limit holds in the scanned tier too (a batch over 64 KiB)", () => {
+      const item = `{"jsonrpc":"2.0","id":1,"method":"${"m".repeat(40_000)}"}`
+      assert.strictEqual(
+        Message.parse(utf8(`[${item},${item}]`), Message.resolveLimits({ maxBatchItems: 2 }))._tag,
+        "Batch"
+      )
+      assert.strictEqual(
+        refusal(`[${item},${item},${item}]`, { maxBatchItems: 2 }),
+        "A batch of more than 2 messages (maxBatchItems)"
+      )
+    })
+
     it("commas inside strings and nested values are not items", () => {
-      const item = `{"jsonrpc":"2.0","id":1,"method":"a,b,c","params":[1,2,3,{"x":1,"y":2}]}`
+      const item = `{"jsonrpc":"2.0","id":1,"method":"${"a,b,c".padEnd(70_000, ",")}","params":[1,2,3,{"x":1,"y":2}]}`
       const body = ` \n[${item},${item}]`.padEnd(400, " ")
       assert.isUndefined(refusal(body, { maxBatchItems: 2 }))
       assert.strictEqual(
