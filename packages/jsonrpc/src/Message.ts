@@ -432,28 +432,20 @@ const breaks = (text: string, limits: Limits): string | undefined => {
 const tooDeep = (maxDepth: number) => `Nested deeper than ${maxDepth} levels (maxDepth)`
 const tooManyItems = (maxBatchItems: number) => `A batch of more than ${maxBatchItems} messages (maxBatchItems)`
 
-/** Reused by `deeperThan`: pairs of a container and its depth. Emptied after each walk. */
-const walkStack: Array<unknown> = []
-
 /**
- * Whether a parsed value nests deeper than `maxDepth`: the check after `JSON.parse` of a small body. Iterative, with a
- * stack of its own, and it visits containers only (a string or a number is not pushed), so it costs ~0.1–3% of
- * `JSON.parse` on the same body where the scan above costs 10–25% on one made of many small objects or strings.
+ * Whether a parsed value nests deeper than `maxDepth`: the check after `JSON.parse` of a body up to `scanAbove`.
+ * Iterative, with a stack of its own (pairs of a container and its depth), and it visits containers only (a string or
+ * a number is never pushed), so it costs ~0.1–3% of `JSON.parse` on the same body, where the scan above costs 10–25%
+ * on one made of many small objects or strings.
  */
 const deeperThan = (value: unknown, maxDepth: number): boolean => {
   if (typeof value !== "object" || value === null) return false
-  const stack = walkStack
-  let top = 0
-  stack[top++] = value
-  stack[top++] = 1
-  let deeper = false
+  const stack: Array<unknown> = [value, 1]
+  let top = 2
   while (top > 0) {
     const depth = stack[--top] as number
     const container = stack[--top] as object
-    if (depth > maxDepth) {
-      deeper = true
-      break
-    }
+    if (depth > maxDepth) return true
     if (Array.isArray(container)) {
       for (let i = 0; i < container.length; i++) {
         const child = container[i]
@@ -472,24 +464,27 @@ const deeperThan = (value: unknown, maxDepth: number): boolean => {
       }
     }
   }
-  stack.length = 0
-  return deeper
+  return false
 }
 
 /**
- * Bodies up to this size are checked after `JSON.parse`, larger ones before it. Neither check is free on every
- * shape, so each is used where it is cheap and safe (measured on node 22, see the change that added it):
- * - After: the walk costs ≤ 3% of parsing any body, but `JSON.parse` has already run; on a hostile 64 KiB body (32,768
- *   levels, or 21,845 empty items) that is ~6 ms, bounded. On a 10 MB one it would be seconds and hundreds of MB.
- * - Before: the scan bounds what `JSON.parse` ever sees, but costs ~10–25% of it on bodies of many small strings or
- *   objects (JS reads characters slower than V8's parser does), ~1–2% on bodies that are mostly one long string.
+ * Bodies up to this size are checked after `JSON.parse`, larger ones before it. Neither check is cheap on every
+ * shape, so each is used where it is (measured with node 22 on a busy 2-core machine):
+ * - After: the walk costs ≤ 3% of parsing any body, but `JSON.parse` has run first. On the worst body of this size
+ *   (131,072 nested arrays) that is ~30 ms and a few MB; a 64 KiB one ~5 ms, a 1 MiB one ~100 ms, a 10 MB one seconds
+ *   and hundreds of MB (issue 25: 6.4 s, 680 MB).
+ * - Before: the scan bounds what `JSON.parse` ever sees, but costs ~10–25% of it (up to ~70% measured under load) on
+ *   bodies of many small strings or objects (JS reads characters slower than V8's parser does), ~1–2% on bodies that
+ *   are mostly one long string.
+ * 256 KiB keeps a hostile frame's stall of the reader to tens of milliseconds, and leaves nearly every ordinary body
+ * (requests, LSP results, HL7 messages) to the cheap walk.
  */
-const scanAbove = 64 * 1024
+const scanAbove = 256 * 1024
 
 /**
  * Parses one frame body (UTF-8 JSON) and classifies it. Invalid UTF-8 or invalid JSON is a -32700 parse error with
  * id `null`, answered as the specification says. A body over one of `limits` is one -32600 with id `null`, and
- * nothing of it is classified (see `Limits`); above 64 KiB that is found before `JSON.parse` runs.
+ * nothing of it is classified (see `Limits`); above 256 KiB that is found before `JSON.parse` runs.
  *
  * @since 0.1.0
  * @category constructors

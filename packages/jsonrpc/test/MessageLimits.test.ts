@@ -37,8 +37,8 @@ describe("Message.parse limits", () => {
   })
 
   describe("depth", () => {
-    // Up to 64 KiB a body is checked after JSON.parse (a walk), above before it (a scan): both tiers, alike.
-    for (const [tier, padding] of [["walked", 300], ["scanned", 70_000]] as const) {
+    // Up to 256 KiB a body is checked after JSON.parse (a walk), above before it (a scan): both tiers, alike.
+    for (const [tier, padding] of [["walked", 300], ["scanned", 300_000]] as const) {
       it(`the exact limit is parsed, one level more is one -32600 with id null (${tier})`, () => {
         assert.isUndefined(refusal(nested(127, padding)))
         assert.strictEqual(refusal(nested(128, padding)), "Nested deeper than 128 levels (maxDepth)")
@@ -90,7 +90,7 @@ describe("Message.parse limits", () => {
       assert.strictEqual(refusal(objects, { maxDepth: 40 }), "Nested deeper than 40 levels (maxDepth)")
     })
 
-    it("a depth the scan refuses is one JSON.parse agrees is that deep (property)", () => {
+    it("both checks refuse exactly the bodies deeper than maxDepth (property)", () => {
       // Random values of known depth, in a body with strings full of brackets, quotes and backslashes.
       const text = fc.string({ unit: fc.constantFrom("[", "]", "{", "}", "\"", "\\", ",", "a", "é") })
       const value: fc.Arbitrary<unknown> = fc.letrec<{ v: unknown }>((tie) => ({
@@ -108,13 +108,18 @@ describe("Message.parse limits", () => {
         return 1 + (children.length === 0 ? 0 : Math.max(...children.map(depthOf)))
       }
       fc.assert(
-        fc.property(value, fc.integer({ min: 1, max: 8 }), fc.constantFrom(40, 70_000), (params, maxDepth, padding) => {
-          const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "x".repeat(padding), params: [params] })
-          const depth = 1 + depthOf([params])
-          const refused = refusal(body, { maxDepth }) !== undefined
-          // Bodies too short to be scanned are never refused; scanned ones are refused exactly when too deep.
-          return refused === (depth > maxDepth && body.length > 2 * maxDepth + 1)
-        }),
+        fc.property(
+          value,
+          fc.integer({ min: 1, max: 8 }),
+          fc.constantFrom(40, 300_000),
+          (params, maxDepth, padding) => {
+            const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "x".repeat(padding), params: [params] })
+            const depth = 1 + depthOf([params])
+            const refused = refusal(body, { maxDepth }) !== undefined
+            // Bodies too short to be scanned are never refused; scanned ones are refused exactly when too deep.
+            return refused === (depth > maxDepth && body.length > 2 * maxDepth + 1)
+          }
+        ),
         { numRuns: 500 }
       )
     })
@@ -129,8 +134,8 @@ describe("Message.parse limits", () => {
       assert.strictEqual(refusal(batchOf(4), { maxBatchItems: 3 }), "A batch of more than 3 messages (maxBatchItems)")
     })
 
-    it("the item limit holds in the scanned tier too (a batch over 64 KiB)", () => {
-      const item = `{"jsonrpc":"2.0","id":1,"method":"${"m".repeat(40_000)}"}`
+    it("the item limit holds in the scanned tier too (a batch over 256 KiB)", () => {
+      const item = `{"jsonrpc":"2.0","id":1,"method":"${"m".repeat(150_000)}"}`
       assert.strictEqual(
         Message.parse(utf8(`[${item},${item}]`), Message.resolveLimits({ maxBatchItems: 2 }))._tag,
         "Batch"
@@ -142,7 +147,7 @@ describe("Message.parse limits", () => {
     })
 
     it("commas inside strings and nested values are not items", () => {
-      const item = `{"jsonrpc":"2.0","id":1,"method":"${"a,b,c".padEnd(70_000, ",")}","params":[1,2,3,{"x":1,"y":2}]}`
+      const item = `{"jsonrpc":"2.0","id":1,"method":"${"a,b,c".padEnd(150_000, ",")}","params":[1,2,3,{"x":1,"y":2}]}`
       const body = ` \n[${item},${item}]`.padEnd(400, " ")
       assert.isUndefined(refusal(body, { maxBatchItems: 2 }))
       assert.strictEqual(
