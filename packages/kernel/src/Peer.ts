@@ -117,8 +117,9 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
   /** How long teardown waits for queued answers to be written before it ends the transport. Default 1 second. */
   readonly flushTimeout?: Duration.Input | undefined
   /**
-   * Invalid messages are logged (WARN) at most once per this interval; the ones in between are counted, and the next
-   * line says how many were left out (every one is in `Stats.invalidMessages`). Default 1 second.
+   * What the peer sent wrong (an invalid message, an answer to an id never sent, a notification whose params do not
+   * decode) is logged (WARN) at most once per this interval; the ones in between are counted, and the next line says
+   * how many were left out (every one is in `Stats`). Default 1 second.
    */
   readonly invalidMessageLogInterval?: Duration.Input | undefined
   /** At most this many inbound requests are served at once; the rest wait for a permit. Default: no limit. */

@@ -139,12 +139,12 @@ describe("Peer limits", () => {
         yield* TestClock.adjust("1 millis")
         yield* garbage(10)
         assert.deepStrictEqual(lines.slice(1), [
-          "invalid message: Parse error (and 509 more not logged since the last such line)"
+          "invalid message: Parse error (and 509 more warning(s) about the peer's messages not logged since the last one)"
         ])
         yield* TestClock.adjust("2 seconds")
         yield* garbage(1)
         assert.deepStrictEqual(lines.slice(2), [
-          "invalid message: Parse error (and 9 more not logged since the last such line)"
+          "invalid message: Parse error (and 9 more warning(s) about the peer's messages not logged since the last one)"
         ])
         // Nothing is lost: every frame was counted and answered.
         assert.strictEqual((yield* server.stats).invalidMessages, 521)
@@ -155,6 +155,24 @@ describe("Peer limits", () => {
           answers++
         }
         yield* yieldTimes(5)
+      }).pipe(Effect.provide(layer))
+    })
+
+    it.effect("answers to ids never sent and notifications whose params do not decode share the limit", () => {
+      const { layer, lines } = capture()
+      return Effect.gen(function*() {
+        const { raw, server } = yield* setup({})
+        for (let i = 0; i < 300; i++) yield* raw.send({ jsonrpc: "2.0", id: 5000 + i, result: null })
+        yield* eventually(Effect.map(server.stats, (s) => s.unknownResponses === 300))
+        yield* raw.sendBytes(frame("{nope"))
+        yield* eventually(Effect.map(server.stats, (s) => s.invalidMessages === 1))
+        assert.deepStrictEqual(lines, ["response to an id never sent: 5000"])
+        yield* TestClock.adjust("1 second")
+        yield* raw.send({ jsonrpc: "2.0", id: 1, result: null })
+        yield* eventually(Effect.map(server.stats, (s) => s.unknownResponses === 301))
+        assert.deepStrictEqual(lines.slice(1), [
+          "response to an id never sent: 1 (and 300 more warning(s) about the peer's messages not logged since the last one)"
+        ])
       }).pipe(Effect.provide(layer))
     })
 

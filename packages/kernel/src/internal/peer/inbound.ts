@@ -18,9 +18,10 @@ import * as References from "effect/References"
 import * as Result from "effect/Result"
 import type * as Cancellation from "../../Cancellation.js"
 import type * as Peer from "../../Peer.js"
+import { shown } from "../journalText.js"
 import { compileFallback, notificationFailed, type Serve } from "./codecs.js"
 import { onResponse } from "./outbound.js"
-import { type RequestId, type State, wakeIdle } from "./state.js"
+import { type RequestId, type State, wakeIdle, warnAboutPeer } from "./state.js"
 import { unsafeWrite, write } from "./writer.js"
 
 // -- admission ---------------------------------------------------------------------------------------------------
@@ -209,7 +210,7 @@ const onNotification = (s: State, notification: Message.Notification): Effect.Ef
   const notify = s.notifies.get(method)
   if (notify !== undefined) {
     const params = notify.decode(notification.params)
-    if (Result.isFailure(params)) return Effect.logWarning(`notification ${method} failed: ${params.failure}`)
+    if (Result.isFailure(params)) return warnAboutPeer(s, `notification ${shown(method)} failed: ${params.failure}`)
     start(s, Effect.catchCause(notify.handle(params.success), notify.failed), method)
     return Effect.void
   }
@@ -241,35 +242,11 @@ export const onItem = (s: State, item: Message.Classified): Effect.Effect<void> 
     case "Invalid": {
       s.stats.invalidMessages++
       const answer = Message.answerTo(item)
-      const warning = warnInvalid(s, item.error)
+      const warning = warnAboutPeer(s, `invalid message: ${item.error.message}`, item.error.data)
       const answered = answer === undefined ? Effect.void : write(s, answer)
       return warning === Effect.void ? answered : Effect.andThen(warning, answered)
     }
   }
-}
-
-/**
- * The WARN for an invalid message, at most one per `invalidMessageLogInterval` on this connection (on the peer's
- * Clock): a peer that sends nothing but garbage wrote 11,458 lines in 2 s, one per frame. The first of a burst is
- * logged; the others are counted, and the first one logged after the interval says how many were left out. Every one
- * is counted in `Stats.invalidMessages` and answered as before.
- */
-const warnInvalid = (s: State, error: RpcError.RpcError): Effect.Effect<void> => {
-  const log = s.invalidLog
-  const now = s.clock.currentTimeMillisUnsafe()
-  if (log.loggedAt !== undefined && now - log.loggedAt < s.invalidLogIntervalMillis) {
-    log.suppressed++
-    return Effect.void
-  }
-  const suppressed = log.suppressed
-  log.loggedAt = now
-  log.suppressed = 0
-  return Effect.logWarning(
-    suppressed === 0
-      ? `invalid message: ${error.message}`
-      : `invalid message: ${error.message} (and ${suppressed} more not logged since the last such line)`,
-    error.data
-  )
 }
 
 // -- batches -----------------------------------------------------------------------------------------------------

@@ -101,7 +101,7 @@ export interface State {
   readonly limits: Partial<Framing.Limits> | undefined
   /** What one frame's body may hold (batch size, nesting), resolved once: `Message.parse` reads it per frame. */
   readonly messageLimits: Message.Limits
-  /** At most one WARN about invalid messages per this many milliseconds (the others are counted, see `invalidLog`). */
+  /** At most one WARN about the peer's messages per this many milliseconds (the others counted, see `invalidLog`). */
   readonly invalidLogIntervalMillis: number
   readonly defaultTimeoutMillis: number
   readonly flushTimeout: Duration.Duration
@@ -140,8 +140,9 @@ export interface State {
   readonly closed: Deferred.Deferred<PeerError.Disconnect>
   readonly stats: Counters
   /**
-   * The rate limit of the WARNs about invalid messages (`inbound.ts`): when the last one was logged, and how many were
-   * counted but not logged since. A peer that sends nothing but garbage gets one line per interval, not one per frame.
+   * The rate limit of the WARNs about what the peer sent (`warnAboutPeer`): when the last one was logged, and how many
+   * were counted but not logged since. A peer that sends nothing but garbage gets one line per interval, not one per
+   * frame.
    */
   readonly invalidLog: { loggedAt: number | undefined; suppressed: number }
 
@@ -336,3 +337,28 @@ export const snapshot = (s: State): Peer.Stats => ({
   activeInbound: s.inboundActive,
   tombstones: s.tombstones.size
 })
+
+/**
+ * A WARN about what the peer sent (an invalid message, an answer to an id never sent, a notification whose params do
+ * not decode), at most one per `invalidMessageLogInterval` on this connection, on the peer's Clock: a peer that sends
+ * nothing but garbage wrote 11,458 lines in 2 s, one per frame. The first of a burst is logged; the others are
+ * counted, and the first one logged after the interval says how many were left out. Each is still counted in
+ * `Stats` and answered (or not) as before: only the log line is left out.
+ *
+ * @internal
+ */
+export const warnAboutPeer = (s: State, message: string, data?: unknown): Effect.Effect<void> => {
+  const log = s.invalidLog
+  const now = s.clock.currentTimeMillisUnsafe()
+  if (log.loggedAt !== undefined && now - log.loggedAt < s.invalidLogIntervalMillis) {
+    log.suppressed++
+    return Effect.void
+  }
+  const suppressed = log.suppressed
+  log.loggedAt = now
+  log.suppressed = 0
+  const line = suppressed === 0
+    ? message
+    : `${message} (and ${suppressed} more warning(s) about the peer's messages not logged since the last one)`
+  return data === undefined ? Effect.logWarning(line) : Effect.logWarning(line, data)
+}
