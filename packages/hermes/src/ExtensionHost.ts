@@ -304,9 +304,9 @@ export interface Options {
   readonly maxPatchRequestBytes?: number | undefined
   /**
    * What one frame from the extension may be and hold, the peer's `limits`: the framing's header and body sizes
-   * (`Framing.defaultLimits`) and, checked before a body is parsed, `maxBatchItems` (1,000), `maxBatchBytes` (16 MiB)
-   * and `maxDepth` (128) (`Message.defaultLimits`). A body over one of the latter is answered with one -32600 with
-   * id `null`, and nothing of it is served.
+   * (`Framing.defaultLimits`) and `maxBatchItems` (1,000), `maxBatchBytes` (16 MiB) and `maxDepth` (128)
+   * (`Message.defaultLimits`). A body over one of the latter is answered with one -32600 with id `null`, and nothing
+   * of it is served.
    */
   readonly wireLimits?: Partial<Framing.Limits & Message.Limits> | undefined
 }

@@ -108,8 +108,9 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
   readonly framing?: Framing.Framing | undefined
   /**
    * What the other side may send: the framing's header and body sizes (`Framing.defaultLimits`), and what one body
-   * may hold, checked before it is parsed (`Message.defaultLimits`: 1,000 messages and 16 MiB in a batch, 128 levels of
-   * nesting). A body over one of the latter is answered with one -32600 (id `null`) and nothing of it is served.
+   * may hold (`Message.defaultLimits`: 1,000 messages and 16 MiB in a batch, 128 levels of nesting), checked without
+   * recursion, before `JSON.parse` for a body over 256 KiB. A body over one of the latter is answered with one -32600
+   * (id `null`) and nothing of it is served.
    */
   readonly limits?: Partial<Framing.Limits & Message.Limits> | undefined
   /** Default timeout of an outbound call: 5 seconds (docs/protocol.md, "extension's own calls to Hermes"). */
