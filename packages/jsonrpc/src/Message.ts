@@ -395,6 +395,8 @@ const overLimit = (detail: string): Incoming => ({ _tag: "Single", item: invalid
  * @category constructors
  */
 export const parse = (body: Uint8Array, limits: Limits = defaultLimits): Incoming => {
+  const tooLarge = bodyLimits.beforeDecode(body, limits)
+  if (tooLarge !== undefined) return overLimit(tooLarge)
   let value: unknown
   try {
     const text = textDecoder.decode(body)

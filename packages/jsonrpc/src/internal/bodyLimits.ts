@@ -105,11 +105,22 @@ const deeperThan = (value: unknown, maxDepth: number): boolean => {
  */
 const scanAbove = 256 * 1024
 
-const isBatch = (text: string): boolean => {
+const isBatch = (body: Uint8Array): boolean => {
   let i = 0
-  while (i < text.length && isJsonSpace(text.charCodeAt(i))) i++
-  return text.charCodeAt(i) === 0x5b
+  while (i < body.length && isJsonSpace(body[i])) i++
+  return body[i] === 0x5b
 }
+
+/**
+ * What refuses the body before it is even decoded: its bytes, for a batch (a 30 MB one costs nothing more to refuse,
+ * not even its text).
+ *
+ * @internal
+ */
+export const beforeDecode = (body: Uint8Array, limits: Limits): string | undefined =>
+  body.length > limits.maxBatchBytes && isBatch(body)
+    ? `A batch of ${body.length} bytes, more than ${limits.maxBatchBytes} (maxBatchBytes)`
+    : undefined
 
 /**
  * A body of n characters cannot nest deeper than n / 2 levels (each level takes a bracket and its closing one), nor
@@ -119,18 +130,14 @@ const mayBreak = (length: number, limits: Limits): boolean =>
   length > 2 * limits.maxDepth + 1 || length > 2 * limits.maxBatchItems + 1
 
 /**
- * What refuses the body before it is parsed: its bytes, for a batch; its depth and items, above `scanAbove`. The
- * decoded text is scanned (`JSON.parse` reads it anyway); a UTF-8 character is 1 to 4 bytes, so `text.length` is at
- * most `bytes`, and the thresholds hold for either.
+ * What refuses the body before it is parsed: its depth and items, above `scanAbove`. The decoded text is scanned
+ * (`JSON.parse` reads it anyway); a UTF-8 character is 1 to 4 bytes, so `text.length` is at most `bytes`, and the
+ * thresholds hold for either.
  *
  * @internal
  */
-export const beforeParse = (text: string, bytes: number, limits: Limits): string | undefined => {
-  if (bytes > limits.maxBatchBytes && isBatch(text)) {
-    return `A batch of ${bytes} bytes, more than ${limits.maxBatchBytes} (maxBatchBytes)`
-  }
-  return bytes > scanAbove && mayBreak(text.length, limits) ? breaks(text, limits) : undefined
-}
+export const beforeParse = (text: string, bytes: number, limits: Limits): string | undefined =>
+  bytes > scanAbove && mayBreak(text.length, limits) ? breaks(text, limits) : undefined
 
 /**
  * What refuses the parsed value of a body up to `scanAbove`: its items, if it is a batch, and its depth.
