@@ -11,6 +11,8 @@
  * @since 0.1.0
  */
 import * as ErrorCode from "@lifeline/jsonrpc/ErrorCode"
+import type * as Framing from "@lifeline/jsonrpc/Framing"
+import type * as Message from "@lifeline/jsonrpc/Message"
 import type * as Process from "@lifeline/kernel/Process"
 import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
@@ -344,6 +346,13 @@ export interface Options {
    * `{ reason: "PatchesTooLarge", limit, actual }`, and nothing is applied. Default 1 MiB.
    */
   readonly maxPatchRequestBytes?: number | undefined
+  /**
+   * What one frame from the extension may be and hold, the peer's `limits`: the framing's header and body sizes
+   * (`Framing.defaultLimits`) and `maxBatchItems` (1,000), `maxBatchBytes` (16 MiB) and `maxDepth` (128)
+   * (`Message.defaultLimits`). A body over one of the latter is answered with one -32600 with id `null`, and nothing
+   * of it is served.
+   */
+  readonly wireLimits?: Partial<Framing.Limits & Message.Limits> | undefined
 }
 
 /**

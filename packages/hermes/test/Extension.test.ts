@@ -249,6 +249,36 @@ describe("Extension", () => {
       assert.strictEqual((yield* Fiber.join(fiber)).cancelled, 0)
     }))
 
+  it.effect("every request but shutdown that arrives during the drain is -32003, and the drain goes on", () =>
+    Effect.gen(function*() {
+      const probe = yield* makeProbe
+      const { fiber, host, initialize } = yield* harness(counter(probe, { policy: ShutdownPolicy.drain("3 seconds") }))
+      yield* initialize
+      yield* host.notify(HermesProtocol.ExecuteCommand, { command: "counter.slow" })
+      yield* Deferred.await(probe.started)
+      const answer = yield* Effect.forkChild(host.call(HermesProtocol.Shutdown, { reason: "disabled" }))
+      yield* Effect.yieldNow
+      yield* adjust("500 millis")
+      // Before this change: -32601 for a method the extension does not serve, -32600 for a second `initialize`.
+      const refused = yield* Effect.forEach(
+        ["no/such/method", "initialize"],
+        (method) =>
+          Effect.flip(host.callUntyped(method, { hermesVersion: "t", protocolVersion: "1.0", dataDir, hostPid: 1 }))
+      )
+      assert.deepStrictEqual(refused.map((error) => (error as RpcError.RpcError).code), [-32003, -32003])
+      assert.deepStrictEqual(
+        refused.map((error) => (error as RpcError.RpcError).message),
+        ["Shutting down: no/such/method", "Shutting down: initialize"]
+      )
+      // A second `shutdown` is not refused: it gets the first one's answer once the drain is over.
+      const second = yield* Effect.forkChild(host.call(HermesProtocol.Shutdown, { reason: "disabled" }))
+      yield* adjust("1500 millis")
+      assert.deepStrictEqual(yield* Fiber.join(answer), { success: true })
+      assert.deepStrictEqual(yield* Fiber.join(second), { success: true })
+      assert.strictEqual(yield* Ref.get(probe.finished), 1)
+      assert.strictEqual((yield* Fiber.join(fiber)).cancelled, 0)
+    }))
+
   it.effect("a drain longer than the shutdown budget is cut short, so the answer is in time", () =>
     Effect.gen(function*() {
       const probe = yield* makeProbe

@@ -18,6 +18,10 @@ interface Client {
   readonly call: (method: string, params?: unknown) => Effect.Effect<any>
   /** What the host sent after `initialized`. */
   readonly notifications: Queue.Queue<any>
+  /** Sends anything, as it is. */
+  readonly send: (message: unknown) => Effect.Effect<void>
+  /** The host's answers with id `null` (to what it could not read). */
+  readonly unreadable: Queue.Queue<any>
 }
 
 /** An extension that answers `initialize` and `shutdown`, and hands its side of the wire to the test. */
@@ -28,6 +32,7 @@ const client = (ready: Deferred.Deferred<Client>): TestSpawner.Behaviour =>
     yield* raw.send({ jsonrpc: "2.0", id: initialize.id, result: { name: "flood", version: "1.0.0", commands: [] } })
     const pending = new Map<number, Deferred.Deferred<any>>()
     const notifications = yield* Queue.unbounded<any>()
+    const unreadable = yield* Queue.unbounded<any>()
     let nextId = 0
     yield* Deferred.succeed(ready, {
       call: (method, params) =>
@@ -40,7 +45,9 @@ const client = (ready: Deferred.Deferred<Client>): TestSpawner.Behaviour =>
           )
           return yield* Deferred.await(answer)
         }).pipe(Effect.orDie),
-      notifications
+      notifications,
+      send: (message) => Effect.orDie(raw.send(message)),
+      unreadable
     })
     for (;;) {
       const message = yield* raw.next
@@ -49,6 +56,10 @@ const client = (ready: Deferred.Deferred<Client>): TestSpawner.Behaviour =>
       }
       if (message.method !== undefined) {
         if (message.method !== "initialized") yield* Queue.offer(notifications, message)
+        continue
+      }
+      if (message.id === null) {
+        yield* Queue.offer(unreadable, message)
         continue
       }
       const answer = pending.get(message.id)
@@ -169,6 +180,24 @@ describe("ExtensionHost limits", () => {
           /^-32602 Invalid params: .*more characters\)$/
         )
       }).pipe(Effect.scoped))
+  })
+
+  describe("frames (wireLimits)", () => {
+    it.effect("a batch over wireLimits.maxBatchItems or a body over maxDepth: one -32600 with id null; the host serves on", () =>
+      Effect.gen(function*() {
+        const { client } = yield* startFlood({ wireLimits: { maxBatchItems: 2, maxDepth: 4 } })
+        const request = (id: number) => ({ jsonrpc: "2.0", id: 1000 + id, method: "editor/getMessage" })
+        yield* client.send([request(1), request(2), request(3)])
+        assert.deepStrictEqual(yield* Queue.take(client.unreadable), {
+          jsonrpc: "2.0",
+          id: null,
+          error: { code: -32600, message: "Invalid Request", data: "A batch of more than 2 messages (maxBatchItems)" }
+        })
+        yield* client.send({ jsonrpc: "2.0", id: 1004, method: "editor/getMessage", params: { format: [[[["raw"]]]] } })
+        assert.strictEqual((yield* Queue.take(client.unreadable)).error.data, "Nested deeper than 4 levels (maxDepth)")
+        yield* getMessage(client)
+        assert.strictEqual(yield* Queue.size(client.unreadable), 0)
+      }))
   })
 
   describe("editor/setMessage", () => {

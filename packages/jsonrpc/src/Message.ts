@@ -10,6 +10,7 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type { ParseOptions } from "effect/SchemaAST"
 import * as SchemaTransformation from "effect/SchemaTransformation"
+import * as bodyLimits from "./internal/bodyLimits.js"
 import * as RpcError from "./RpcError.js"
 
 /**
@@ -342,16 +343,68 @@ const textDecoder = new TextDecoder("utf-8", { fatal: true })
 const textEncoder = new TextEncoder()
 
 /**
- * Parses one frame body (UTF-8 JSON) and classifies it. Invalid UTF-8 or invalid JSON is a -32700 parse error with
- * id `null`, answered as the specification says.
+ * Bounds on what one frame's body may hold, checked without recursion: a hostile peer cannot make the parser build a
+ * batch of 600,000 messages or a value nested millions of levels deep (both cost seconds and gigabytes inside
+ * `JSON.parse`, with no way to stop it). A body over 256 KiB is checked before `JSON.parse` sees it, a smaller one
+ * after (its parse is cheap whatever it holds: ~30 ms at worst). A body over a bound is one `Invalid` (-32600, id
+ * `null`): one answer, as JSON-RPC 2.0 answers an invalid batch, and nothing of it is served.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Limits {
+  /** Most messages in one batch. Default 1,000. */
+  readonly maxBatchItems: number
+  /** Largest body of a batch, in bytes (a single message is bounded by the framing's `maxBodyBytes` only). Default 16 MiB. */
+  readonly maxBatchBytes: number
+  /**
+   * Deepest nesting of arrays and objects in one body, the message object and a batch's array included: a request
+   * whose params are an object is 2 deep, in a batch 3. Default 128, deep enough for any real params and shallow
+   * enough for code that walks a value recursively (`JSON.stringify`, a recursive Schema).
+   */
+  readonly maxDepth: number
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const defaultLimits: Limits = { maxBatchItems: 1000, maxBatchBytes: 16 * 1024 * 1024, maxDepth: 128 }
+
+/**
+ * Every bound given, the others at their default.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const parse = (body: Uint8Array): Incoming => {
+export const resolveLimits = (limits: Partial<Limits> | undefined): Limits =>
+  limits === undefined ? defaultLimits : {
+    maxBatchItems: limits.maxBatchItems ?? defaultLimits.maxBatchItems,
+    maxBatchBytes: limits.maxBatchBytes ?? defaultLimits.maxBatchBytes,
+    maxDepth: limits.maxDepth ?? defaultLimits.maxDepth
+  }
+
+const overLimit = (detail: string): Incoming => ({ _tag: "Single", item: invalid(null, detail) })
+
+/**
+ * Parses one frame body (UTF-8 JSON) and classifies it. Invalid UTF-8 or invalid JSON is a -32700 parse error with
+ * id `null`, answered as the specification says. A body over one of `limits` is one -32600 with id `null`, and
+ * nothing of it is classified (see `Limits`); above 256 KiB that is found before `JSON.parse` runs.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const parse = (body: Uint8Array, limits: Limits = defaultLimits): Incoming => {
+  const tooLarge = bodyLimits.beforeDecode(body, limits)
+  if (tooLarge !== undefined) return overLimit(tooLarge)
   let value: unknown
   try {
-    value = JSON.parse(textDecoder.decode(body))
+    const text = textDecoder.decode(body)
+    const early = bodyLimits.beforeParse(text, body.length, limits)
+    if (early !== undefined) return overLimit(early)
+    value = JSON.parse(text)
+    const late = bodyLimits.afterParse(value, text, body.length, limits)
+    if (late !== undefined) return overLimit(late)
   } catch (cause) {
     return {
       _tag: "Single",

@@ -106,11 +106,23 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
   readonly transport: Transport.Transport.Service
   /** Default: `Content-Length` (LSP, Hermes). */
   readonly framing?: Framing.Framing | undefined
-  readonly limits?: Partial<Framing.Limits> | undefined
+  /**
+   * What the other side may send: the framing's header and body sizes (`Framing.defaultLimits`), and what one body
+   * may hold (`Message.defaultLimits`: 1,000 messages and 16 MiB in a batch, 128 levels of nesting), checked without
+   * recursion, before `JSON.parse` for a body over 256 KiB. A body over one of the latter is answered with one -32600
+   * (id `null`) and nothing of it is served.
+   */
+  readonly limits?: Partial<Framing.Limits & Message.Limits> | undefined
   /** Default timeout of an outbound call: 5 seconds (docs/protocol.md, "extension's own calls to Hermes"). */
   readonly requestTimeout?: Duration.Input | undefined
   /** How long teardown waits for queued answers to be written before it ends the transport. Default 1 second. */
   readonly flushTimeout?: Duration.Input | undefined
+  /**
+   * What the peer sent wrong (an invalid message, an answer to an id never sent, a notification whose params do not
+   * decode) is logged (WARN) at most once per this interval; the ones in between are counted, and the next line says
+   * how many were left out (every one is in `Stats`). Default 1 second.
+   */
+  readonly invalidMessageLogInterval?: Duration.Input | undefined
   /** At most this many inbound requests are served at once; the rest wait for a permit. Default: no limit. */
   readonly maxConcurrentHandlers?: number | undefined
   /** Frames waiting to be written; a sender waits when it is full. Default 1024. */

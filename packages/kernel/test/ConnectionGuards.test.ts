@@ -38,6 +38,7 @@ interface Setup {
   readonly handshake?: Connection.Handshake<any, any>
   /** The server's `initialize` handler; default: answers `{ ok: true }` at once. */
   readonly initialize?: Effect.Effect<{ readonly ok: boolean }, RpcError.RpcError>
+  readonly gate?: Connection.Options<any, any, never>["gate"]
 }
 
 /**
@@ -61,7 +62,8 @@ const setup = (options: Setup = {}) =>
       },
       onShutdown: (report) => Effect.sync(() => void reports.push(report)),
       ...(options.policy === undefined ? {} : { policy: options.policy }),
-      ...(options.handshake === undefined ? {} : { handshake: options.handshake })
+      ...(options.handshake === undefined ? {} : { handshake: options.handshake }),
+      ...(options.gate === undefined ? {} : { gate: options.gate })
     }).pipe(Scope.provide(scope))
     const client = yield* Peer.make({
       protocol: Client,
@@ -342,6 +344,49 @@ describe("Connection guards", () => {
         assert.deepStrictEqual(lines.filter((line) => line.level === "Warn"), [])
       }).pipe(Effect.provide(layer))
     })
+  })
+
+  describe("a gate given to Connection.make", () => {
+    it.effect("is asked before the lifecycle's and can only refuse more: requests, batches, notifications, calls", () =>
+      Effect.gen(function*() {
+        let draining = false
+        const { client, seen, server } = yield* setup({
+          policy: ShutdownPolicy.drain("10 seconds"),
+          gate: {
+            inbound: (method) => draining ? RpcError.RpcError.shuttingDown(method) : undefined,
+            inboundNotification: () => !draining,
+            outbound: () => undefined
+          }
+        })
+        assert.strictEqual(yield* client.call(Work, { ms: 0 }), 0)
+        draining = true
+        // Ready, so the lifecycle alone would serve `work` and answer -32601 to an unknown method.
+        const refused = yield* Effect.forEach(
+          ["work", "no/such"],
+          (method) => Effect.flip(client.callUntyped(method, { ms: 0 }))
+        )
+        assert.deepStrictEqual(refused.map((e) => (e as RpcError.RpcError).code), [
+          ErrorCode.ShuttingDown,
+          ErrorCode.ShuttingDown
+        ])
+        yield* client.notify(Ping, { n: 1 })
+        // Its outbound gate lets calls through (the lifecycle's would too, while Ready).
+        assert.strictEqual(yield* server.peer.call(Work, { ms: 0 }), 0)
+        draining = false
+        yield* client.notify(Ping, { n: 2 })
+        yield* eventually(Effect.sync(() => seen.includes("ping 2")))
+        assert.deepStrictEqual(seen, ["ping 2"])
+        // Once the lifecycle refuses (Closing, draining a call), a gate that admits does not override it.
+        const long = yield* Effect.forkChild(client.call(Work, { ms: 5000 }))
+        yield* eventually(Effect.map(server.peer.stats, (stats) => stats.activeInbound === 1))
+        const stopping = yield* Effect.forkChild(server.stop())
+        yield* eventually(Effect.map(server.lifecycle.state, (state) => state._tag === "Closing"))
+        const late = (yield* Effect.flip(client.call(Work, { ms: 0 }))) as RpcError.RpcError
+        assert.strictEqual(late.code, ErrorCode.ShuttingDown)
+        yield* TestClock.adjust("5 seconds")
+        assert.strictEqual(yield* Fiber.join(long), 5000)
+        yield* Fiber.join(stopping)
+      }))
   })
 
   describe("the accepting handshake", () => {

@@ -61,13 +61,21 @@ describe("Peer pending table", () => {
       yield* Effect.gen(function*() {
         const { peer, raw } = yield* connect(Cancellation.none)
         yield* raw.send({ jsonrpc: "2.0", id: 99, result: 1 })
+        yield* eventually(Effect.map(peer.stats, (s) => s.unknownResponses === 1), "one unknown answer")
+        // Such WARNs are rate-limited (one per `invalidMessageLogInterval`, 1 second): the next one is a second later.
+        yield* TestClock.adjust("1 second")
         yield* raw.send({ jsonrpc: "2.0", id: null, error: { code: -32700, message: "Parse error" } })
         yield* eventually(Effect.map(peer.stats, (s) => s.unknownResponses === 2), "two unknown answers")
+        // A string id is shown escaped and cut, whatever its length.
+        yield* TestClock.adjust("1 second")
+        yield* raw.send({ jsonrpc: "2.0", id: `\u001b[2J${"x".repeat(10_000)}`, result: 1 })
+        yield* eventually(Effect.map(peer.stats, (s) => s.unknownResponses === 3), "three unknown answers")
         assert.strictEqual((yield* peer.stats).lateResponses, 0)
       }).pipe(Effect.provide(Logger.layer([logger])))
       assert.deepStrictEqual(warnings, [
         "response to an id never sent: 99",
-        "the peer reported an error it could not tie to a request"
+        "the peer reported an error it could not tie to a request",
+        `response to an id never sent: "\\u001b[2J${"x".repeat(116)}…(10004 characters)"`
       ])
     }))
 

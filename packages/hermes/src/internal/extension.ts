@@ -473,6 +473,16 @@ export const run = <S, Res, R>(
       transport,
       handlers,
       handshake: Connection.accept("initialize", { notifications: ["initialized"] }),
+      // Once the checklist runs (a `shutdown`, the end of stdin, a signal) the lifecycle is still `Ready`, so its gate
+      // would serve a request, answer -32601 to an unknown one and -32600 to a second `initialize`: every request but
+      // `shutdown` (whose second copy gets the first one's answer, docs/protocol.md) is -32003 instead, as documented.
+      // Notifications still reach their handlers (`window/closed` releases a window; `command/execute` is refused by
+      // its own), and outbound calls stay open: commands drain through `editor/*` calls.
+      gate: {
+        inbound: (method) =>
+          accepting || method === HermesProtocol.Shutdown.name ? undefined : RpcError.RpcError.shuttingDown(method),
+        outbound: () => undefined
+      },
       policy,
       // A signal must not close the connection before the checklist: commands drain through `editor/*` calls.
       gracefulShutdown: false

@@ -397,7 +397,8 @@ export const start = (
         policy: ShutdownPolicy.FailFast(),
         // Not stopped by a signal on its own: the host's stop (registered in `start`) asks `shutdown` over it first.
         gracefulShutdown: false,
-        requestTimeout: options.requestTimeout
+        requestTimeout: options.requestTimeout,
+        limits: options.wireLimits
       }).pipe(
         Scope.provide(scope),
         Effect.result,

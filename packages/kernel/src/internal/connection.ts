@@ -69,11 +69,16 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
       }
     }
 
+    const userGate = options.gate
     const peer = yield* Peer.make<Serves, Calls, R>({
       ...options,
       handlers: handlers as Peer.Handlers<Serves, R>,
+      // The caller's own gate, when it gives one, is asked first: it refuses what the lifecycle would admit (an
+      // application that drains while its lifecycle is still `Ready`, as a Hermes extension serving `shutdown` does).
       gate: {
         inbound: (method) => {
+          const refused = userGate?.inbound(method)
+          if (refused !== undefined) return refused
           const isHandshake = handshakeMessages.has(method)
           const state = lifecycle.unsafeState()
           // The side that initiates serves what the other side asks while the handshake runs.
@@ -81,12 +86,13 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
           return Lifecycle.inboundGate(state, method, isHandshake)
         },
         inboundNotification: (method) => {
+          if (userGate?.inboundNotification?.(method) === false) return false
           const state = lifecycle.unsafeState()
           if (Lifecycle.isShuttingDown(state)) return false
           return !accepting || state._tag === "Ready" || handshakeMessages.has(method)
         },
         // Open for the cancellations of what a teardown cut off, and only for them (see `cancelOnWire`).
-        outbound: () => cancelling ? undefined : lifecycle.outboundGate()
+        outbound: () => cancelling ? undefined : userGate?.outbound() ?? lifecycle.outboundGate()
       }
     })
     let cancelling = false

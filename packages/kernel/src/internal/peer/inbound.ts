@@ -18,9 +18,10 @@ import * as References from "effect/References"
 import * as Result from "effect/Result"
 import type * as Cancellation from "../../Cancellation.js"
 import type * as Peer from "../../Peer.js"
+import { shown } from "../journalText.js"
 import { compileFallback, notificationFailed, type Serve } from "./codecs.js"
 import { onResponse } from "./outbound.js"
-import { type RequestId, type State, wakeIdle } from "./state.js"
+import { type RequestId, type State, wakeIdle, warnAboutPeer } from "./state.js"
 import { answer as writeAnswer, unsafeWrite } from "./writer.js"
 
 // -- admission ---------------------------------------------------------------------------------------------------
@@ -209,7 +210,7 @@ const onNotification = (s: State, notification: Message.Notification): Effect.Ef
   const notify = s.notifies.get(method)
   if (notify !== undefined) {
     const params = notify.decode(notification.params)
-    if (Result.isFailure(params)) return Effect.logWarning(`notification ${method} failed: ${params.failure}`)
+    if (Result.isFailure(params)) return warnAboutPeer(s, `notification ${shown(method)} failed: ${params.failure}`)
     start(s, Effect.catchCause(notify.handle(params.success), notify.failed), method)
     return Effect.void
   }
@@ -241,10 +242,9 @@ export const onItem = (s: State, item: Message.Classified): Effect.Effect<void> 
     case "Invalid": {
       s.stats.invalidMessages++
       const answer = Message.answerTo(item)
-      return Effect.andThen(
-        Effect.logWarning(`invalid message: ${item.error.message}`, item.error.data),
-        answer === undefined ? Effect.void : writeAnswer(s, answer)
-      )
+      const warning = warnAboutPeer(s, `invalid message: ${item.error.message}`, item.error.data)
+      const answered = answer === undefined ? Effect.void : writeAnswer(s, answer)
+      return warning === Effect.void ? answered : Effect.andThen(warning, answered)
     }
   }
 }

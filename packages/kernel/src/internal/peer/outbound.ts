@@ -17,10 +17,11 @@ import * as Result from "effect/Result"
 import type * as Method from "../../Method.js"
 import type * as Peer from "../../Peer.js"
 import type * as PeerError from "../../PeerError.js"
+import { shown } from "../journalText.js"
 import { answerExit, type CallCodecs, codecsOf, notificationEncoderOf } from "./codecs.js"
 import { failPending } from "./detach.js"
 import { requestTimeout } from "./errors.js"
-import { type CallExit, complete, type PendingCall, type State, wakeIdle } from "./state.js"
+import { type CallExit, complete, type PendingCall, type State, wakeIdle, warnAboutPeer } from "./state.js"
 import { frameOf, offerNow, unsafeWrite, wakeWriter, write } from "./writer.js"
 
 // A lost connection says how it was lost; a shutdown is best described by the lifecycle's current phase.
@@ -292,8 +293,8 @@ export const onResponse = (s: State, response: Message.Response): Effect.Effect<
   }
   s.stats.unknownResponses++
   return id === null
-    ? Effect.logWarning("the peer reported an error it could not tie to a request", (response as Message.Failure).error)
-    : Effect.logWarning(`response to an id never sent: ${JSON.stringify(id)}`)
+    ? warnAboutPeer(s, "the peer reported an error it could not tie to a request", (response as Message.Failure).error)
+    : warnAboutPeer(s, `response to an id never sent: ${typeof id === "string" ? `"${shown(id)}"` : id}`)
 }
 
 // -- the connection is lost --------------------------------------------------------------------------------------

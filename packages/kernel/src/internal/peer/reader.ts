@@ -18,7 +18,7 @@ import { lose } from "./outbound.js"
 import type { State } from "./state.js"
 
 const onFrame = (s: State, body: Uint8Array): Effect.Effect<void> => {
-  const incoming = Message.parse(body)
+  const incoming = Message.parse(body, s.messageLimits)
   // Answers over their bound: this frame waits, and so does the rest of the input (flow.ts).
   if (mustHold(s, incoming)) return hold(s, () => onIncoming(s, incoming))
   return onIncoming(s, incoming)

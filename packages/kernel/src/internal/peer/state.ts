@@ -8,7 +8,7 @@
  * @internal
  */
 import * as Framing from "@lifeline/jsonrpc/Framing"
-import type * as Message from "@lifeline/jsonrpc/Message"
+import * as Message from "@lifeline/jsonrpc/Message"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -103,6 +103,10 @@ export interface State {
   readonly transport: Transport.Transport.Service
   readonly framing: Framing.Framing
   readonly limits: Partial<Framing.Limits> | undefined
+  /** What one frame's body may hold (batch size, nesting), resolved once: `Message.parse` reads it per frame. */
+  readonly messageLimits: Message.Limits
+  /** At most one WARN about the peer's messages per this many milliseconds (the others counted, see `invalidLog`). */
+  readonly invalidLogIntervalMillis: number
   readonly defaultTimeoutMillis: number
   readonly flushTimeout: Duration.Duration
   /** `undefined` when the protocol has no cancellation: nothing is sent for an abandoned call, and none is obeyed. */
@@ -143,6 +147,12 @@ export interface State {
   readonly stallTimeout: Duration.Duration
   readonly closed: Deferred.Deferred<PeerError.Disconnect>
   readonly stats: Counters
+  /**
+   * The rate limit of the WARNs about what the peer sent (`warnAboutPeer`): when the last one was logged, and how many
+   * were counted but not logged since. A peer that sends nothing but garbage gets one line per interval, not one per
+   * frame.
+   */
+  readonly invalidLog: { loggedAt: number | undefined; suppressed: number }
 
   // -- outbound calls ------------------------------------------------------------------------------------------
   nextId: number
@@ -219,6 +229,11 @@ export const make = Effect.fnUntraced(function*<R>(
     transport: options.transport,
     framing: options.framing ?? Framing.contentLength,
     limits: options.limits,
+    messageLimits: Message.resolveLimits(options.limits),
+    invalidLogIntervalMillis: Duration.toMillis(
+      Duration.fromInputUnsafe(options.invalidMessageLogInterval ?? Duration.seconds(1))
+    ),
+    invalidLog: { loggedAt: undefined, suppressed: 0 },
     defaultTimeoutMillis: Duration.toMillis(Duration.fromInputUnsafe(options.requestTimeout ?? Duration.seconds(5))),
     flushTimeout: Duration.fromInputUnsafe(options.flushTimeout ?? Duration.seconds(1)),
     cancellation: Cancellation.spelling(options.cancellation ?? options.protocol.cancellation),
@@ -379,3 +394,28 @@ export const snapshot = (s: State): Peer.Stats => ({
   pendingAnswers: s.pendingAnswers,
   pendingAnswerBytes: s.pendingAnswerBytes
 })
+
+/**
+ * A WARN about what the peer sent (an invalid message, an answer to an id never sent, a notification whose params do
+ * not decode), at most one per `invalidMessageLogInterval` on this connection, on the peer's Clock: a peer that sends
+ * nothing but garbage wrote 11,458 lines in 2 s, one per frame. The first of a burst is logged; the others are
+ * counted, and the first one logged after the interval says how many were left out. Each is still counted in
+ * `Stats` and answered (or not) as before: only the log line is left out.
+ *
+ * @internal
+ */
+export const warnAboutPeer = (s: State, message: string, data?: unknown): Effect.Effect<void> => {
+  const log = s.invalidLog
+  const now = s.clock.currentTimeMillisUnsafe()
+  if (log.loggedAt !== undefined && now - log.loggedAt < s.invalidLogIntervalMillis) {
+    log.suppressed++
+    return Effect.void
+  }
+  const suppressed = log.suppressed
+  log.loggedAt = now
+  log.suppressed = 0
+  const line = suppressed === 0
+    ? message
+    : `${message} (and ${suppressed} more warning(s) about the peer's messages not logged since the last one)`
+  return data === undefined ? Effect.logWarning(line) : Effect.logWarning(line, data)
+}
