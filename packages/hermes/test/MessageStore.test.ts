@@ -155,7 +155,7 @@ describe("MessageStore", () => {
         }))),
       { numRuns: 500 }
     )
-  })
+  }, 30_000) // 500 runs of a whole store each: over 4 s on a loaded 2-core machine, against the 5 s default
 
   it.effect("a refused patch names the first patch refused, whatever its reason, and nothing is applied", () =>
     Effect.gen(function*() {
