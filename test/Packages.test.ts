@@ -324,16 +324,16 @@ describe("the published packages, installed with npm outside the workspace", () 
         await run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: project, timeoutMs: 60_000 })
       )
 
-      // The conformance kit as an extension author outside the repository runs it: `npx hermes-host` is the
-      // package's bin (npm links and marks it executable from `publishConfig.bin`), and runs on the project's Node
-      // 22.19 (`npx` puts node_modules/.bin, with the `node` package's binary, first on PATH).
+      // The conformance kit as an extension author outside the repository runs it: `npx hermes-host` is the package's
+      // bin (npm links it and marks it executable from `publishConfig.bin`), run on the project's Node 22.19 (`npx`
+      // puts node_modules/.bin, with the `node` package's binary, first on PATH). Nothing of npx's own goes before the
+      // name: after `npx --no`, npm reads the bin's options (`--conformance`, `--extension`) as its configuration.
       const packedHermesNode = JSON.parse(
         Fs.readFileSync(Path.join(project, "node_modules", "@lifeline", "hermes-node", "package.json"), "utf8")
       )
       assert.match(packedHermesNode.bin["hermes-host"], /^(\.\/)?dist\/bin\/hermes-host\.js$/)
       const python = Path.join(workspace, "examples", "python-extension", "extension.py")
       const kit = await run("npx", [
-        "--no",
         "hermes-host",
         "--conformance",
         "--extension",
