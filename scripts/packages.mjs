@@ -92,6 +92,14 @@ const check = (path) => {
   for (const target of [entry?.types, entry?.import, `${entry?.import}.map`]) {
     if (typeof target === "string" && !files.has(`package/${target.slice(2)}`)) failures.push(`${target} is missing`)
   }
+  // A bin runs as a file of its own: it must be packed and start with the line that names its interpreter.
+  for (const [name, target] of Object.entries(manifest.bin ?? {})) {
+    const file = `package/${String(target).replace(/^\.\//, "")}`
+    if (!files.has(file)) failures.push(`bin ${name}: ${target} is missing`)
+    else if (!execFileSync("tar", ["-xzOf", path, file], { encoding: "utf8" }).startsWith("#!/usr/bin/env node\n")) {
+      failures.push(`bin ${name}: ${target} does not start with #!/usr/bin/env node`)
+    }
+  }
   for (const field of ["dependencies", "peerDependencies", "optionalDependencies"]) {
     for (const [dependency, version] of Object.entries(manifest[field] ?? {})) {
       if (String(version).startsWith("workspace:")) failures.push(`${field}.${dependency} is ${version}`)

@@ -12,7 +12,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
-import { checkIds } from "../examples/headless-host/conformanceChecks.js"
+import { checkIds } from "../packages/hermes-node/src/internal/conformanceChecks.js"
 
 const root = Path.resolve(Path.dirname(Url.fileURLToPath(import.meta.url)), "..")
 const bin = Path.join(root, "examples", "headless-host", "bin", "hermes-host")

@@ -11,7 +11,7 @@ import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Url from "node:url"
-import { checkIds } from "../examples/headless-host/conformanceChecks.js"
+import { checkIds } from "../packages/hermes-node/src/internal/conformanceChecks.js"
 import { eventually } from "./support/processes.js"
 
 const root = Path.resolve(Path.dirname(Url.fileURLToPath(import.meta.url)), "..")

@@ -16,7 +16,7 @@ import {
   maxEvidenceLines,
   maxListedCommands,
   maxReportBytes
-} from "../examples/headless-host/conformanceVerdict.js"
+} from "../packages/hermes-node/src/internal/conformanceVerdict.js"
 import { root } from "./support/framed.js"
 import { awaitGone, eventually, isAlive } from "./support/processes.js"
 

@@ -4,10 +4,10 @@
  * untrusted text in the scorecard, the JSON report and the HTML report, and the caps on evidence.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { makeReader } from "../examples/headless-host/conformanceFraming.js"
-import { html } from "../examples/headless-host/conformanceHtml.js"
-import type { Summary } from "../examples/headless-host/conformanceReport.js"
-import { json, scorecard } from "../examples/headless-host/conformanceReport.js"
+import { makeReader } from "../packages/hermes-node/src/internal/conformanceFraming.js"
+import { html } from "../packages/hermes-node/src/internal/conformanceHtml.js"
+import type { Summary } from "../packages/hermes-node/src/internal/conformanceReport.js"
+import { json, scorecard } from "../packages/hermes-node/src/internal/conformanceReport.js"
 import {
   capEvidence,
   collector,
@@ -16,7 +16,7 @@ import {
   maxEvidenceLineBytes,
   maxEvidenceLines,
   maxListedCommands
-} from "../examples/headless-host/conformanceVerdict.js"
+} from "../packages/hermes-node/src/internal/conformanceVerdict.js"
 
 const framed = (body: string, length = Buffer.byteLength(body, "utf8")) => `Content-Length: ${length}\r\n\r\n${body}`
 const bytes = (text: string) => Buffer.from(text, "utf8")

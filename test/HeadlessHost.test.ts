@@ -15,6 +15,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Sqlite from "node:sqlite"
 import * as Url from "node:url"
+import { sampleMessage } from "../packages/hermes-node/src/internal/hermesHostSettings.js"
 import { awaitGone, eventually, isAlive } from "./support/processes.js"
 
 const root = Path.resolve(Path.dirname(Url.fileURLToPath(import.meta.url)), "..")
@@ -166,6 +167,49 @@ describe("hermes-host: the command line", () => {
           assert.match(stderr, /^hermes-host: /, what)
           assert.notMatch(stderr, /\n\s+at /, what)
         }
+      }),
+    { timeout: 120_000 }
+  )
+
+  it.live(
+    "the package's bin names no defaults: --extension is required (host and kit), the message is the built-in sample",
+    () =>
+      Effect.gen(function*() {
+        // The bin of @lifeline/hermes-node from its source, bundled as examples/headless-host/bin does with the demo.
+        const packageBin = (args: ReadonlyArray<string>) =>
+          Effect.callback<Run>((resume) => {
+            const startedAt = Date.now()
+            const child = ChildProcess.execFile(
+              process.execPath,
+              [
+                Path.join(root, "scripts", "run-bundled.mjs"),
+                Path.join(root, "packages", "hermes-node", "src", "bin", "hermes-host.ts"),
+                ...args
+              ],
+              { cwd: root, timeout: 30_000, maxBuffer: 16 * 1024 * 1024, encoding: "utf8" },
+              (_error, stdout, stderr) =>
+                resume(Effect.succeed({ code: child.exitCode, stdout, stderr, elapsedMs: Date.now() - startedAt }))
+            )
+          })
+        for (const args of [[], ["--conformance"], ["--json"]]) {
+          const { code, stderr, stdout } = yield* packageBin(args)
+          const what = `${args.join(" ")} → ${code}: ${stderr}`
+          assert.strictEqual(code, 2, what)
+          assert.strictEqual(stdout, "", what)
+          assert.match(stderr, /^hermes-host: --extension is required \(hermes-host --help shows the usage\)\n$/, what)
+        }
+        const { code, stderr, stdout } = yield* packageBin([
+          "--json",
+          "--data-dir",
+          tempDir(),
+          "--extension",
+          hostile("plain")
+        ])
+        const report = JSON.parse(stdout)
+        assert.strictEqual(code, 0, stderr)
+        assert.strictEqual(report.outcome, "ok", stderr)
+        assert.strictEqual(report.message.before, sampleMessage)
+        assert.match(report.message.before, /^MSH\|\^~\\&\|.*\rPID\|/s)
       }),
     { timeout: 120_000 }
   )

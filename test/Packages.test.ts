@@ -7,7 +7,9 @@
  *   through a `Connection.Service` client, draining an in-flight call on SIGTERM;
  * - Node 20.19 (`@lifeline/jsonrpc`, `@lifeline/kernel`, `@lifeline/hermes`: no Node platform module): a connection
  *   over `TestTransport`, a call and a drain.
- * A consumer `.ts` file is type-checked against the published `.d.ts`.
+ * A consumer `.ts` file is type-checked against the published `.d.ts`. The `hermes-host` bin of `@lifeline/hermes-node`
+ * runs with `npx` from the installed tarball: its conformance kit checks the Python example extension of this
+ * repository (every check passed).
  *
  * `LIFELINE_CONSUMER_EFFECT` (default `4.1.0`) is the `effect` and `@effect/platform-node` version installed:
  * `pnpm test:consumer:newest` runs this file against the newest Effect 4 on the registry (outside CI).
@@ -19,6 +21,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { checkIds } from "../packages/hermes-node/src/internal/conformanceChecks.js"
 
 const workspace = Path.resolve(import.meta.dirname, "..")
 const effectVersion = process.env.LIFELINE_CONSUMER_EFFECT ?? "4.1.0"
@@ -319,6 +322,37 @@ describe("the published packages, installed with npm outside the workspace", () 
       expectSuccess(
         "tsc on the consumer against the published .d.ts",
         await run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: project, timeoutMs: 60_000 })
+      )
+
+      // The conformance kit as an extension author outside the repository runs it: `npx hermes-host` is the package's
+      // bin (npm links it and marks it executable from `publishConfig.bin`), run on the project's Node 22.19 (`npx`
+      // puts node_modules/.bin, with the `node` package's binary, first on PATH). Nothing of npx's own goes before the
+      // name: after `npx --no`, npm reads the bin's options (`--conformance`, `--extension`) as its configuration.
+      const packedHermesNode = JSON.parse(
+        Fs.readFileSync(Path.join(project, "node_modules", "@lifeline", "hermes-node", "package.json"), "utf8")
+      )
+      assert.match(packedHermesNode.bin["hermes-host"], /^(\.\/)?dist\/bin\/hermes-host\.js$/)
+      const python = Path.join(workspace, "examples", "python-extension", "extension.py")
+      const kit = await run("npx", [
+        "hermes-host",
+        "--conformance",
+        "--extension",
+        `python3 ${python}`,
+        "--json"
+      ], {
+        cwd: project,
+        timeoutMs: 120_000
+      })
+      expectSuccess("npx hermes-host --conformance (the Python example)", kit)
+      const scorecard = JSON.parse(kit.stdout)
+      assert.strictEqual(scorecard.extension.name, "py-hl7", kit.stderr)
+      assert.deepStrictEqual(scorecard.checks.map((check: { id: string }) => check.id), [...checkIds])
+      for (const check of scorecard.checks) {
+        assert.strictEqual(check.status, "pass", `${check.id}: ${JSON.stringify(check.evidence)}`)
+      }
+      assert.deepStrictEqual(
+        [scorecard.passed, scorecard.failed, scorecard.warned, scorecard.notApplicable],
+        [checkIds.length, 0, 0, 0]
       )
 
       const child = ChildProcess.spawn(oldNode, ["client.mjs"], {

@@ -4,7 +4,7 @@
  * spawn, `initialize`, commands, requests served, windows, `shutdown`, the end of stdin, signals and the exit. Every
  * text the extension chose is made visible (`visible`) and then HTML-escaped.
  */
-import { visible } from "@lifeline/hermes-node/TerminalText"
+import { visible } from "../TerminalText.js"
 import type { Mark, MarkKind } from "./conformanceHost.js"
 import type { Summary } from "./conformanceReport.js"
 import { count } from "./conformanceReport.js"

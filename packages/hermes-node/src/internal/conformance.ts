@@ -7,16 +7,15 @@
  * process it started is killed first). Every process it starts is recorded in a journal (conformanceJournal.ts), so
  * that the next kit run kills what a kit killed with SIGKILL left running.
  */
-import { splitCommandLine } from "@lifeline/hermes-node/NodeSpawner"
-import { visible } from "@lifeline/hermes-node/TerminalText"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as Url from "node:url"
 import * as Util from "node:util"
+import { splitCommandLine } from "../NodeSpawner.js"
+import { visible } from "../TerminalText.js"
 import { judge } from "./conformanceChecks.js"
 import { killAll, useRecorder } from "./conformanceDriver.js"
 import { html } from "./conformanceHtml.js"
@@ -29,9 +28,10 @@ import { answerOf, cut, maxListedCommands, messageOf } from "./conformanceVerdic
 
 const usage = `hermes-host --conformance: check an extension against docs/protocol.md
 
-  hermes-host --conformance [--extension "<command line>"] [--json] [--html FILE] [--keep-data] [--journal FILE]
+  hermes-host --conformance --extension "<command line>" [--json] [--html FILE] [--keep-data] [--journal FILE]
 
-  --extension   the extension's command line (default: the HL7 example extension)
+  --extension   the extension's command line (required; \`pnpm conformance\` in the Lifeline repository
+                defaults it to the HL7 example extension)
   --json        print one JSON report instead of the scorecard:
                 { extension, checks: [{ id, status, evidence, ms?, rule }], passed, failed, warned, ... }
   --html FILE   also write a self-contained HTML report: the scorecard and a timeline of the main run
@@ -58,19 +58,11 @@ const isExecutableFile = (file: string) => {
   }
 }
 
-/** The HL7 example extension, found above this file (or above its bundle in node_modules/.cache). */
-const defaultExtension = (): string => {
-  let dir = Path.dirname(Url.fileURLToPath(import.meta.url))
-  while (!Fs.existsSync(Path.join(dir, "scripts", "run-bundled.mjs"))) {
-    const up = Path.dirname(dir)
-    if (up === dir) return fail("cannot find the HL7 example extension: pass --extension")
-    dir = up
-  }
-  return Path.join(dir, "examples", "hl7-extension", "bin", "hl7-extension")
-}
-
 /** Runs the kit with the command line's arguments and exits the process: it never returns. */
-export const main = async (argv: ReadonlyArray<string>): Promise<never> => {
+export const main = async (
+  argv: ReadonlyArray<string>,
+  defaults: { readonly extension?: string | undefined }
+): Promise<never> => {
   const args = (() => {
     try {
       return Util.parseArgs({
@@ -93,7 +85,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<never> => {
     process.stdout.write(usage + "\n")
     process.exit(0)
   }
-  const command = args.extension ?? defaultExtension()
+  const command = args.extension ?? defaults.extension ?? fail("--extension is required")
   const words = splitCommandLine(command)
   if (words.length === 0) fail("--extension is empty")
   const onPath = (name: string) =>

@@ -3,7 +3,7 @@
  * (evidence below a check that did not pass), and the `--json` report. Everything the extension chose reaches the
  * terminal through `visible` and the JSON through `visibleJson`: no control character of it is ever sent as is.
  */
-import { visible, visibleJson } from "@lifeline/hermes-node/TerminalText"
+import { visible, visibleJson } from "../TerminalText.js"
 import type { Mark } from "./conformanceHost.js"
 import type { CheckResult, Status } from "./conformanceVerdict.js"
 import { cut } from "./conformanceVerdict.js"
