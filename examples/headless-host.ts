@@ -10,11 +10,10 @@
  *
  * In another project the same program is `npx hermes-host --extension "<command line>"` (docs/hosting.md).
  */
+import { HermesHost } from "@lifeline/hermes-node"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Url from "node:url"
-// The host's entry point is internal to the package (its bin is the public face): the workspace reaches it by path.
-import { main } from "../packages/hermes-node/src/internal/hermesHost.js"
 
 /** The repository: above this file, or above its bundle in node_modules/.cache (examples/headless-host/bin). */
 const root = (() => {
@@ -28,7 +27,7 @@ const root = (() => {
 })()
 const hl7 = Path.join(root, "examples", "hl7-extension")
 
-await main(process.argv.slice(2), {
+await HermesHost.main(process.argv.slice(2), {
   extension: Path.join(hl7, "bin", "hl7-extension"),
   message: Path.join(hl7, "sample.hl7")
 })

@@ -10,6 +10,6 @@
  *
  * @since 0.1.0
  */
-import { main } from "../internal/hermesHost.js"
+import * as HermesHost from "../HermesHost.js"
 
-await main(process.argv.slice(2), {})
+await HermesHost.main(process.argv.slice(2), {})
