@@ -1,15 +1,6 @@
 import { assert, layer } from "@effect/vitest"
-import {
-  Connection,
-  Journal,
-  JournalError,
-  Lifecycle,
-  Method,
-  ProcessRecord,
-  Protocol,
-  ShutdownPolicy,
-  TestTransport
-} from "@lifeline/kernel"
+import { Journal, JournalError, ProcessRecord } from "@lifeline/journal"
+import { Connection, Lifecycle, Method, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
 import { NodeChildProcess } from "@lifeline/node"
 import { SqliteJournal } from "@lifeline/sqlite"
 import { Context, Effect, Exit, Fiber, Layer, Option, Schedule, Schema, Scope } from "effect"

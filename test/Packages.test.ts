@@ -5,8 +5,8 @@
  * entry points, run on the oldest Node each package claims (its `engines`, from the registry's `node` package):
  * - Node 22.19 (`@lifeline/node` and the packages on `@effect/platform-node`): a server over `NodeChildProcess`, called
  *   through a `Connection.Service` client, draining an in-flight call on SIGTERM;
- * - Node 20.19 (`@lifeline/jsonrpc`, `@lifeline/kernel`, `@lifeline/hermes`: no Node platform module): a connection
- *   over `TestTransport`, a call and a drain.
+ * - Node 20.19 (`@lifeline/jsonrpc`, `@lifeline/kernel`, `@lifeline/journal`, `@lifeline/hermes`: no Node platform
+ *   module): a connection over `TestTransport`, a call and a drain.
  * A consumer `.ts` file is type-checked against the published `.d.ts`.
  *
  * `LIFELINE_CONSUMER_EFFECT` (default `4.1.0`) is the `effect` and `@effect/platform-node` version installed:
@@ -235,17 +235,20 @@ describe("the published packages, installed with npm outside the workspace", () 
         "lifeline-fleet-0.1.0.tgz",
         "lifeline-hermes-0.1.0.tgz",
         "lifeline-hermes-node-0.1.0.tgz",
+        "lifeline-journal-0.1.0.tgz",
         "lifeline-jsonrpc-0.1.0.tgz",
         "lifeline-kernel-0.1.0.tgz",
         "lifeline-node-0.1.0.tgz",
         "lifeline-postgres-0.1.0.tgz",
         "lifeline-sqlite-0.1.0.tgz"
       ])
-      for (const name of ["jsonrpc", "kernel", "hermes", "node", "sqlite", "postgres", "hermes-node", "fleet"]) {
+      for (
+        const name of ["jsonrpc", "kernel", "journal", "hermes", "node", "sqlite", "postgres", "hermes-node", "fleet"]
+      ) {
         const manifest = JSON.parse(
           Fs.readFileSync(Path.join(workspace, "packages", name, "package.json"), "utf8")
         )
-        const pure = ["jsonrpc", "kernel", "hermes"].includes(name)
+        const pure = ["jsonrpc", "kernel", "journal", "hermes"].includes(name)
         assert.strictEqual(manifest.engines.node, `>=${pure ? "20.19" : "22.19"}`, `${name}'s engines`)
         assert.strictEqual(manifest.peerDependencies.effect, "^4.1.0", `${name}'s effect peer range`)
       }
@@ -264,7 +267,7 @@ describe("the published packages, installed with npm outside the workspace", () 
           "--no-audit",
           "--no-fund",
           "--prefer-offline",
-          ...["jsonrpc", "kernel", "hermes"].map((name) => Path.join(packs, `lifeline-${name}-0.1.0.tgz`)),
+          ...["jsonrpc", "kernel", "journal", "hermes"].map((name) => Path.join(packs, `lifeline-${name}-0.1.0.tgz`)),
           `effect@${effectVersion}`,
           `node@${oldestNode.pure}`
         ], { cwd: pure, timeoutMs: 120_000 })

@@ -1,6 +1,6 @@
 import { PgClient } from "@effect/sql-pg"
 import { it } from "@effect/vitest"
-import { JournalContract, JournalSql } from "@lifeline/kernel"
+import { JournalContract, JournalSql } from "@lifeline/journal"
 import { PgJournal } from "@lifeline/postgres"
 import { Effect, Redacted } from "effect"
 import { Reactivity } from "effect/reactivity"

@@ -1,5 +1,5 @@
 import { afterAll, describe, it } from "@effect/vitest"
-import { JournalContract, JournalSql } from "@lifeline/kernel"
+import { JournalContract, JournalSql } from "@lifeline/journal"
 import { SqliteJournal } from "@lifeline/sqlite"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"

@@ -1,5 +1,5 @@
-import * as Journal from "@lifeline/kernel/Journal"
-import * as UntrustedText from "@lifeline/kernel/UntrustedText"
+import * as Journal from "@lifeline/journal/Journal"
+import * as UntrustedText from "@lifeline/journal/UntrustedText"
 import type * as Schema from "effect/Schema"
 import * as Crypto from "node:crypto"
 

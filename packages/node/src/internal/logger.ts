@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import * as UntrustedText from "@lifeline/kernel/UntrustedText"
+import * as UntrustedText from "@lifeline/journal/UntrustedText"
 import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import type * as Scope from "effect/Scope"

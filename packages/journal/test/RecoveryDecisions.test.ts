@@ -5,16 +5,9 @@
  * covers the seed cases end to end; this file only uses the package's public entry points.
  */
 import { assert, describe, it } from "@effect/vitest"
-import type { JournalEntry } from "@lifeline/kernel"
-import {
-  Journal,
-  JournalBackend,
-  JournalError,
-  PeerError,
-  ProcessRecord,
-  Recovery,
-  ShutdownPolicy
-} from "@lifeline/kernel"
+import type { JournalEntry } from "@lifeline/journal"
+import { Journal, JournalBackend, JournalError, ProcessRecord, Recovery } from "@lifeline/journal"
+import { PeerError, ShutdownPolicy } from "@lifeline/kernel"
 import { Effect, Fiber, Logger, Option, References, Schema } from "effect"
 import { TestClock } from "effect/testing"
 

@@ -17,7 +17,7 @@ import * as internal from "./internal/journalJson.js"
  *
  * @example
  * ```ts
- * import { JournalEntry } from "@lifeline/kernel"
+ * import { JournalEntry } from "@lifeline/journal"
  *
  * const ended = (status: JournalEntry.Status) => status === "Completed" || status === "Failed"
  * ```
@@ -127,7 +127,7 @@ export const maxKeyLength = 255
  *
  * @example
  * ```ts
- * import { JournalEntry } from "@lifeline/kernel"
+ * import { JournalEntry } from "@lifeline/journal"
  *
  * JournalEntry.errorToJson(new Error("boom")) // { name: "Error", message: "boom" }
  * ```

@@ -106,7 +106,7 @@ export interface Backend {
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Journal, JournalBackend } from "@lifeline/kernel"
+ * import { Journal, JournalBackend } from "@lifeline/journal"
  *
  * const journal = Effect.flatMap(JournalBackend.makeMemory, (backend) =>
  *   Journal.make(backend, { identity: { pid: 4242, host: "build-1" } }))

@@ -16,7 +16,7 @@ import * as internal from "./internal/journalText.js"
  *
  * @example
  * ```ts
- * import { UntrustedText } from "@lifeline/kernel"
+ * import { UntrustedText } from "@lifeline/journal"
  *
  * UntrustedText.escape("done\nINFO forged") // "done\\u000aINFO forged"
  * ```
@@ -32,7 +32,7 @@ export const escape: (text: string) => string = internal.escape
  *
  * @example
  * ```ts
- * import { UntrustedText } from "@lifeline/kernel"
+ * import { UntrustedText } from "@lifeline/journal"
  *
  * UntrustedText.shown("x".repeat(500), 10) // "xxxxxxxxxx…(500 characters)"
  * ```
@@ -57,7 +57,7 @@ export const maxShownLength: number = internal.maxShownLength
  *
  * @example
  * ```ts
- * import { UntrustedText } from "@lifeline/kernel"
+ * import { UntrustedText } from "@lifeline/journal"
  *
  * UntrustedText.nameProblem("turn-3/tool", 255) // undefined
  * UntrustedText.nameProblem("a\u0000b", 255) // "contains a control character (NUL, a line break, an escape, ...)"

@@ -6,9 +6,9 @@ import {
   JournalEntry,
   JournalError,
   JournalTrack,
-  PeerError,
   Recovery
-} from "@lifeline/kernel"
+} from "@lifeline/journal"
+import { PeerError } from "@lifeline/kernel"
 import { Deferred, Effect, Exit, Fiber, Option, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
 

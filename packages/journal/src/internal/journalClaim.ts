@@ -20,7 +20,7 @@ import { shown, textProblem } from "./journalText.js"
 export const defaultTtl: Duration.Input = "30 seconds"
 
 /** @internal */
-export const Owner: Context.Reference<string> = Context.Reference<string>("@lifeline/kernel/Journal/Owner", {
+export const Owner: Context.Reference<string> = Context.Reference<string>("@lifeline/journal/Journal/Owner", {
   defaultValue: () => "local"
 })
 

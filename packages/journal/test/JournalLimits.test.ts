@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Journal, JournalBackend, JournalError, JournalTrack, Recovery } from "@lifeline/kernel"
+import { Journal, JournalBackend, JournalError, JournalTrack, Recovery } from "@lifeline/journal"
 import { Cause, Effect, Exit, Fiber, Logger, Option, References } from "effect"
 import { TestClock } from "effect/testing"
 

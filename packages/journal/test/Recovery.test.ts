@@ -1,20 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import type { JournalEntry } from "@lifeline/kernel"
-import {
-  Connection,
-  Journal,
-  JournalBackend,
-  JournalClaim,
-  JournalTrack,
-  Method,
-  Peer,
-  PeerError,
-  ProcessRecord,
-  Protocol,
-  Recovery,
-  ShutdownPolicy,
-  TestTransport
-} from "@lifeline/kernel"
+import type { JournalEntry } from "@lifeline/journal"
+import { Journal, JournalBackend, JournalClaim, JournalTrack, ProcessRecord, Recovery } from "@lifeline/journal"
+import { Connection, Method, Peer, PeerError, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
 import { Deferred, Duration, Effect, Exit, Fiber, Option, Result, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
 

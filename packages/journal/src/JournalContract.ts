@@ -67,7 +67,7 @@ export const ContractViolation: new(message: string) => Error = internal.Contrac
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Journal, JournalBackend, JournalContract } from "@lifeline/kernel"
+ * import { Journal, JournalBackend, JournalContract } from "@lifeline/journal"
  *
  * const memoryStore: JournalContract.MakeStore = Effect.map(JournalBackend.makeMemory, (backend) => ({
  *   backend,

@@ -93,7 +93,7 @@ export type Liveness = (claim: Claim) => Effect.Effect<"Alive" | "Dead" | "Unkno
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { JournalClaim } from "@lifeline/kernel"
+ * import { JournalClaim } from "@lifeline/journal"
  *
  * const program = Effect.gen(function*() {
  *   return yield* JournalClaim.Owner // "hermes-host-1"
@@ -111,7 +111,7 @@ export const Owner: Context.Reference<string> = internal.Owner
  * @example
  * ```ts
  * import { Layer } from "effect"
- * import { Journal, JournalClaim } from "@lifeline/kernel"
+ * import { Journal, JournalClaim } from "@lifeline/journal"
  *
  * const JournalLive = Layer.merge(Journal.layerMemory, JournalClaim.layerOwner("host-1"))
  * ```
@@ -129,7 +129,7 @@ export const layerOwner = (owner: string): Layer.Layer<never> => Layer.succeedCo
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Journal, JournalClaim } from "@lifeline/kernel"
+ * import { Journal, JournalClaim } from "@lifeline/journal"
  *
  * const program = Effect.gen(function*() {
  *   const claim = yield* JournalClaim.claim({ ttl: "10 seconds" })

@@ -25,7 +25,7 @@ import type { JournalError, OwnerInUse } from "./JournalError.js"
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Journal } from "@lifeline/kernel"
+ * import { Journal } from "@lifeline/journal"
  *
  * const program = Effect.gen(function*() {
  *   const journal = yield* Journal.Journal
@@ -38,7 +38,7 @@ import type { JournalError, OwnerInUse } from "./JournalError.js"
  * @since 0.1.0
  * @category models
  */
-export class Journal extends Context.Service<Journal, Journal.Service>()("@lifeline/kernel/Journal") {}
+export class Journal extends Context.Service<Journal, Journal.Service>()("@lifeline/journal/Journal") {}
 
 /**
  * @since 0.1.0
@@ -172,7 +172,7 @@ export const defaultMaxPayloadBytes: number = internal.defaultMaxPayloadBytes
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Journal, JournalBackend } from "@lifeline/kernel"
+ * import { Journal, JournalBackend } from "@lifeline/journal"
  *
  * const journal = Effect.flatMap(JournalBackend.makeMemory, (backend) =>
  *   Journal.make(backend, { identity: { pid: 4242, host: "build-1" } }))
@@ -189,7 +189,7 @@ export const make: (backend: Backend, options?: MakeOptions) => Effect.Effect<Jo
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Journal } from "@lifeline/kernel"
+ * import { Journal } from "@lifeline/journal"
  *
  * const unfinished = Effect.flatMap(Journal.makeMemory, (journal) => journal.unfinished())
  * ```
@@ -205,7 +205,7 @@ export const makeMemory: Effect.Effect<Journal.Service> = internal.makeMemory
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Journal } from "@lifeline/kernel"
+ * import { Journal } from "@lifeline/journal"
  *
  * const program = Journal.Journal.pipe(
  *   Effect.flatMap((journal) => journal.unfinished()),

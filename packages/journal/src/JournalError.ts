@@ -25,7 +25,7 @@ import { shown, shownInstant } from "./internal/journalText.js"
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Journal, JournalError } from "@lifeline/kernel"
+ * import { Journal, JournalError } from "@lifeline/journal"
  *
  * const entry = Effect.flatMap(Journal.Journal, (journal) => journal.complete("turn-1")).pipe(
  *   Effect.catchTag("JournalError", (error: JournalError.JournalError) =>
@@ -36,7 +36,7 @@ import { shown, shownInstant } from "./internal/journalText.js"
  * @since 0.1.0
  * @category errors
  */
-export class JournalError extends Schema.TaggedError<JournalError>("@lifeline/kernel/JournalError")("JournalError", {
+export class JournalError extends Schema.TaggedError<JournalError>("@lifeline/journal/JournalError")("JournalError", {
   reason: Schema.Literals(["Storage", "Corrupt", "NotFound", "Conflict", "Invalid"]),
   key: Schema.optional(Schema.String),
   detail: Schema.String,
@@ -59,7 +59,7 @@ export class JournalError extends Schema.TaggedError<JournalError>("@lifeline/ke
  * @since 0.1.0
  * @category errors
  */
-export class OwnerInUse extends Schema.TaggedError<OwnerInUse>("@lifeline/kernel/OwnerInUse")("OwnerInUse", {
+export class OwnerInUse extends Schema.TaggedError<OwnerInUse>("@lifeline/journal/OwnerInUse")("OwnerInUse", {
   owner: Schema.String,
   pid: Schema.optional(Schema.Int),
   host: Schema.optional(Schema.String),

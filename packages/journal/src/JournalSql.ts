@@ -25,7 +25,7 @@ import type { JournalError } from "./JournalError.js"
  *
  * @example
  * ```ts
- * import { JournalSql } from "@lifeline/kernel"
+ * import { JournalSql } from "@lifeline/journal"
  *
  * const tables = JournalSql.tables // { journal: "lifeline_journal", owners: "lifeline_journal_owners", ... }
  * ```
@@ -56,7 +56,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { JournalSql } from "@lifeline/kernel"
+ * import { JournalSql } from "@lifeline/journal"
  *
  * // e.g. in a deployment step, before any host starts
  * const program = JournalSql.migrate.pipe(Effect.catchTag("JournalError", (error) => Effect.logError(error)))
@@ -75,7 +75,7 @@ export const migrate: Effect.Effect<void, JournalError, SqlClient.SqlClient> = i
  *
  * @example
  * ```ts
- * import { JournalSql } from "@lifeline/kernel"
+ * import { JournalSql } from "@lifeline/journal"
  *
  * const error = new Error("Failed to connect", { cause: new Error("database \"app\" does not exist") })
  * JournalSql.describeError(error) // 'Failed to connect: database "app" does not exist'
@@ -93,7 +93,7 @@ export const describeError: (error: unknown) => string = internal.describeCause
  * ```ts
  * import { Effect } from "effect"
  * import { SqlClient } from "effect/sql"
- * import { Journal, JournalSql } from "@lifeline/kernel"
+ * import { Journal, JournalSql } from "@lifeline/journal"
  *
  * const journal = Effect.gen(function*() {
  *   yield* JournalSql.migrate
@@ -113,7 +113,7 @@ export const makeBackend: (sql: SqlClient.SqlClient) => JournalBackend.Backend =
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { JournalSql } from "@lifeline/kernel"
+ * import { JournalSql } from "@lifeline/journal"
  *
  * // needs a SqlClient: SqliteJournal.makeClient, PgClient.layer, ...
  * const journal = JournalSql.make({ identity: { pid: 4242, host: "build-1" } })

@@ -67,7 +67,7 @@ export type Reaper<R = never> = (process: ProcessInfo) => Effect.Effect<ReapOutc
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Journal, ProcessRecord } from "@lifeline/kernel"
+ * import { Journal, ProcessRecord } from "@lifeline/journal"
  *
  * const program = Effect.gen(function*() {
  *   const key = yield* ProcessRecord.record({ pid: 4242, command: ["node", "extension.js"] })
@@ -104,7 +104,7 @@ export const exited: (
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Journal, ProcessRecord } from "@lifeline/kernel"
+ * import { Journal, ProcessRecord } from "@lifeline/journal"
  *
  * const reapNothing: ProcessRecord.Reaper = () => Effect.succeed("Gone")
  *

@@ -5,6 +5,8 @@
  *
  * @since 0.1.0
  */
+import type * as Peer from "@lifeline/kernel/Peer"
+import type * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -14,9 +16,7 @@ import type * as Journal from "./Journal.js"
 import type * as JournalClaim from "./JournalClaim.js"
 import type * as JournalEntry from "./JournalEntry.js"
 import type * as JournalError from "./JournalError.js"
-import type * as Peer from "./Peer.js"
 import type * as ProcessRecord from "./ProcessRecord.js"
-import type * as ShutdownPolicy from "./ShutdownPolicy.js"
 
 /**
  * The operation was interrupted (a crash, a kill, a restart, or a shutdown that cut it off) and was not resumed. It is
@@ -26,7 +26,7 @@ import type * as ShutdownPolicy from "./ShutdownPolicy.js"
  * @since 0.1.0
  * @category errors
  */
-export class InterruptedByCrash extends Schema.TaggedError<InterruptedByCrash>("@lifeline/kernel/InterruptedByCrash")(
+export class InterruptedByCrash extends Schema.TaggedError<InterruptedByCrash>("@lifeline/journal/InterruptedByCrash")(
   "InterruptedByCrash",
   {
     key: Schema.String,
@@ -47,7 +47,7 @@ export class InterruptedByCrash extends Schema.TaggedError<InterruptedByCrash>("
  * @example
  * ```ts
  * import { Effect, Option } from "effect"
- * import { Journal, Recovery } from "@lifeline/kernel"
+ * import { Journal, Recovery } from "@lifeline/journal"
  *
  * const canRetry = (key: string) =>
  *   Effect.gen(function*() {
@@ -81,7 +81,7 @@ export type Decision<R = never> =
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Recovery } from "@lifeline/kernel"
+ * import { Recovery } from "@lifeline/journal"
  *
  * const decision = Recovery.resume((entry) => Effect.succeed({ resumed: entry.key }))
  * ```
@@ -97,7 +97,7 @@ export const resume = <R>(run: (entry: JournalEntry.Entry) => Effect.Effect<unkn
 /**
  * @example
  * ```ts
- * import { Recovery } from "@lifeline/kernel"
+ * import { Recovery } from "@lifeline/journal"
  *
  * const decision = Recovery.fail("the tool's side effects are unknown")
  * ```
@@ -190,7 +190,7 @@ export interface Options<R = never> {
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Journal, Recovery } from "@lifeline/kernel"
+ * import { Journal, Recovery } from "@lifeline/journal"
  *
  * const requestLlm = (turn: unknown) => Effect.succeed({ text: "continued", turn })
  *
@@ -247,7 +247,7 @@ export interface ShutdownReport {
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Journal, Recovery } from "@lifeline/kernel"
+ * import { Journal, Recovery } from "@lifeline/journal"
  *
  * const onShutdown = Effect.map(Journal.Journal, (journal) =>
  *   Recovery.recordShutdown(journal, {

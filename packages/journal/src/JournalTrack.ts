@@ -44,7 +44,7 @@ export interface TrackOptions<A, I> {
  * @example
  * ```ts
  * import { Effect, Schema } from "effect"
- * import { JournalTrack } from "@lifeline/kernel"
+ * import { JournalTrack } from "@lifeline/journal"
  *
  * const callTool = Effect.succeed({ ok: true }).pipe(
  *   JournalTrack.track("tool", "turn-1/tool-0", { name: "search" }, {
