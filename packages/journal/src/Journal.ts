@@ -7,13 +7,13 @@
  *
  * @since 0.1.0
  */
-import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as internal from "./internal/journal.js"
+import { JournalService } from "./internal/journalService.js"
 import type { Backend } from "./JournalBackend.js"
 import type { Claim, ClaimOptions, Identity, Liveness } from "./JournalClaim.js"
 import type { Began, Entry, Guard, Operation } from "./JournalEntry.js"
@@ -38,7 +38,7 @@ import type { JournalError, OwnerInUse } from "./JournalError.js"
  * @since 0.1.0
  * @category models
  */
-export class Journal extends Context.Service<Journal, Journal.Service>()("@lifeline/journal/Journal") {}
+export class Journal extends JournalService {}
 
 /**
  * @since 0.1.0

@@ -12,6 +12,7 @@
 import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as internal from "./internal/journalContract.js"
+import * as checks from "./internal/journalContractChecks.js"
 import type * as Journal from "./Journal.js"
 import type * as JournalBackend from "./JournalBackend.js"
 
@@ -59,7 +60,7 @@ export interface Case {
  * @since 0.1.0
  * @category errors
  */
-export const ContractViolation: new(message: string) => Error = internal.ContractViolation
+export const ContractViolation: new(message: string) => Error = checks.ContractViolation
 
 /**
  * The cases of the contract, each on a store of its own from `makeStore`.

@@ -9,8 +9,8 @@ import type * as Peer from "@lifeline/kernel/Peer"
 import type * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
-import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import type { InterruptedByCrash } from "./internal/interruptedByCrash.js"
 import * as internal from "./internal/journalRecovery.js"
 import type * as Journal from "./Journal.js"
 import type * as JournalClaim from "./JournalClaim.js"
@@ -26,20 +26,7 @@ import type * as ProcessRecord from "./ProcessRecord.js"
  * @since 0.1.0
  * @category errors
  */
-export class InterruptedByCrash extends Schema.TaggedError<InterruptedByCrash>("@lifeline/journal/InterruptedByCrash")(
-  "InterruptedByCrash",
-  {
-    key: Schema.String,
-    kind: Schema.String,
-    attempts: Schema.Int,
-    startedAt: Schema.Number,
-    detail: Schema.String
-  }
-) {
-  override get message(): string {
-    return `${this.kind} ${this.key} was interrupted (attempt ${this.attempts}): ${this.detail}`
-  }
-}
+export { InterruptedByCrash } from "./internal/interruptedByCrash.js"
 
 /**
  * The `InterruptedByCrash` recorded on an entry, if that is why it failed.

@@ -9,11 +9,11 @@ import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import type * as Journal from "../Journal.js"
-import { Journal as JournalTag } from "../Journal.js"
 import type * as JournalBackend from "../JournalBackend.js"
 import type * as JournalClaim from "../JournalClaim.js"
 import { maxKeyLength } from "../JournalEntry.js"
 import { JournalError, OwnerInUse } from "../JournalError.js"
+import { JournalService } from "./journalService.js"
 import { shown, textProblem } from "./journalText.js"
 
 /** @internal */
@@ -233,6 +233,6 @@ export const claim = (
   options?: JournalClaim.ClaimOptions & { readonly owner?: string | undefined }
 ): Effect.Effect<JournalClaim.Claim, OwnerInUse | JournalError, Journal.Journal | Scope.Scope> =>
   Effect.gen(function*() {
-    const journal = yield* JournalTag
+    const journal = yield* JournalService
     return yield* journal.claim(options?.owner ?? (yield* Owner), options)
   })

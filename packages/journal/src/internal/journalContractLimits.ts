@@ -5,7 +5,7 @@ import * as Option from "effect/Option"
 import type * as JournalContract from "../JournalContract.js"
 import type * as JournalEntry from "../JournalEntry.js"
 import { JournalError } from "../JournalError.js"
-import { check, refused, same } from "./journalContract.js"
+import { check, refused, same } from "./journalContractChecks.js"
 import type { Test, WithJournal } from "./journalContractClaims.js"
 
 const op = (key: string, fields?: Partial<JournalEntry.Operation>): JournalEntry.Operation => ({

@@ -5,12 +5,13 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import { Journal } from "../Journal.js"
+import type { Journal } from "../Journal.js"
 import type * as JournalEntry from "../JournalEntry.js"
 import type * as JournalError from "../JournalError.js"
 import type * as Recovery from "../Recovery.js"
-import { InterruptedByCrash } from "../Recovery.js"
+import { InterruptedByCrash } from "./interruptedByCrash.js"
 import { Owner } from "./journalClaim.js"
+import { JournalService } from "./journalService.js"
 import { shown } from "./journalText.js"
 import { processKind, reapOne } from "./processRecord.js"
 import type { Outcome } from "./recoverySteps.js"
@@ -88,7 +89,7 @@ export const run = <R = never>(
   options: Recovery.Options<R> = {}
 ): Effect.Effect<Recovery.Report, JournalError.JournalError | JournalError.OwnerInUse, Journal | Scope.Scope | R> =>
   Effect.gen(function*() {
-    const journal = yield* Journal
+    const journal = yield* JournalService
     const owner = options.owner ?? (yield* Owner)
     const maxAttempts = options.maxAttempts ?? 3
     // Only a sole live holder may take the owner's unfinished work for a crash's leftovers: another live process's

@@ -7,11 +7,11 @@ import * as Predicate from "effect/Predicate"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type * as Journal from "../Journal.js"
-import { Journal as JournalTag } from "../Journal.js"
 import { JournalError } from "../JournalError.js"
 import type * as JournalTrack from "../JournalTrack.js"
 import { Owner } from "./journalClaim.js"
 import { errorToJson, messageOf } from "./journalJson.js"
+import { JournalService } from "./journalService.js"
 
 const boundedMessage = (message: string | null) =>
   message === null ? "the operation failed" : message.length > 1000 ? `${message.slice(0, 1000)}…` : message
@@ -44,7 +44,7 @@ export const track = (
 <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | JournalError, R | Journal.Journal> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function*() {
-      const journal = yield* JournalTag
+      const journal = yield* JournalService
       const owner = yield* Owner
       const { entry, started } = yield* journal.begin({ kind, key, payload, owner })
       if (!started) {

@@ -4,13 +4,14 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import { Journal } from "../Journal.js"
+import type { Journal } from "../Journal.js"
 import type * as JournalClaim from "../JournalClaim.js"
 import type * as JournalEntry from "../JournalEntry.js"
 import type * as JournalError from "../JournalError.js"
 import type * as ProcessRecord from "../ProcessRecord.js"
 import type * as Recovery from "../Recovery.js"
 import { Owner } from "./journalClaim.js"
+import { JournalService } from "./journalService.js"
 import { shown } from "./journalText.js"
 import type { Outcome } from "./recoverySteps.js"
 import { orSkip, settle, toReport } from "./recoverySteps.js"
@@ -71,7 +72,7 @@ export const record = (process: {
   readonly command: ReadonlyArray<string>
 }): Effect.Effect<string, JournalError.JournalError, Journal> =>
   Effect.gen(function*() {
-    const journal = yield* Journal
+    const journal = yield* JournalService
     const owner = yield* Owner
     const startedAt = yield* Clock.currentTimeMillis
     const payload: ProcessRecord.ProcessInfo = { pid: process.pid, startedAt, command: process.command }
@@ -86,7 +87,7 @@ export const exited = (
   key: string,
   exit?: { readonly exitCode: number | null; readonly signal: string | null }
 ): Effect.Effect<void, JournalError.JournalError, Journal> =>
-  Effect.flatMap(Journal, (journal) => Effect.asVoid(journal.complete(key, exit ?? null)))
+  Effect.flatMap(JournalService, (journal) => Effect.asVoid(journal.complete(key, exit ?? null)))
 
 /** @internal */
 export const reapOrphans = <R = never>(
@@ -94,7 +95,7 @@ export const reapOrphans = <R = never>(
   options?: { readonly owner?: string | undefined; readonly claim?: JournalClaim.ClaimOptions | undefined }
 ): Effect.Effect<Recovery.Report, JournalError.JournalError | JournalError.OwnerInUse, Journal | Scope.Scope | R> =>
   Effect.gen(function*() {
-    const journal = yield* Journal
+    const journal = yield* JournalService
     const owner = options?.owner ?? (yield* Owner)
     yield* journal.claim(owner, options?.claim)
     const entries = (yield* journal.unfinished(owner)).filter((entry) => entry.kind === processKind)
