@@ -121,7 +121,8 @@ const main = Effect.gen(function*() {
 NodeSignals.runMain(main)
 `
 
-const pureProgram = `import { Connection, Method, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+const pureProgram = `import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import { Effect, Schema } from "effect"
 
 const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
@@ -146,7 +147,8 @@ Effect.runPromise(program).then((result) => process.stdout.write(JSON.stringify(
 `
 
 const consumerTs = `import type { Peer } from "@lifeline/kernel"
-import { Connection, Method, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import { FleetRunner } from "@lifeline/fleet"
 import { NodeChildProcess, NodeSignals } from "@lifeline/node"
 import { PgJournal } from "@lifeline/postgres"

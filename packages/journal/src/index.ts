@@ -32,19 +32,6 @@ export * as JournalBackend from "./JournalBackend.js"
 export * as JournalClaim from "./JournalClaim.js"
 
 /**
- * The journal contract as a test kit: the behaviour every journal backend must have for `Recovery` to be right
- * (idempotent begin, one end per entry, listing the unfinished work, guarded recovery steps, owner claims renewed,
- * expired, taken over and lost, concurrent journals on one store), as cases to run in any test framework against a
- * store of your own. Memory, SQLite and PostgreSQL run it; so should a third-party backend.
- *
- * The cases read the `Clock` and move it with `TestClock` (`@effect/vitest`'s `it.effect` provides one); a broken
- * rule dies with a `ContractViolation` that says which. Nothing here depends on a test framework.
- *
- * @since 0.1.0
- */
-export * as JournalContract from "./JournalContract.js"
-
-/**
  * The entries of a `Journal`: one operation each, written before it starts and again when it ends, with the status,
  * attempts and JSON values that `Recovery` decides on.
  *

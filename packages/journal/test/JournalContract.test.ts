@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Journal, JournalBackend, JournalContract } from "@lifeline/journal"
+import { Journal, JournalBackend } from "@lifeline/journal"
+import { JournalContract } from "@lifeline/journal/testing"
 import { Cause, Effect, Exit, Option } from "effect"
 
 // The in-memory backend: two journals made on one backend share its rows and claims, as two processes share a file.

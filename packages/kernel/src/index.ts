@@ -141,11 +141,10 @@ export * as ShutdownPolicy from "./ShutdownPolicy.js"
 export * as StopSequence from "./StopSequence.js"
 
 /**
- * An in-memory pair of linked transports for tests: what one side sends, the other side's `incoming` receives. Each
- * direction is a `Link` that the test controls to inject faults: latency, lost or re-split chunks, garbage, a closed
- * or failed connection, and a reader that stalls. `serve` puts a peer that serves a protocol on the far end of a pair,
- * in one line.
+ * `TestTransport` under its old path, kept so that existing imports compile: the test kit lives in
+ * `@lifeline/kernel/testing` (as Effect ships `effect/testing`), which is where new code imports it from.
  *
+ * @deprecated since 0.2.0: import `TestTransport` from `@lifeline/kernel/testing`.
  * @since 0.1.0
  */
 export * as TestTransport from "./TestTransport.js"

@@ -5,7 +5,7 @@ import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import * as TestClock from "effect/testing/TestClock"
 import type * as Journal from "../Journal.js"
-import type * as JournalContract from "../JournalContract.js"
+import type * as JournalContract from "../testing/JournalContract.js"
 import { check, eventually, refused, same } from "./journalContractChecks.js"
 
 type Service = Journal.Journal.Service

@@ -2,9 +2,9 @@
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
-import type * as JournalContract from "../JournalContract.js"
 import type * as JournalEntry from "../JournalEntry.js"
 import { JournalError } from "../JournalError.js"
+import type * as JournalContract from "../testing/JournalContract.js"
 import { check, refused, same } from "./journalContractChecks.js"
 import type { Test, WithJournal } from "./journalContractClaims.js"
 

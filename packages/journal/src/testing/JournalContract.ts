@@ -11,10 +11,10 @@
  */
 import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import * as internal from "./internal/journalContract.js"
-import * as checks from "./internal/journalContractChecks.js"
-import type * as Journal from "./Journal.js"
-import type * as JournalBackend from "./JournalBackend.js"
+import * as internal from "../internal/journalContract.js"
+import * as checks from "../internal/journalContractChecks.js"
+import type * as Journal from "../Journal.js"
+import type * as JournalBackend from "../JournalBackend.js"
 
 /**
  * One store under test: a database (a file, a server database, a memory backend) that journals share.
@@ -68,7 +68,8 @@ export const ContractViolation: new(message: string) => Error = checks.ContractV
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Journal, JournalBackend, JournalContract } from "@lifeline/journal"
+ * import { Journal, JournalBackend } from "@lifeline/journal"
+ * import { JournalContract } from "@lifeline/journal/testing"
  *
  * const memoryStore: JournalContract.MakeStore = Effect.map(JournalBackend.makeMemory, (backend) => ({
  *   backend,
