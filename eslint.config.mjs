@@ -27,7 +27,13 @@ const lifelineSqlite = {
 
 const lifelineNode = {
   regex: "^@lifeline/node(/|$)",
-  message: "jsonrpc and kernel must not depend on @lifeline/node: depend on kernel Tags instead."
+  message: "jsonrpc, kernel and journal must not depend on @lifeline/node: depend on kernel Tags instead."
+}
+
+const lifelineJournal = {
+  regex: "^@lifeline/journal(/|$)",
+  message:
+    "jsonrpc and kernel must not depend on @lifeline/journal: the journal depends on the kernel, not the reverse."
 }
 
 export default defineConfig(
@@ -96,6 +102,7 @@ export default defineConfig(
           "@effect/platform-node",
           "@lifeline/jsonrpc",
           "@lifeline/kernel",
+          "@lifeline/journal",
           "@lifeline/node",
           "@lifeline/sqlite",
           "@lifeline/postgres",
@@ -110,11 +117,26 @@ export default defineConfig(
   {
     files: ["packages/{jsonrpc,kernel}/**"],
     rules: {
-      "no-restricted-imports": ["error", { patterns: [lifelineNode] }]
+      "no-restricted-imports": ["error", { patterns: [lifelineNode, lifelineJournal] }]
     }
   },
   {
     files: ["packages/{jsonrpc,kernel}/src/**"],
+    rules: {
+      "no-restricted-imports": ["error", {
+        paths: nodeBuiltins.paths,
+        patterns: [...nodeBuiltins.patterns, lifelineNode, lifelineJournal]
+      }]
+    }
+  },
+  {
+    files: ["packages/journal/**"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: [lifelineNode] }]
+    }
+  },
+  {
+    files: ["packages/journal/src/**"],
     rules: {
       "no-restricted-imports": ["error", {
         paths: nodeBuiltins.paths,

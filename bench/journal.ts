@@ -16,7 +16,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { pathToFileURL } from "node:url"
-import { Journal } from "../packages/kernel/src/index.js"
+import { Journal } from "../packages/journal/src/index.js"
 import * as SqliteJournal from "../packages/sqlite/src/SqliteJournal.js"
 
 /** One measured configuration. */

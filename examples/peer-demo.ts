@@ -6,7 +6,8 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Framing } from "@lifeline/jsonrpc"
-import { Cancellation, Connection, Method, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+import { Cancellation, Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import { Console, Duration, Effect, Fiber, References, Schema, Stream } from "effect"
 
 class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {

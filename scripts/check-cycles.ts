@@ -41,7 +41,10 @@ const resolve = (from: string, specifier: string): string | undefined => {
   const dir = packageDirs.get(match[1])
   if (dir === undefined) return undefined
   const target = Path.join(packagesDir, dir, "src", `${match[2] ?? "index"}.ts`)
-  return Fs.existsSync(target) ? target : undefined
+  if (Fs.existsSync(target)) return target
+  // An entry point that is a folder of its own (`@lifeline/<name>/testing`): its index.
+  const index = Path.join(packagesDir, dir, "src", match[2] ?? "", "index.ts")
+  return Fs.existsSync(index) ? index : undefined
 }
 
 interface Edge {

@@ -1,6 +1,8 @@
 /**
  * Generates `src/index.ts` for every package under `packages/`: one `export * as Name from "./Name.js"` per
- * top-level module in `src/` (not `index.ts`, not `internal/`), under that module's header JSDoc.
+ * top-level module in `src/` (not `index.ts`, not `internal/`), under that module's header JSDoc. A package's test
+ * kits live in `src/testing/` (its `testing` entry point, as Effect ships `effect/testing`): they get a
+ * `src/testing/index.ts` of their own the same way, and stay out of the main one.
  *
  * Usage: `pnpm codegen [package ...]` writes the files; `--check` writes nothing and exits with 1 when any of them is
  * out of date (run by `pnpm check`).
@@ -46,8 +48,7 @@ const render = (modules: ReadonlyArray<Module>): string =>
   [banner, ...modules.map((module) => `${module.header}\nexport * as ${module.name} from "./${module.name}.js"`)]
     .join("\n\n") + "\n"
 
-const generate = (packageDir: string): Outcome | undefined => {
-  const srcDir = Path.join(packageDir, "src")
+const generate = (srcDir: string): Outcome | undefined => {
   if (!Fs.existsSync(srcDir)) return undefined
   const files = Fs.readdirSync(srcDir, { withFileTypes: true })
     .filter((entry) => entry.isFile() && isModuleFile(entry.name))
@@ -84,8 +85,12 @@ const main = (args: ReadonlyArray<string>): number => {
     return 2
   }
   let failed = false
-  for (const name of requested.length > 0 ? requested : available) {
-    const outcome = generate(Path.join(packagesDir, name))
+  const srcDirs = (requested.length > 0 ? requested : available).flatMap((name) => [
+    Path.join(packagesDir, name, "src"),
+    Path.join(packagesDir, name, "src", "testing")
+  ])
+  for (const srcDir of srcDirs) {
+    const outcome = generate(srcDir)
     if (outcome === undefined) continue
     if (outcome._tag === "Problems") {
       for (const problem of outcome.problems) process.stderr.write(`codegen: ${problem}\n`)

@@ -1,5 +1,5 @@
 // Mutation testing of the kernel's lifecycle core: `pnpm mutate kernel` (see scripts/mutate.ts).
-// The kernel's journal and recovery decisions have a config of their own: stryker/kernel-recovery.config.mjs.
+// The journal's recovery decisions (@lifeline/journal) have a config of their own: stryker/journal.config.mjs.
 // The files run in this order, one Stryker run each; the peer's pending table and its detach come last.
 import { packageConfig } from "./shared.mjs"
 
@@ -30,6 +30,5 @@ const config = packageConfig({
 
 export default {
   ...config
-  // Which tests run (every kernel test but Journal* and Recovery*) is set in stryker/kernel.vitest.mjs, never with
-  // `testFiles`: see vitest-sandbox.mjs.
+  // Which tests run is set in stryker/kernel.vitest.mjs, never with `testFiles`: see vitest-sandbox.mjs.
 }

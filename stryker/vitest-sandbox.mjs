@@ -26,6 +26,7 @@ export const sandboxProject = (project, name, url, include) => {
     resolve: {
       alias: [
         { find: new RegExp(`^@lifeline/${name}$`), replacement: `${root}src/index.ts` },
+        { find: new RegExp(`^@lifeline/${name}/testing$`), replacement: `${root}src/testing/index.ts` },
         { find: new RegExp(`^@lifeline/${name}/(.+)$`), replacement: `${root}src/$1.ts` }
       ]
     }

@@ -10,7 +10,7 @@
  *
  * - A claim left stored (the second test). A session that stops while Postgres is down cannot delete its journal
  *   claim, and on one host that claim never expired: a claimant that sees the holder's process alive never takes it
- *   over, even past its expiry (packages/kernel/src/internal/journalClaim.ts, `acquire`). When the session went to
+ *   over, even past its expiry (packages/journal/src/internal/journalClaim.ts, `acquire`). When the session went to
  *   another runner after the restart, that runner's recovery waited as long as the first runner lived. A run of the
  *   whole integration project caught it in the first test: one runner held all 30 shards when Postgres stopped (the
  *   others had just joined), and the two runners that took 20 of them after the restart waited 60 s on its claims.

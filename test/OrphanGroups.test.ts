@@ -6,7 +6,7 @@
  * running. Linux only: the reaper and these tests read /proc. Runs on the live clock.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Journal, ProcessRecord } from "@lifeline/kernel"
+import { Journal, ProcessRecord } from "@lifeline/journal"
 import * as NodeReaper from "@lifeline/node/NodeReaper"
 import * as SqliteJournal from "@lifeline/sqlite/SqliteJournal"
 import { Effect } from "effect"

@@ -5,8 +5,8 @@
  * entry points, run on the oldest Node each package claims (its `engines`, from the registry's `node` package):
  * - Node 22.19 (`@lifeline/node` and the packages on `@effect/platform-node`): a server over `NodeChildProcess`, called
  *   through a `Connection.Service` client, draining an in-flight call on SIGTERM;
- * - Node 20.19 (`@lifeline/jsonrpc`, `@lifeline/kernel`, `@lifeline/hermes`: no Node platform module): a connection
- *   over `TestTransport`, a call and a drain.
+ * - Node 20.19 (`@lifeline/jsonrpc`, `@lifeline/kernel`, `@lifeline/journal`, `@lifeline/hermes`: no Node platform
+ *   module): a connection over `TestTransport`, a call and a drain.
  * A consumer `.ts` file is type-checked against the published `.d.ts`. The `hermes-host` bin of `@lifeline/hermes-node`
  * runs with `npx` from the installed tarball: its conformance kit checks the Python example extension of this
  * repository (every check passed).
@@ -124,7 +124,8 @@ const main = Effect.gen(function*() {
 NodeSignals.runMain(main)
 `
 
-const pureProgram = `import { Connection, Method, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+const pureProgram = `import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import { Effect, Schema } from "effect"
 
 const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
@@ -149,7 +150,8 @@ Effect.runPromise(program).then((result) => process.stdout.write(JSON.stringify(
 `
 
 const consumerTs = `import type { Peer } from "@lifeline/kernel"
-import { Connection, Method, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import { FleetRunner } from "@lifeline/fleet"
 import { NodeChildProcess, NodeSignals } from "@lifeline/node"
 import { PgJournal } from "@lifeline/postgres"
@@ -238,17 +240,20 @@ describe("the published packages, installed with npm outside the workspace", () 
         "lifeline-fleet-0.1.0.tgz",
         "lifeline-hermes-0.1.0.tgz",
         "lifeline-hermes-node-0.1.0.tgz",
+        "lifeline-journal-0.1.0.tgz",
         "lifeline-jsonrpc-0.1.0.tgz",
         "lifeline-kernel-0.1.0.tgz",
         "lifeline-node-0.1.0.tgz",
         "lifeline-postgres-0.1.0.tgz",
         "lifeline-sqlite-0.1.0.tgz"
       ])
-      for (const name of ["jsonrpc", "kernel", "hermes", "node", "sqlite", "postgres", "hermes-node", "fleet"]) {
+      for (
+        const name of ["jsonrpc", "kernel", "journal", "hermes", "node", "sqlite", "postgres", "hermes-node", "fleet"]
+      ) {
         const manifest = JSON.parse(
           Fs.readFileSync(Path.join(workspace, "packages", name, "package.json"), "utf8")
         )
-        const pure = ["jsonrpc", "kernel", "hermes"].includes(name)
+        const pure = ["jsonrpc", "kernel", "journal", "hermes"].includes(name)
         assert.strictEqual(manifest.engines.node, `>=${pure ? "20.19" : "22.19"}`, `${name}'s engines`)
         assert.strictEqual(manifest.peerDependencies.effect, "^4.1.0", `${name}'s effect peer range`)
       }
@@ -267,7 +272,7 @@ describe("the published packages, installed with npm outside the workspace", () 
           "--no-audit",
           "--no-fund",
           "--prefer-offline",
-          ...["jsonrpc", "kernel", "hermes"].map((name) => Path.join(packs, `lifeline-${name}-0.1.0.tgz`)),
+          ...["jsonrpc", "kernel", "journal", "hermes"].map((name) => Path.join(packs, `lifeline-${name}-0.1.0.tgz`)),
           `effect@${effectVersion}`,
           `node@${oldestNode.pure}`
         ], { cwd: pure, timeoutMs: 120_000 })

@@ -4,8 +4,8 @@
  * interrupted and recovers it. Runs on the live clock: the bounds are real process start-up and exit.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import type { JournalClaim, JournalEntry } from "@lifeline/kernel"
-import { Journal, JournalTrack, ProcessRecord, Recovery } from "@lifeline/kernel"
+import type { JournalClaim, JournalEntry } from "@lifeline/journal"
+import { Journal, JournalTrack, ProcessRecord, Recovery } from "@lifeline/journal"
 import * as NodeReaper from "@lifeline/node/NodeReaper"
 import * as SqliteJournal from "@lifeline/sqlite/SqliteJournal"
 import { Effect, Option } from "effect"

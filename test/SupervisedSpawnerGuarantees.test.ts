@@ -4,7 +4,7 @@
  */
 import { NodeChildProcessSpawner, NodeFileSystem, NodePath } from "@effect/platform-node"
 import { afterAll, assert, describe, it, layer } from "@effect/vitest"
-import { Journal, JournalError } from "@lifeline/kernel"
+import { Journal, JournalError } from "@lifeline/journal"
 import { NodeSupervisedSpawner } from "@lifeline/node"
 import { Effect, Exit, Fiber, Layer, Option, Scope, Stream } from "effect"
 import type { ChildProcessSpawner } from "effect/process"

@@ -19,12 +19,12 @@
  *   examples/agent-recovery/bin/agent-recovery                       # recovers, then goes on
  */
 // Deep imports keep start-up short: the barrels would load every module of every package.
+import * as Journal from "@lifeline/journal/Journal"
+import type * as JournalEntry from "@lifeline/journal/JournalEntry"
+import * as JournalTrack from "@lifeline/journal/JournalTrack"
+import * as ProcessRecord from "@lifeline/journal/ProcessRecord"
+import * as Recovery from "@lifeline/journal/Recovery"
 import * as DurationInput from "@lifeline/kernel/DurationInput"
-import * as Journal from "@lifeline/kernel/Journal"
-import type * as JournalEntry from "@lifeline/kernel/JournalEntry"
-import * as JournalTrack from "@lifeline/kernel/JournalTrack"
-import * as ProcessRecord from "@lifeline/kernel/ProcessRecord"
-import * as Recovery from "@lifeline/kernel/Recovery"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as NodeReaper from "@lifeline/node/NodeReaper"
 import * as NodeSignals from "@lifeline/node/NodeSignals"

@@ -8,7 +8,7 @@
  */
 import * as ExtensionSession from "@lifeline/fleet/ExtensionSession"
 import * as FleetRunner from "@lifeline/fleet/FleetRunner"
-import * as Journal from "@lifeline/kernel/Journal"
+import * as Journal from "@lifeline/journal/Journal"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
 import * as PgJournal from "@lifeline/postgres/PgJournal"
 import * as Effect from "effect/Effect"

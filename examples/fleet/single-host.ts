@@ -8,7 +8,7 @@
  * Usage: `node scripts/run-bundled.mjs examples/fleet/single-host.ts <postgres url> <operations> <sessions>`
  */
 import * as FleetRunner from "@lifeline/fleet/FleetRunner"
-import * as JournalTrack from "@lifeline/kernel/JournalTrack"
+import * as JournalTrack from "@lifeline/journal/JournalTrack"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
 import * as PgJournal from "@lifeline/postgres/PgJournal"

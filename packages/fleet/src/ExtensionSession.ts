@@ -15,9 +15,9 @@
  *
  * @since 0.1.0
  */
-import type * as Journal from "@lifeline/kernel/Journal"
-import type * as JournalClaim from "@lifeline/kernel/JournalClaim"
-import type * as JournalEntry from "@lifeline/kernel/JournalEntry"
+import type * as Journal from "@lifeline/journal/Journal"
+import type * as JournalClaim from "@lifeline/journal/JournalClaim"
+import type * as JournalEntry from "@lifeline/journal/JournalEntry"
 import type * as Method from "@lifeline/kernel/Method"
 import type * as Peer from "@lifeline/kernel/Peer"
 import type * as Protocol from "@lifeline/kernel/Protocol"

@@ -8,7 +8,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ExtensionSession } from "@lifeline/fleet"
-import { Journal, JournalBackend, JournalError, Protocol } from "@lifeline/kernel"
+import { Journal, JournalBackend, JournalError } from "@lifeline/journal"
+import { Protocol } from "@lifeline/kernel"
 import { Deferred, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
 import {
   MessageStorage,

@@ -6,7 +6,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ExtensionSession } from "@lifeline/fleet"
-import { Journal, Protocol } from "@lifeline/kernel"
+import { Journal } from "@lifeline/journal"
+import { Protocol } from "@lifeline/kernel"
 import { Effect, Layer, Option } from "effect"
 import { TestRunner } from "effect/cluster"
 import { ChildProcess } from "effect/process"

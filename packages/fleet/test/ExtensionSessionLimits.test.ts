@@ -4,7 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ExtensionSession } from "@lifeline/fleet"
-import { Journal } from "@lifeline/kernel"
+import { Journal } from "@lifeline/journal"
 import { Effect, Exit, Fiber, Layer, Option, Ref, Scope } from "effect"
 import { TestRunner } from "effect/cluster"
 import { ChildProcess } from "effect/process"

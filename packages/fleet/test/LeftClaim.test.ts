@@ -7,8 +7,8 @@
  * waited for 60 s, until the test ended.
  */
 import { assert, describe, it } from "@effect/vitest"
-import type { JournalClaim } from "@lifeline/kernel"
-import { Journal, JournalBackend, JournalError } from "@lifeline/kernel"
+import type { JournalClaim } from "@lifeline/journal"
+import { Journal, JournalBackend, JournalError } from "@lifeline/journal"
 import { Effect, Exit, Fiber, Option, Ref, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import * as internal from "../src/internal/leftClaim.js"

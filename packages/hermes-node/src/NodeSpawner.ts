@@ -5,8 +5,8 @@
  * @since 0.1.0
  */
 import * as Spawner from "@lifeline/hermes/Spawner"
-import type * as Journal from "@lifeline/kernel/Journal"
-import * as JournalClaim from "@lifeline/kernel/JournalClaim"
+import type * as Journal from "@lifeline/journal/Journal"
+import * as JournalClaim from "@lifeline/journal/JournalClaim"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -18,7 +18,7 @@ import * as ChildProcess from "effect/process/ChildProcess"
  * @example
  * ```ts
  * import { NodeSpawner } from "@lifeline/hermes-node"
- * import type { Journal } from "@lifeline/kernel"
+ * import type { Journal } from "@lifeline/journal"
  *
  * declare const journal: Journal.Journal.Service
  *
@@ -60,7 +60,7 @@ const toProcess = (child: NodeChildProcess.Child): Spawner.Process => ({
  * ```ts
  * import { Spawner } from "@lifeline/hermes"
  * import { NodeSpawner } from "@lifeline/hermes-node"
- * import type { Journal } from "@lifeline/kernel"
+ * import type { Journal } from "@lifeline/journal"
  * import { Effect } from "effect"
  *
  * declare const journal: Journal.Journal.Service

@@ -77,10 +77,10 @@ export * as MessageStore from "./MessageStore.js"
 export * as Spawner from "./Spawner.js"
 
 /**
- * A `Spawner` for tests: each "process" is an Effect run in a fiber over a `TestTransport` pair, so a host can be
- * tested against real extensions built with the SDK, or against misbehaving ones written by hand, under `TestClock`.
- * SIGTERM interrupts the fiber (its finalizers run, as a signal handler would); SIGKILL ends it at once.
+ * `TestSpawner` under its old path, kept so that existing imports compile: the test kit lives in
+ * `@lifeline/hermes/testing` (as Effect ships `effect/testing`), which is where new code imports it from.
  *
+ * @deprecated since 0.2.0: import `TestSpawner` from `@lifeline/hermes/testing`.
  * @since 0.1.0
  */
 export * as TestSpawner from "./TestSpawner.js"

@@ -5,7 +5,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Editor, Extension, HostMonitor } from "@lifeline/hermes"
-import { GracefulShutdown, ShutdownPolicy, TestTransport, Transport } from "@lifeline/kernel"
+import { GracefulShutdown, ShutdownPolicy, Transport } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import type { Duration, Path } from "effect"
 import { ConfigProvider, Effect, Fiber, FileSystem, Layer, Logger, Option, References, Schema } from "effect"
 import type { MemoryFs } from "./utils.js"

@@ -1,14 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import {
-  Editor,
-  Extension,
-  ExtensionHost,
-  HermesProtocol,
-  MessageStore,
-  Spawner,
-  TestSpawner,
-  Windows
-} from "@lifeline/hermes"
+import { Editor, Extension, ExtensionHost, HermesProtocol, MessageStore, Spawner, Windows } from "@lifeline/hermes"
+import { TestSpawner } from "@lifeline/hermes/testing"
 import { GracefulShutdown, ShutdownPolicy, Transport } from "@lifeline/kernel"
 import type { Duration } from "effect"
 import { Deferred, Effect, Fiber, Option, Queue, Ref, Schema, SubscriptionRef } from "effect"

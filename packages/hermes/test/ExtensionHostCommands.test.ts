@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Editor, Extension, ExtensionHost, MessageStore, Spawner, TestSpawner, Windows } from "@lifeline/hermes"
+import { Editor, Extension, ExtensionHost, MessageStore, Spawner, Windows } from "@lifeline/hermes"
+import { TestSpawner } from "@lifeline/hermes/testing"
 import { Deferred, Effect, Option } from "effect"
 import { adjust, eventually, makeMemoryFs } from "./utils.js"
 

@@ -3,7 +3,8 @@
  * `editor/patchMessage`. Each over-the-bound request gets a typed error, nothing is applied, and the host keeps serving.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ExtensionHost, MessageStore, Spawner, TestSpawner, Windows } from "@lifeline/hermes"
+import { ExtensionHost, MessageStore, Spawner, Windows } from "@lifeline/hermes"
+import { TestSpawner } from "@lifeline/hermes/testing"
 import { Transport } from "@lifeline/kernel"
 import { Deferred, Effect, Logger, Queue, Stream } from "effect"
 import { eventually, makeRaw } from "./utils.js"

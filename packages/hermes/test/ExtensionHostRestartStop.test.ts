@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ExtensionHost, MessageStore, Spawner, TestSpawner, Windows } from "@lifeline/hermes"
+import { ExtensionHost, MessageStore, Spawner, Windows } from "@lifeline/hermes"
+import { TestSpawner } from "@lifeline/hermes/testing"
 import { Framing } from "@lifeline/jsonrpc"
 import { GracefulShutdown, Transport } from "@lifeline/kernel"
 import { Effect, Fiber, Option, Queue, Stream } from "effect"

@@ -1,15 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import {
-  Editor,
-  Extension,
-  ExtensionHost,
-  HermesProtocol,
-  MessageStore,
-  Spawner,
-  TestSpawner,
-  Windows
-} from "@lifeline/hermes"
-import { TestTransport, Transport } from "@lifeline/kernel"
+import { Editor, Extension, ExtensionHost, HermesProtocol, MessageStore, Spawner, Windows } from "@lifeline/hermes"
+import { TestSpawner } from "@lifeline/hermes/testing"
+import { Transport } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import { ConfigProvider, Effect, Option, Ref } from "effect"
 import { eventually, makeMemoryFs, makeRaw } from "./utils.js"
 

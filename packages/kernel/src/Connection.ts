@@ -391,7 +391,8 @@ export interface Connection<Serves extends Method.Any, Calls extends Method.Any>
  * @example
  * ```ts
  * import { Effect, Schema } from "effect"
- * import { Connection, Method, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+ * import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
+ * import { TestTransport } from "@lifeline/kernel/testing"
  *
  * const Work = Method.request("work", { params: Schema.Struct({}), result: Schema.Null })
  *
@@ -625,7 +626,8 @@ export interface Service<Self, Id extends string, Serves extends Method.Any, Cal
  * @example
  * ```ts
  * import { Context, Effect, Layer, Schema } from "effect"
- * import { Connection, Method, Peer, Protocol, TestTransport } from "@lifeline/kernel"
+ * import { Connection, Method, Peer, Protocol } from "@lifeline/kernel"
+ * import { TestTransport } from "@lifeline/kernel/testing"
  *
  * const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
  * const CalcProtocol = Protocol.make({ calls: [Add] })

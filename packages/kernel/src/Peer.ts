@@ -300,7 +300,8 @@ export interface Peer<Serves extends Method.Any, Calls extends Method.Any> {
  * @example
  * ```ts
  * import { Effect, Schema } from "effect"
- * import { Method, Peer, Protocol, TestTransport } from "@lifeline/kernel"
+ * import { Method, Peer, Protocol } from "@lifeline/kernel"
+ * import { TestTransport } from "@lifeline/kernel/testing"
  *
  * const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
  * const server = Protocol.make({ serves: [Add] })

@@ -255,7 +255,8 @@ export const methodDuration: Metric.Histogram<number> = Metric.histogram("lifeli
 /**
  * @example
  * ```ts
- * import { Connection, Protocol, TestTransport } from "@lifeline/kernel"
+ * import { Connection, Protocol } from "@lifeline/kernel"
+ * import { TestTransport } from "@lifeline/kernel/testing"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
@@ -312,7 +313,8 @@ export const nameOf = (options: Options | undefined): string => options?.name ??
  * @example
  * ```ts
  * import { Effect, Metric } from "effect"
- * import { Peer, PeerMetrics, Protocol, TestTransport } from "@lifeline/kernel"
+ * import { Peer, PeerMetrics, Protocol } from "@lifeline/kernel"
+ * import { TestTransport } from "@lifeline/kernel/testing"
  *
  * const program = Effect.gen(function*() {
  *   const { left } = yield* TestTransport.makePair()
@@ -375,7 +377,8 @@ interface MethodSeries {
  * @example
  * ```ts
  * import { Effect, Schema } from "effect"
- * import { Method, Peer, PeerMetrics, Protocol, TestTransport } from "@lifeline/kernel"
+ * import { Method, Peer, PeerMetrics, Protocol } from "@lifeline/kernel"
+ * import { TestTransport } from "@lifeline/kernel/testing"
  *
  * const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
  * const Server = Protocol.make({ serves: [Add] })

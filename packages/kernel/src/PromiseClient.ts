@@ -81,7 +81,8 @@ export interface PromiseClient<Calls extends Method.Any> {
  * @example
  * ```ts
  * import { Effect, Exit, Schema, Scope } from "effect"
- * import { Method, Peer, PeerError, PromiseClient, Protocol, TestTransport } from "@lifeline/kernel"
+ * import { Method, Peer, PeerError, PromiseClient, Protocol } from "@lifeline/kernel"
+ * import { TestTransport } from "@lifeline/kernel/testing"
  *
  * const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
  * const server = Protocol.make({ serves: [Add] })

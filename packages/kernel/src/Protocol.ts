@@ -182,7 +182,8 @@ export type Client<Calls extends Method.Any> = {
  * @example
  * ```ts
  * import { Effect, Schema } from "effect"
- * import { Method, Peer, Protocol, TestTransport } from "@lifeline/kernel"
+ * import { Method, Peer, Protocol } from "@lifeline/kernel"
+ * import { TestTransport } from "@lifeline/kernel/testing"
  *
  * const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
  * const GetMessage = Method.request("editor/getMessage", {

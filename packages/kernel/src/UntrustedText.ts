@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import * as internal from "./internal/journalText.js"
+import * as internal from "./internal/untrustedText.js"
 
 /**
  * `text` with every control character (C0, DEL, C1), line or paragraph separator and bidirectional override written
@@ -67,3 +67,29 @@ export const maxShownLength: number = internal.maxShownLength
  * @category validation
  */
 export const nameProblem = (value: unknown, max: number): string | undefined => internal.textProblem(value, max)
+
+/**
+ * Why `value` cannot be stored as a name or a key, or `undefined` when it can: as {@link nameProblem}, and with
+ * `controls` true control characters are allowed (a key that names an entry already stored).
+ *
+ * @since 0.2.0
+ * @category validation
+ */
+export const textProblem: (value: unknown, max: number, controls?: boolean) => string | undefined = internal.textProblem
+
+/**
+ * An instant for a message: ISO 8601, or the number itself when it is no date (`toISOString` throws on one out of
+ * range).
+ *
+ * @since 0.2.0
+ * @category combinators
+ */
+export const shownInstant: (millis: number) => string = internal.shownInstant
+
+/**
+ * Whether `text` takes at most `max` bytes in UTF-8, counted without encoding it and only as far as needed.
+ *
+ * @since 0.2.0
+ * @category validation
+ */
+export const fitsUtf8: (text: string, max: number) => boolean = internal.fitsUtf8

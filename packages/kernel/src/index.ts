@@ -41,89 +41,6 @@ export * as DurationInput from "./DurationInput.js"
 export * as GracefulShutdown from "./GracefulShutdown.js"
 
 /**
- * The journal service: a durable record of operations that must survive a crash. Each one is written before it starts
- * and again when it ends, so that on start-up `Recovery` finds what was interrupted and resumes or fails it instead of
- * losing it. `make` builds the service on a storage backend (`JournalBackend`); `layerMemory` keeps it in memory,
- * `@lifeline/sqlite` and `@lifeline/postgres` on disk. The entries are in `JournalEntry`, the errors in
- * `JournalError`, owner claims in `JournalClaim`, and `JournalTrack.track` runs an effect as a journaled operation.
- *
- * @since 0.1.0
- */
-export * as Journal from "./Journal.js"
-
-/**
- * The storage under a journal: what a backend (memory, SQLite, Postgres, or your own) must provide for `Journal.make`
- * to build a journal on it, as rows of text and numbers. Each method is one atomic step; `Journal.make` adds the
- * rules (statuses, attempts, idempotency, who runs what, claims) once for every backend. `makeMemory` is the backend
- * in memory; `JournalSql.makeBackend` the one on any Effect SQL client.
- *
- * @since 0.1.0
- */
-export * as JournalBackend from "./JournalBackend.js"
-
-/**
- * Owner claims: which host owns the operations it begins (`Owner`), and the claim that makes a journal the owner's
- * only live holder, renewed on the `Clock` and taken over when its holder stops renewing it or its process is gone.
- * `Recovery` acts only under a claim, so that another live host's running work is never taken for a crash's
- * leftovers.
- *
- * @since 0.1.0
- */
-export * as JournalClaim from "./JournalClaim.js"
-
-/**
- * The journal contract as a test kit: the behaviour every journal backend must have for `Recovery` to be right
- * (idempotent begin, one end per entry, listing the unfinished work, guarded recovery steps, owner claims renewed,
- * expired, taken over and lost, concurrent journals on one store), as cases to run in any test framework against a
- * store of your own. Memory, SQLite and PostgreSQL run it; so should a third-party backend.
- *
- * The cases read the `Clock` and move it with `TestClock` (`@effect/vitest`'s `it.effect` provides one); a broken
- * rule dies with a `ContractViolation` that says which. Nothing here depends on a test framework.
- *
- * @since 0.1.0
- */
-export * as JournalContract from "./JournalContract.js"
-
-/**
- * The entries of a `Journal`: one operation each, written before it starts and again when it ends, with the status,
- * attempts and JSON values that `Recovery` decides on.
- *
- * @since 0.1.0
- */
-export * as JournalEntry from "./JournalEntry.js"
-
-/**
- * How a journal fails: `JournalError` for a step that could not be done (storage, corrupt data, unknown key, a state
- * that does not allow the step, bad input), and `OwnerInUse` when another live journal holds the owner.
- *
- * @since 0.1.0
- */
-export * as JournalError from "./JournalError.js"
-
-/**
- * The journal on any Effect SQL client (`effect/sql`'s `SqlClient`): one schema and one storage backend for SQLite
- * (`@lifeline/sqlite`), PostgreSQL (`@lifeline/postgres`) and other servers. The SQL is portable; what differs by
- * dialect is handled here: PostgreSQL's migrations run under an advisory lock, so that several processes starting at
- * once on an empty database apply them once; each write's effect is read from `RETURNING` where the dialect has it,
- * else from the driver's count of changed rows (an error, not 0, when the driver reports none); integer columns are
- * decoded whether the driver returns numbers, `bigint`s or strings.
- *
- * Every step is one statement committed before its effect succeeds, so the journal is as durable as the server's
- * commit (SQLite `synchronous = FULL`, PostgreSQL `synchronous_commit = on`).
- *
- * @since 0.1.0
- */
-export * as JournalSql from "./JournalSql.js"
-
-/**
- * Runs an effect as a journaled operation: recorded before it starts and when it ends, so that a crash in between
- * leaves an entry for `Recovery`, and a completed key is never run twice.
- *
- * @since 0.1.0
- */
-export * as JournalTrack from "./JournalTrack.js"
-
-/**
  * The lifecycle of a peer as a state machine: `Starting → Initializing → Ready → Closing → Closed`, and `Failed` from
  * any state that has not ended. Only the transitions in one table are possible; each one is published as an event
  * stamped by the Clock and logged at Debug, so tests, UIs and telemetry all read the same story.
@@ -177,15 +94,6 @@ export * as PeerMetrics from "./PeerMetrics.js"
 export * as Process from "./Process.js"
 
 /**
- * The host's record of the child processes it spawned, in its journal, so that a restarted host can find and kill the
- * ones its crashed predecessor left behind (the orphan reaper). A child is an entry of kind {@link kind}: begun when it
- * is spawned, completed when it exits.
- *
- * @since 0.1.0
- */
-export * as ProcessRecord from "./ProcessRecord.js"
-
-/**
  * A running peer's calls as Promises, for callers outside Effect (a VS Code extension, an Express server, a test
  * script): a call rejects with its typed error itself (`RpcError`, `RequestTimeout`, `ShutdownError`, the method's
  * own error), an `AbortSignal` abandons it, and a pending call costs no fiber.
@@ -213,15 +121,6 @@ export * as PromiseConnection from "./PromiseConnection.js"
 export * as Protocol from "./Protocol.js"
 
 /**
- * What a host does on start-up with the operations its journal says were interrupted: resume each one or fail it with
- * a typed `InterruptedByCrash` the user can retry, per kind, as the app decides; and what a shutdown cut off, recorded
- * for the next start to decide on. The child processes a host spawned are recorded by `ProcessRecord`.
- *
- * @since 0.1.0
- */
-export * as Recovery from "./Recovery.js"
-
-/**
  * What a peer does with work in flight when it stops: fail it at once (`FailFast`, the default, docs/lifecycle.md) or let it
  * finish until a deadline (`Drain`). The policy is plain data, provided as a service so an app picks it per
  * environment without code changes; {@link resolve} is the one rule for where it comes from.
@@ -242,11 +141,10 @@ export * as ShutdownPolicy from "./ShutdownPolicy.js"
 export * as StopSequence from "./StopSequence.js"
 
 /**
- * An in-memory pair of linked transports for tests: what one side sends, the other side's `incoming` receives. Each
- * direction is a `Link` that the test controls to inject faults: latency, lost or re-split chunks, garbage, a closed
- * or failed connection, and a reader that stalls. `serve` puts a peer that serves a protocol on the far end of a pair,
- * in one line.
+ * `TestTransport` under its old path, kept so that existing imports compile: the test kit lives in
+ * `@lifeline/kernel/testing` (as Effect ships `effect/testing`), which is where new code imports it from.
  *
+ * @deprecated since 0.2.0: import `TestTransport` from `@lifeline/kernel/testing`.
  * @since 0.1.0
  */
 export * as TestTransport from "./TestTransport.js"

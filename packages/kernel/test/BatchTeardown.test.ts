@@ -3,7 +3,8 @@
  * as a single request is (docs/peer.md, "Batches" and "Teardown"), so the "cut off" warning and a journal see it.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Connection, Method, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import { Effect, Schema } from "effect"
 import { eventually, makeRaw } from "./utils.js"
 

@@ -9,9 +9,9 @@ import {
   Peer,
   PeerError,
   Protocol,
-  ShutdownPolicy,
-  TestTransport
+  ShutdownPolicy
 } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import {
   ConfigProvider,
   Deferred,

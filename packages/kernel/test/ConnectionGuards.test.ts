@@ -15,9 +15,9 @@ import {
   Peer,
   PeerError,
   Protocol,
-  ShutdownPolicy,
-  TestTransport
+  ShutdownPolicy
 } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import { Deferred, Duration, Effect, Exit, Fiber, Logger, Option, References, Schema, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import { eventually, makeRaw, poll, wire, yieldTimes } from "./utils.js"

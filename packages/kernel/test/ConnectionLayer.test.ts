@@ -5,7 +5,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { Peer, PeerError, Transport } from "@lifeline/kernel"
-import { Connection, Lifecycle, Method, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+import { Connection, Lifecycle, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import {
   Config,
   ConfigProvider,

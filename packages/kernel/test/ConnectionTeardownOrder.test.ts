@@ -13,9 +13,9 @@ import {
   PeerError,
   PromiseClient,
   Protocol,
-  ShutdownPolicy,
-  TestTransport
+  ShutdownPolicy
 } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import { Effect, Exit, Fiber, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { WAKE_BATCH } from "../src/internal/peer/detach.js"

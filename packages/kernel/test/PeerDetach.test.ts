@@ -5,7 +5,8 @@
  * `Peer.make` did not make (a test double) has its calls failed at once by a detach, with nothing left to wake.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Method, Peer, PeerError, Protocol, TestTransport } from "@lifeline/kernel"
+import { Method, Peer, PeerError, Protocol } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import { Effect, Exit, Fiber, Schema, Scope } from "effect"
 import { detachPeer } from "../src/internal/peer/detach.js"
 import { eventually, makeRaw, poll } from "./utils.js"

@@ -4,7 +4,8 @@
  * what an answer nobody waits for is logged as. Public entry points only.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cancellation, Connection, Method, Peer, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
+import { Cancellation, Connection, Method, Peer, Protocol, ShutdownPolicy } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import { Cause, Effect, Exit, Fiber, Logger, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { eventually, makeRaw, wire } from "./utils.js"

@@ -3,7 +3,8 @@
  * bytes only, every later request is served, and what the reader skipped is logged once per burst, not per chunk.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Method, Peer, Protocol, TestTransport } from "@lifeline/kernel"
+import { Method, Peer, Protocol } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import { Effect, Logger, Schema } from "effect"
 import { eventually, makeRaw } from "./utils.js"
 

@@ -8,9 +8,9 @@ import {
   PeerError,
   PromiseClient,
   Protocol,
-  ShutdownPolicy,
-  TestTransport
+  ShutdownPolicy
 } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import { Deferred, Duration, Effect, Exit, Ref, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { eventually, wire } from "./utils.js"

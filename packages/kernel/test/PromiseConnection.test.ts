@@ -13,9 +13,9 @@ import {
   PromiseConnection,
   Protocol,
   ShutdownPolicy,
-  TestTransport,
   Transport
 } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import { Effect, Exit, Layer, ManagedRuntime, Schema, Scope } from "effect"
 
 class Nope extends Schema.TaggedError<Nope>()("Nope", { message: Schema.String }) {}

@@ -12,9 +12,9 @@ import {
   PeerError,
   PromiseClient,
   Protocol,
-  ShutdownPolicy,
-  TestTransport
+  ShutdownPolicy
 } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/kernel/testing"
 import { Effect, Exit, Fiber, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { eventually, makeRaw } from "./utils.js"

@@ -1,5 +1,6 @@
 import { Framing } from "@lifeline/jsonrpc"
-import type { TestTransport, Transport } from "@lifeline/kernel"
+import type { Transport } from "@lifeline/kernel"
+import type { TestTransport } from "@lifeline/kernel/testing"
 import { Effect, Option, Queue, Stream } from "effect"
 import type { Exit, Fiber, Scope } from "effect"
 

@@ -18,8 +18,8 @@
  *
  * @since 0.1.0
  */
+import type * as Journal from "@lifeline/journal/Journal"
 import * as Connection from "@lifeline/kernel/Connection"
-import type * as Journal from "@lifeline/kernel/Journal"
 import type * as Lifecycle from "@lifeline/kernel/Lifecycle"
 import type * as Method from "@lifeline/kernel/Method"
 import type * as Peer from "@lifeline/kernel/Peer"
@@ -170,7 +170,7 @@ export interface Options {
    * ```ts
    * import { Effect, Layer } from "effect"
    * import { ChildProcess } from "effect/process"
-   * import { Journal } from "@lifeline/kernel"
+   * import { Journal } from "@lifeline/journal"
    * import { NodeChildProcess } from "@lifeline/node"
    * import { SqliteJournal } from "@lifeline/sqlite"
    *

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import type * as JournalClaim from "@lifeline/kernel/JournalClaim"
+import type * as JournalClaim from "@lifeline/journal/JournalClaim"
 import type * as Effect from "effect/Effect"
 import * as internal from "./internal/journalIdentity.js"
 
@@ -33,7 +33,7 @@ export const identity: Effect.Effect<JournalClaim.Identity> = internal.identity
  *
  * @example
  * ```ts
- * import { Journal, JournalBackend } from "@lifeline/kernel"
+ * import { Journal, JournalBackend } from "@lifeline/journal"
  * import { NodeJournal } from "@lifeline/node"
  *
  * declare const backend: JournalBackend.Backend

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import type * as ProcessRecord from "@lifeline/kernel/ProcessRecord"
+import type * as ProcessRecord from "@lifeline/journal/ProcessRecord"
 import type * as Duration from "effect/Duration"
 import * as internal from "./internal/reaper.js"
 
@@ -18,7 +18,7 @@ import * as internal from "./internal/reaper.js"
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Recovery } from "@lifeline/kernel"
+ * import { Recovery } from "@lifeline/journal"
  * import { NodeReaper } from "@lifeline/node"
  * import { SqliteJournal } from "@lifeline/sqlite"
  *

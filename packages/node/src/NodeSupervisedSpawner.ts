@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import * as NodeChildProcessSpawner from "@effect/platform-node/NodeChildProcessSpawner"
-import type * as Journal from "@lifeline/kernel/Journal"
+import type * as Journal from "@lifeline/journal/Journal"
 import type * as Process from "@lifeline/kernel/Process"
 import * as StopSequence from "@lifeline/kernel/StopSequence"
 import type * as Duration from "effect/Duration"

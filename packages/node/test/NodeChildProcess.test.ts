@@ -1,15 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
+import { Journal, JournalError, ProcessRecord } from "@lifeline/journal"
 import { Framing } from "@lifeline/jsonrpc"
-import {
-  Connection,
-  GracefulShutdown,
-  Journal,
-  JournalError,
-  Method,
-  ProcessRecord,
-  Protocol,
-  ShutdownPolicy
-} from "@lifeline/kernel"
+import { Connection, GracefulShutdown, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
 import type { NodeChildProcess } from "@lifeline/node"
 import {
   Clock,

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Journal, ProcessRecord } from "@lifeline/kernel"
+import { Journal, ProcessRecord } from "@lifeline/journal"
 import { Clock, Effect, Fiber, Option } from "effect"
 import type { Duration } from "effect"
 import { TestClock } from "effect/testing"

@@ -7,9 +7,9 @@
  * @since 0.1.0
  */
 import type * as PgClient from "@effect/sql-pg/PgClient"
-import * as Journal from "@lifeline/kernel/Journal"
-import type * as JournalClaim from "@lifeline/kernel/JournalClaim"
-import type * as JournalError from "@lifeline/kernel/JournalError"
+import * as Journal from "@lifeline/journal/Journal"
+import type * as JournalClaim from "@lifeline/journal/JournalClaim"
+import type * as JournalError from "@lifeline/journal/JournalError"
 import * as Config from "effect/Config"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
@@ -101,7 +101,7 @@ export const layerClient: Layer.Layer<Journal.Journal, JournalError.JournalError
  *
  * @example
  * ```ts
- * import { Journal } from "@lifeline/kernel"
+ * import { Journal } from "@lifeline/journal"
  * import { PgJournal } from "@lifeline/postgres"
  * import { Effect, Redacted } from "effect"
  *

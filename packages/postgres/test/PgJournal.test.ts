@@ -1,6 +1,6 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, it } from "@effect/vitest"
-import { Journal, JournalSql, JournalTrack, Recovery } from "@lifeline/kernel"
+import { Journal, JournalSql, JournalTrack, Recovery } from "@lifeline/journal"
 import { PgJournal } from "@lifeline/postgres"
 import { ConfigProvider, Deferred, Effect, Fiber, Layer, Logger, Option, Redacted, Schema } from "effect"
 import { Reactivity } from "effect/reactivity"

@@ -1,6 +1,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { it } from "@effect/vitest"
-import { JournalContract, JournalSql } from "@lifeline/kernel"
+import { JournalSql } from "@lifeline/journal"
+import { JournalContract } from "@lifeline/journal/testing"
 import { PgJournal } from "@lifeline/postgres"
 import { Effect, Redacted } from "effect"
 import { Reactivity } from "effect/reactivity"

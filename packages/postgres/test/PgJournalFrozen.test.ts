@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Journal, JournalError, JournalTrack } from "@lifeline/kernel"
+import { Journal, JournalError, JournalTrack } from "@lifeline/journal"
 import { PgJournal } from "@lifeline/postgres"
 import { Context, Effect, Exit, Fiber, Layer, Redacted, Schedule, Scope } from "effect"
 import * as ChildProcess from "node:child_process"

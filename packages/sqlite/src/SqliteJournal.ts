@@ -5,9 +5,9 @@
  *
  * @since 0.1.0
  */
-import * as Journal from "@lifeline/kernel/Journal"
-import type * as JournalError from "@lifeline/kernel/JournalError"
-import * as JournalSql from "@lifeline/kernel/JournalSql"
+import * as Journal from "@lifeline/journal/Journal"
+import type * as JournalError from "@lifeline/journal/JournalError"
+import * as JournalSql from "@lifeline/journal/JournalSql"
 import * as Config from "effect/Config"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -149,7 +149,7 @@ export const makeFile = (
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Journal } from "@lifeline/kernel"
+ * import { Journal } from "@lifeline/journal"
  * import { SqliteJournal } from "@lifeline/sqlite"
  *
  * const program = Effect.flatMap(Journal.Journal, (journal) => journal.unfinished()).pipe(

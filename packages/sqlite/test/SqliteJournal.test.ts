@@ -1,6 +1,6 @@
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import type { JournalEntry } from "@lifeline/kernel"
-import { Journal, Recovery } from "@lifeline/kernel"
+import type { JournalEntry } from "@lifeline/journal"
+import { Journal, Recovery } from "@lifeline/journal"
 import { SqliteJournal } from "@lifeline/sqlite"
 import { ConfigProvider, Effect, Exit, Layer, Option, Scope } from "effect"
 import { Migrator, SqlClient } from "effect/sql"

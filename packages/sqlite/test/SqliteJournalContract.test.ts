@@ -1,5 +1,6 @@
 import { afterAll, describe, it } from "@effect/vitest"
-import { JournalContract, JournalSql } from "@lifeline/kernel"
+import { JournalSql } from "@lifeline/journal"
+import { JournalContract } from "@lifeline/journal/testing"
 import { SqliteJournal } from "@lifeline/sqlite"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"

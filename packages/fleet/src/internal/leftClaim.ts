@@ -1,6 +1,6 @@
-import type * as Journal from "@lifeline/kernel/Journal"
-import type * as JournalClaim from "@lifeline/kernel/JournalClaim"
-import * as JournalError from "@lifeline/kernel/JournalError"
+import type * as Journal from "@lifeline/journal/Journal"
+import type * as JournalClaim from "@lifeline/journal/JournalClaim"
+import * as JournalError from "@lifeline/journal/JournalError"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -9,7 +9,7 @@ import * as Schedule from "effect/Schedule"
 // When a session stops on a runner whose journal cannot be reached (Postgres down), the journal cannot delete the
 // session's claim: it logs "could not release the claim" and leaves the row. On the same host it does not expire: a
 // claimant that sees the holder's process alive never takes the claim over, even past its expiry (the kernel's rule
-// for a paused holder; packages/kernel/src/internal/journalClaim.ts, `acquire`). So when the session's shard goes to
+// for a paused holder; packages/journal/src/internal/journalClaim.ts, `acquire`). So when the session's shard goes to
 // another runner on the same host (a rebalance after the outage), that runner's recovery waits as long as this
 // runner lives, and the session's operations are never answered (test/FleetOutage.test.ts, the second test). A claim
 // left so is deleted here once the journal is back: it is taken again (the journal replaces a row it left itself)

@@ -1,4 +1,4 @@
-import * as Journal from "@lifeline/kernel/Journal"
+import * as Journal from "@lifeline/journal/Journal"
 import * as UntrustedText from "@lifeline/kernel/UntrustedText"
 import type * as Schema from "effect/Schema"
 import * as Crypto from "node:crypto"

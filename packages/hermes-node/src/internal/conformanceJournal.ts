@@ -6,9 +6,9 @@
  * the records of every other kit run whose claim it can take over (its process is dead), and leaves the others
  * alone, so several kit runs at once (as test workers do) never touch each other's extensions.
  */
-import * as Journal from "@lifeline/kernel/Journal"
-import * as JournalClaim from "@lifeline/kernel/JournalClaim"
-import * as ProcessRecord from "@lifeline/kernel/ProcessRecord"
+import * as Journal from "@lifeline/journal/Journal"
+import * as JournalClaim from "@lifeline/journal/JournalClaim"
+import * as ProcessRecord from "@lifeline/journal/ProcessRecord"
 import * as NodeReaper from "@lifeline/node/NodeReaper"
 import * as SqliteJournal from "@lifeline/sqlite/SqliteJournal"
 import * as Cause from "effect/Cause"

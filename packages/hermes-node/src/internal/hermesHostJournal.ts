@@ -3,8 +3,8 @@
  * `SqliteJournal`), so that when a host is killed (SIGKILL, OOM) the next start kills the extensions it left behind
  * before it spawns its own (docs/hosting.md, "Recovery").
  */
-import * as Journal from "@lifeline/kernel/Journal"
-import * as ProcessRecord from "@lifeline/kernel/ProcessRecord"
+import * as Journal from "@lifeline/journal/Journal"
+import * as ProcessRecord from "@lifeline/journal/ProcessRecord"
 import * as NodeReaper from "@lifeline/node/NodeReaper"
 import * as SqliteJournal from "@lifeline/sqlite/SqliteJournal"
 import * as Cause from "effect/Cause"

@@ -4,9 +4,9 @@
  *
  * @internal
  */
-import * as Journal from "@lifeline/kernel/Journal"
-import type * as JournalError from "@lifeline/kernel/JournalError"
-import * as ProcessRecord from "@lifeline/kernel/ProcessRecord"
+import * as Journal from "@lifeline/journal/Journal"
+import type * as JournalError from "@lifeline/journal/JournalError"
+import * as ProcessRecord from "@lifeline/journal/ProcessRecord"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"

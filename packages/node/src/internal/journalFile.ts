@@ -6,9 +6,9 @@
  *
  * @internal
  */
-import * as JournalBackend from "@lifeline/kernel/JournalBackend"
-import type * as JournalClaim from "@lifeline/kernel/JournalClaim"
-import { JournalError } from "@lifeline/kernel/JournalError"
+import * as JournalBackend from "@lifeline/journal/JournalBackend"
+import type * as JournalClaim from "@lifeline/journal/JournalClaim"
+import { JournalError } from "@lifeline/journal/JournalError"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Fs from "node:fs"

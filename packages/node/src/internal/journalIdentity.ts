@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import type * as JournalClaim from "@lifeline/kernel/JournalClaim"
+import type * as JournalClaim from "@lifeline/journal/JournalClaim"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Os from "node:os"

@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import type * as ProcessRecord from "@lifeline/kernel/ProcessRecord"
+import type * as ProcessRecord from "@lifeline/journal/ProcessRecord"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"

@@ -5,11 +5,11 @@
  *
  * @internal
  */
-import * as Journal from "@lifeline/kernel/Journal"
-import * as JournalClaim from "@lifeline/kernel/JournalClaim"
-import type { JournalError } from "@lifeline/kernel/JournalError"
+import * as Journal from "@lifeline/journal/Journal"
+import * as JournalClaim from "@lifeline/journal/JournalClaim"
+import type { JournalError } from "@lifeline/journal/JournalError"
+import * as ProcessRecord from "@lifeline/journal/ProcessRecord"
 import type * as Process from "@lifeline/kernel/Process"
-import * as ProcessRecord from "@lifeline/kernel/ProcessRecord"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"

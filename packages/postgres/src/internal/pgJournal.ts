@@ -1,9 +1,9 @@
 /** @internal */
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as Journal from "@lifeline/kernel/Journal"
-import type * as JournalClaim from "@lifeline/kernel/JournalClaim"
-import * as JournalError from "@lifeline/kernel/JournalError"
-import * as JournalSql from "@lifeline/kernel/JournalSql"
+import * as Journal from "@lifeline/journal/Journal"
+import type * as JournalClaim from "@lifeline/journal/JournalClaim"
+import * as JournalError from "@lifeline/journal/JournalError"
+import * as JournalSql from "@lifeline/journal/JournalSql"
 import * as NodeJournal from "@lifeline/node/NodeJournal"
 import * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"

@@ -1,7 +1,7 @@
 /** @internal */
-import type * as Journal from "@lifeline/kernel/Journal"
-import * as JournalError from "@lifeline/kernel/JournalError"
-import * as JournalSql from "@lifeline/kernel/JournalSql"
+import type * as Journal from "@lifeline/journal/Journal"
+import * as JournalError from "@lifeline/journal/JournalError"
+import * as JournalSql from "@lifeline/journal/JournalSql"
 import * as NodeJournal from "@lifeline/node/NodeJournal"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
