@@ -27,8 +27,7 @@ import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Editor from "../Editor.js"
-// A cycle that is safe: its values are only used inside functions, after both modules have loaded.
-import * as Extension from "../Extension.js"
+import type * as Extension from "../Extension.js"
 import * as HermesProtocol from "../HermesProtocol.js"
 import * as HostMonitor from "../HostMonitor.js"
 import * as StateFile from "./stateFile.js"
@@ -37,6 +36,9 @@ type ExtensionPeer = Peer.Peer<
   typeof HermesProtocol.Extension.serves[number],
   typeof HermesProtocol.Extension.calls[number]
 >
+
+/** `Extension.defaultCommandLimits` (the reasons are there). @internal */
+export const defaultCommandLimits = { maxConcurrentCommands: 16, maxQueuedCommands: 64 } as const
 
 /** Time kept back from a drain for releasing resources and writing the state. */
 const cleanupReserve = Duration.seconds(1)
@@ -144,8 +146,8 @@ export const run = <S, Res, R>(
     const monitor = yield* Effect.serviceOption(HostMonitor.HostMonitor)
     const runScope = yield* Effect.scope
     const budget = Duration.fromInputUnsafe(options.shutdownBudget ?? Duration.seconds(4))
-    const maxConcurrent = count(options.maxConcurrentCommands, Extension.defaultCommandLimits.maxConcurrentCommands, 1)
-    const maxQueued = count(options.maxQueuedCommands, Extension.defaultCommandLimits.maxQueuedCommands, 0)
+    const maxConcurrent = count(options.maxConcurrentCommands, defaultCommandLimits.maxConcurrentCommands, 1)
+    const maxQueued = count(options.maxQueuedCommands, defaultCommandLimits.maxQueuedCommands, 0)
 
     const commands = yield* FiberSet.make<void, never>()
     const resourcesScope = yield* Scope.make()

@@ -26,14 +26,14 @@ import * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
-// A cycle that is safe: these values are only used inside functions, after both modules have loaded.
-import * as ExtensionHost from "../ExtensionHost.js"
+import type * as ExtensionHost from "../ExtensionHost.js"
 import * as HermesProtocol from "../HermesProtocol.js"
 import type * as Hl7 from "../Hl7.js"
 import * as MessageStore from "../MessageStore.js"
 import * as Spawner from "../Spawner.js"
 import * as Windows from "../Windows.js"
 import * as EventLog from "./extensionHostEvents.js"
+import * as Model from "./extensionHostModel.js"
 import * as Stop from "./extensionHostStop.js"
 import type { Generation } from "./extensionHostStop.js"
 
@@ -72,9 +72,9 @@ const refuseSettings = (settings: HermesProtocol.Settings | undefined): Extensio
   const limit = HermesProtocol.MAX_SETTINGS_BYTES
   const bytes = HermesProtocol.settingsBytes(settings)
   if (bytes === undefined || typeof settings !== "object" || settings === null || Array.isArray(settings)) {
-    return new ExtensionHost.SettingsRefused({ reason: "NotJson", limit })
+    return new Model.SettingsRefused({ reason: "NotJson", limit })
   }
-  return bytes > limit ? new ExtensionHost.SettingsRefused({ reason: "TooLarge", limit, actual: bytes }) : undefined
+  return bytes > limit ? new Model.SettingsRefused({ reason: "TooLarge", limit, actual: bytes }) : undefined
 }
 
 /** @internal */
@@ -99,7 +99,7 @@ export const start = (
     const maxRestarts = options.restart?.maxRestarts ?? 3
     const restartWindow = Duration.fromInputUnsafe(options.restart?.within ?? Duration.seconds(60))
     const label = [spec.command, ...(spec.args ?? [])].join(" ")
-    const defaults = ExtensionHost.defaultLimits
+    const defaults = Model.defaultLimits
     const historyLimit = count(options.historyLimit, defaults.historyLimit, 1)
     const maxEventText = count(options.maxEventTextLength, defaults.maxEventTextLength, 0)
     const maxOpenWindows = count(options.maxOpenWindows, defaults.maxOpenWindows, 0)
@@ -149,10 +149,10 @@ export const start = (
         activeRequests++
         return effect
       }).pipe(
-        Effect.tap(() => emit((at) => ExtensionHost.Event.RequestServed({ at, method, ok: true, detail: undefined }))),
+        Effect.tap(() => emit((at) => Model.Event.RequestServed({ at, method, ok: true, detail: undefined }))),
         Effect.tapError((error) =>
           emit((at) =>
-            ExtensionHost.Event.RequestServed({ at, method, ok: false, detail: text(Stop.describeWireError(error)) })
+            Model.Event.RequestServed({ at, method, ok: false, detail: text(Stop.describeWireError(error)) })
           )
         ),
         Effect.ensuring(Effect.andThen(
@@ -262,7 +262,7 @@ export const start = (
               title: params.title
             }
             yield* emit((at) =>
-              ExtensionHost.Event.WindowOpened({
+              Model.Event.WindowOpened({
                 at,
                 windowId,
                 url: text(params.url),
@@ -278,11 +278,11 @@ export const start = (
                 // The answer carrying the id goes out first: `window/closed` must not overtake it.
                 if (connection !== undefined) yield* connection.peer.flush
                 const presentation = yield* windows.present(window)
-                yield* emit((at) => ExtensionHost.Event.WindowShown({ at, windowId, presentation }))
+                yield* emit((at) => Model.Event.WindowShown({ at, windowId, presentation }))
                 if (connection !== undefined) {
                   yield* Effect.ignore(connection.peer.notify(HermesProtocol.WindowClosed, { windowId }))
                 }
-                yield* emit((at) => ExtensionHost.Event.WindowClosed({ at, windowId }))
+                yield* emit((at) => Model.Event.WindowClosed({ at, windowId }))
               }).pipe(Effect.ensuring(generation.windowSlots.release(1))),
               { startImmediately: false }
             )
@@ -323,7 +323,7 @@ export const start = (
       // Only the `settings` option can be refused here: `reloadWith` checks before it stops anything.
       const refused = refuseSettings(currentSettings)
       if (refused !== undefined) {
-        yield* emit((at) => ExtensionHost.Event.Failed({ at, reason: refused.message }))
+        yield* emit((at) => Model.Event.Failed({ at, reason: refused.message }))
         return yield* setStatus("Failed")
       }
       const scope = yield* Scope.fork(generations, "sequential")
@@ -331,14 +331,12 @@ export const start = (
       const spawned = yield* Scope.provide(spawner.spawn({ ...currentSpec, env }), scope).pipe(Effect.result)
       if (Result.isFailure(spawned)) {
         yield* Scope.close(scope, Exit.void)
-        yield* emit((at) =>
-          ExtensionHost.Event.SpawnFailed({ at, generation: number, detail: spawned.failure.message })
-        )
-        yield* emit((at) => ExtensionHost.Event.Failed({ at, reason: spawned.failure.message }))
+        yield* emit((at) => Model.Event.SpawnFailed({ at, generation: number, detail: spawned.failure.message }))
+        yield* emit((at) => Model.Event.Failed({ at, reason: spawned.failure.message }))
         return yield* setStatus("Failed")
       }
       const process = spawned.success
-      yield* emit((at) => ExtensionHost.Event.Spawned({ at, generation: number, pid: process.pid }))
+      yield* emit((at) => Model.Event.Spawned({ at, generation: number, pid: process.pid }))
       const exit = yield* Deferred.make<Process.ExitStatus>()
       yield* process.exit.pipe(Effect.flatMap((s) => Deferred.succeed(exit, s)), Effect.forkIn(scope))
       const windowFibers = yield* Scope.provide(FiberMap.make<string>(), scope)
@@ -352,7 +350,7 @@ export const start = (
         connection: undefined,
         stopping: false
       }
-      yield* emit((at) => ExtensionHost.Event.Initializing({ at, generation: number }))
+      yield* emit((at) => Model.Event.Initializing({ at, generation: number }))
       let answer: HermesProtocol.InitializeResult | undefined
       const params: HermesProtocol.InitializeParams = {
         hermesVersion: options.hermesVersion ?? "0.1.0",
@@ -427,11 +425,11 @@ export const start = (
             : error.message
         )
         generation.stopping = true
-        yield* emit((at) => ExtensionHost.Event.InitializeFailed({ at, generation: number, reason, detail }))
+        yield* emit((at) => Model.Event.InitializeFailed({ at, generation: number, reason, detail }))
         const exitStatus = hasExited ? yield* Deferred.await(exit) : yield* kill(generation)
         yield* Scope.close(scope, Exit.void)
         yield* exited(generation, exitStatus, true)
-        yield* emit((at) => ExtensionHost.Event.Failed({ at, reason: `initialize ${reason}: ${detail}` }))
+        yield* emit((at) => Model.Event.Failed({ at, reason: `initialize ${reason}: ${detail}` }))
         return yield* setStatus("Failed")
       }
 
@@ -442,7 +440,7 @@ export const start = (
       const result = answer
       yield* touch
       yield* emit((at) =>
-        ExtensionHost.Event.Ready({
+        Model.Event.Ready({
           at,
           generation: number,
           name: result.name,
@@ -482,11 +480,11 @@ export const start = (
         if (restarts.length >= maxRestarts) {
           const reason = `crashed after ${restarts.length} restart(s) within ${Duration.format(restartWindow)}: ` +
             `the restart budget (${maxRestarts}) is exhausted`
-          yield* emit((at) => ExtensionHost.Event.Failed({ at, reason }))
+          yield* emit((at) => Model.Event.Failed({ at, reason }))
           yield* setStatus("Failed")
         } else {
           restarts.push(now)
-          yield* emit((at) => ExtensionHost.Event.Restarting({ at, restart: restarts.length, maxRestarts }))
+          yield* emit((at) => Model.Event.Restarting({ at, restart: restarts.length, maxRestarts }))
           yield* setStatus("Restarting")
           yield* launch
         }
@@ -588,7 +586,7 @@ export const start = (
         const generation = current
         const state = yield* SubscriptionRef.get(status)
         if (generation === undefined || state !== "Ready" || generation.connection === undefined) {
-          return yield* new ExtensionHost.CommandRefused({
+          return yield* new Model.CommandRefused({
             command,
             reason: "NotReady",
             detail: `the extension is ${state}`
@@ -596,7 +594,7 @@ export const start = (
         }
         const known = Option.exists(info, (i) => i.commands.some((c) => c.id === command))
         if (!known) {
-          return yield* new ExtensionHost.CommandRefused({
+          return yield* new Model.CommandRefused({
             command,
             reason: "UnknownCommand",
             detail: "the extension did not announce it in initialize"
@@ -606,12 +604,10 @@ export const start = (
           HermesProtocol.ExecuteCommand,
           args === undefined ? { command } : { command, arguments: args }
         ).pipe(
-          Effect.mapError((e) =>
-            new ExtensionHost.CommandRefused({ command, reason: "Disconnected", detail: e.message })
-          )
+          Effect.mapError((e) => new Model.CommandRefused({ command, reason: "Disconnected", detail: e.message }))
         )
         yield* touch
-        yield* emit((at) => ExtensionHost.Event.CommandSent({ at, command }))
+        yield* emit((at) => Model.Event.CommandSent({ at, command }))
       })
 
     // Under the lock, as every later start: a shutdown that comes meanwhile (a signal) cancels it and then waits for it.
