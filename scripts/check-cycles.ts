@@ -163,7 +163,11 @@ if (process.argv.includes("--all")) {
   for (const cycle of typeCycles) process.stdout.write(`  ${show(cycle)}\n`)
 }
 if (valueCycles.length === 0) {
-  process.stderr.write(`check-cycles: ${files.length} modules, no cycle through value imports${allowedCycles.length > 0 ? ` outside the allowlist (${allowedCycles.length} allowed)` : ""}\n`)
+  process.stderr.write(
+    `check-cycles: ${files.length} modules, no cycle through value imports${
+      allowedCycles.length > 0 ? ` outside the allowlist (${allowedCycles.length} allowed)` : ""
+    }\n`
+  )
 } else {
   process.stderr.write(`check-cycles: ${valueCycles.length} cycle(s) through value imports:\n`)
   for (const cycle of valueCycles) process.stderr.write(`  ${show(cycle)}\n`)

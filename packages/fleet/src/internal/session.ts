@@ -1,3 +1,4 @@
+import * as Bounds from "@lifeline/kernel/Bounds"
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import * as Journal from "@lifeline/kernel/Journal"
 import type * as JournalEntry from "@lifeline/kernel/JournalEntry"
@@ -32,7 +33,7 @@ import {
 import * as ChildSlot from "./child.js"
 import * as InFlight from "./inFlight.js"
 import { deleteLeftClaim } from "./leftClaim.js"
-import { defaultDrainTimeout, drained, handle, recordRetryWindow, withRecordRetries } from "./operation.js"
+import { defaultDrainTimeout, drained, handle, resolveDrainTimeout, withRecordRetries } from "./operation.js"
 import type { Invalid } from "./validate.js"
 import { operationProblem, sessionIdProblem } from "./validate.js"
 
@@ -130,7 +131,7 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
       const owner = ownerOf(sessionId)
       const journal = yield* Journal.Journal
       const sharding = yield* Sharding.Sharding
-      const drainTimeout = options.drainTimeout ?? defaultDrainTimeout
+      const drainTimeout = yield* resolveDrainTimeout(options.drainTimeout)
       // A session id out of bounds (sent by an older client, or around `run`) cannot have a journal owner: its
       // operations are refused, and the entity starts no child.
       const invalid = sessionIdProblem(sessionId, maxSessionIdLength)
@@ -191,10 +192,7 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
             `session ${sessionId}: stopped with ${running} operation(s) in flight; keeping its claim until they end`
           )
         }
-        const bound = Duration.sum(
-          Duration.sum(Duration.fromInputUnsafe(drainTimeout), Duration.fromInputUnsafe(recordRetryWindow)),
-          Duration.seconds(30)
-        )
+        const bound = Bounds.claimWait(Duration.fromInputUnsafe(drainTimeout))
         // Not the recovery itself: run by it when the scope closed while it took the claim (below).
         const self = yield* Effect.fiber
         const [, idle] = yield* Effect.all([

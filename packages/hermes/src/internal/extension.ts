@@ -5,6 +5,7 @@
  * @internal
  */
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
+import * as Bounds from "@lifeline/kernel/Bounds"
 import * as Connection from "@lifeline/kernel/Connection"
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import type * as Peer from "@lifeline/kernel/Peer"
@@ -145,7 +146,7 @@ export const run = <S, Res, R>(
     )
     const monitor = yield* Effect.serviceOption(HostMonitor.HostMonitor)
     const runScope = yield* Effect.scope
-    const budget = Duration.fromInputUnsafe(options.shutdownBudget ?? Duration.seconds(4))
+    const budget = Duration.fromInputUnsafe(options.shutdownBudget ?? Bounds.extensionShutdownBudget)
     const maxConcurrent = count(options.maxConcurrentCommands, defaultCommandLimits.maxConcurrentCommands, 1)
     const maxQueued = count(options.maxQueuedCommands, defaultCommandLimits.maxQueuedCommands, 0)
 

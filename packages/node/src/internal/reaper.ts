@@ -5,6 +5,7 @@
  *
  * @internal
  */
+import * as Bounds from "@lifeline/kernel/Bounds"
 import type * as ProcessRecord from "@lifeline/kernel/ProcessRecord"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -142,7 +143,7 @@ export const makeReaper = (
   system: System,
   options?: { readonly grace?: Duration.Input | undefined }
 ): ProcessRecord.Reaper => {
-  const grace = Duration.fromInputUnsafe(options?.grace ?? "2 seconds")
+  const grace = Duration.fromInputUnsafe(options?.grace ?? Bounds.reapGrace)
 
   /**
    * SIGTERM, then, if anything is left after `grace`, SIGKILL to the same targets whatever the leader did, then

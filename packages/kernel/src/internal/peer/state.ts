@@ -21,6 +21,7 @@ import * as Queue from "effect/Queue"
 import * as References from "effect/References"
 import * as Semaphore from "effect/Semaphore"
 import * as Tracer from "effect/Tracer"
+import * as Bounds from "../../Bounds.js"
 import * as Cancellation from "../../Cancellation.js"
 import type * as Peer from "../../Peer.js"
 import type * as PeerError from "../../PeerError.js"
@@ -219,8 +220,8 @@ export const make = Effect.fnUntraced(function*<R>(
     transport: options.transport,
     framing: options.framing ?? Framing.contentLength,
     limits: options.limits,
-    defaultTimeoutMillis: Duration.toMillis(Duration.fromInputUnsafe(options.requestTimeout ?? Duration.seconds(5))),
-    flushTimeout: Duration.fromInputUnsafe(options.flushTimeout ?? Duration.seconds(1)),
+    defaultTimeoutMillis: Duration.toMillis(Duration.fromInputUnsafe(options.requestTimeout ?? Bounds.requestTimeout)),
+    flushTimeout: Duration.fromInputUnsafe(options.flushTimeout ?? Bounds.flushTimeout),
     cancellation: Cancellation.spelling(options.cancellation ?? options.protocol.cancellation),
     exposeDefects: options.exposeDefects ?? false,
     gate: options.gate,
