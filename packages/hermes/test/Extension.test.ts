@@ -503,7 +503,11 @@ describe("Extension", () => {
     it.effect("InitializeParams: every field may be left out, and so may the params; decoding fills in the defaults", () =>
       Effect.sync(() => {
         const decode = Schema.decodeUnknownSync(HermesProtocol.InitializeParams)
-        const defaults = { hermesVersion: "unknown", protocolVersion: "unknown", hostPid: 0 }
+        const defaults = {
+          hermesVersion: HermesProtocol.UNKNOWN_VERSION,
+          protocolVersion: HermesProtocol.UNKNOWN_VERSION,
+          hostPid: 0
+        }
         assert.deepStrictEqual(decode({}), defaults)
         assert.deepStrictEqual(decode(undefined), defaults)
         assert.deepStrictEqual(decode({ dataDir: "/d", hostPid: 7 }), { ...defaults, dataDir: "/d", hostPid: 7 })
