@@ -1,7 +1,9 @@
 /**
  * The extension host's supervisor: one generation (process + connection) at a time, crash detection and the restart
  * budget (a shutdown during a restart cancels it, docs/protocol.md "Restarts"), the settings a start uses, and the
- * event log. How one generation is stopped is in `extensionHostStop.ts`.
+ * commands (`execute`, `reloadWith`, the waits). The rooms beside it: the event log (`extensionHostEvents.ts`), the
+ * request handlers (`extensionHostHandlers.ts`), how one generation is stopped (`extensionHostStop.ts`), and the values
+ * shared with `ExtensionHost.ts` (`extensionHostModel.ts`).
  *
  * @internal
  */
@@ -9,7 +11,6 @@ import * as RpcError from "@lifeline/jsonrpc/RpcError"
 import * as Connection from "@lifeline/kernel/Connection"
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import * as Lifecycle from "@lifeline/kernel/Lifecycle"
-import type * as Peer from "@lifeline/kernel/Peer"
 import * as PeerError from "@lifeline/kernel/PeerError"
 import * as Process from "@lifeline/kernel/Process"
 import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
@@ -28,11 +29,11 @@ import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import type * as ExtensionHost from "../ExtensionHost.js"
 import * as HermesProtocol from "../HermesProtocol.js"
-import type * as Hl7 from "../Hl7.js"
 import * as MessageStore from "../MessageStore.js"
 import * as Spawner from "../Spawner.js"
 import * as Windows from "../Windows.js"
 import * as EventLog from "./extensionHostEvents.js"
+import * as Handlers from "./extensionHostHandlers.js"
 import * as Model from "./extensionHostModel.js"
 import * as Stop from "./extensionHostStop.js"
 import type { Generation } from "./extensionHostStop.js"
@@ -122,8 +123,6 @@ export const start = (
     let info: Option.Option<HermesProtocol.InitializeResult> = Option.none()
     let generationCount = 0
     let restarts: Array<number> = []
-    let windowCount = 0
-    let activeRequests = 0
     // What the next start uses: `reloadWith` changes them (the user changed the extension's settings).
     let currentSpec = spec
     let currentSettings = options.settings
@@ -139,157 +138,22 @@ export const start = (
         lastActivity = now
       }))
 
-    // -- serving the extension --------------------------------------------------------------------------------
+    // -- serving the extension (./extensionHostHandlers.ts) ------------------------------------------------------
 
-    const served = <A>(
-      method: string,
-      effect: Effect.Effect<A, RpcError.RpcError>
-    ): Effect.Effect<A, RpcError.RpcError> =>
-      Effect.suspend(() => {
-        activeRequests++
-        return effect
-      }).pipe(
-        Effect.tap(() => emit((at) => Model.Event.RequestServed({ at, method, ok: true, detail: undefined }))),
-        Effect.tapError((error) =>
-          emit((at) =>
-            Model.Event.RequestServed({ at, method, ok: false, detail: text(Stop.describeWireError(error)) })
-          )
-        ),
-        Effect.ensuring(Effect.andThen(
-          Effect.sync(() => {
-            activeRequests--
-          }),
-          touch
-        ))
-      )
-
-    const invalid = (
-      error: { readonly reason: string; readonly detail: string; readonly index?: number; readonly path?: string }
-    ) =>
-      RpcError.RpcError.invalidParams(
-        error.index === undefined
-          ? { reason: error.reason, detail: error.detail }
-          : { index: error.index, path: error.path, reason: error.reason, detail: error.detail }
-      )
-
-    /** A refused `editor/patchMessage`: over `maxMessageBytes` with its bound and size, else its `Hl7Error` reason. */
-    const patchRefused = (error: MessageStore.PatchRejected) =>
-      error.reason === "MessageTooLarge"
-        ? RpcError.RpcError.invalidParams({
-          index: error.index,
-          reason: error.reason,
-          limit: error.limit,
-          actual: error.actual
-        })
-        : invalid(error)
-
-    /** A refused `editor/setMessage`: over a bound of the store with the bound and the size, else not HL7. */
-    const setRefused = (error: Hl7.Hl7Error | MessageStore.MessageTooLarge) =>
-      error._tag === "MessageTooLarge"
-        ? RpcError.RpcError.invalidParams({ reason: error.reason, limit: error.limit, actual: error.actual })
-        : invalid(error)
-
-    const tooLarge = (
-      reason: "TooManyPatches" | "ValueTooLarge" | "PatchesTooLarge",
-      limit: number,
-      actual: number,
-      index?: number
-    ) =>
-      RpcError.RpcError.invalidParams(
-        index === undefined ? { reason, limit, actual } : { reason, index, limit, actual }
-      )
-
-    /** The bounds of one `editor/patchMessage`: the count first, then each value, then the whole. */
-    const checkPatches = (patches: ReadonlyArray<HermesProtocol.Patch>): RpcError.RpcError | undefined => {
-      if (patches.length > maxPatches) return tooLarge("TooManyPatches", maxPatches, patches.length)
-      let total = 0
-      for (let index = 0; index < patches.length; index++) {
-        const { path, value } = patches[index]
-        const valueBytes = value === null ? 0 : MessageStore.utf8Bytes(value)
-        if (valueBytes > maxPatchValueBytes) return tooLarge("ValueTooLarge", maxPatchValueBytes, valueBytes, index)
-        total += MessageStore.utf8Bytes(path) + valueBytes
-      }
-      if (total > maxPatchRequestBytes) return tooLarge("PatchesTooLarge", maxPatchRequestBytes, total)
-      return undefined
-    }
-
-    const makeHandlers = (
-      generation: Generation
-    ): Peer.Handlers<HermesProtocol.HostServes, never> => ({
-      "editor/getMessage": (params) =>
-        served(
-          "editor/getMessage",
-          store.get(params?.format ?? "raw").pipe(
-            Effect.map((message) => ({ message })),
-            Effect.mapError(invalid)
-          )
-        ),
-      "editor/patchMessage": ({ patches }) =>
-        served(
-          "editor/patchMessage",
-          Effect.suspend(() => {
-            // Checked before anything is applied: the store applies a request in one synchronous step.
-            const refused = checkPatches(patches)
-            if (refused !== undefined) return Effect.fail(refused)
-            return store.patch(patches).pipe(Effect.map((applied) => ({ applied })), Effect.mapError(patchRefused))
-          })
-        ),
-      "editor/setMessage": ({ message }) =>
-        served(
-          "editor/setMessage",
-          store.set(message).pipe(Effect.as({ success: true }), Effect.mapError(setRefused))
-        ),
-      "ui/openWindow": (params) =>
-        served(
-          "ui/openWindow",
-          Effect.gen(function*() {
-            // A permit per open window, given back when it has closed: the windows of a flood wait for their fetch
-            // in a bounded queue, and the rest are refused. From the permit to the window's fiber nothing may be
-            // interrupted (a cancelled request would keep its permit for good); the fiber itself is interruptible, as
-            // every Effect 4 fork is unless asked otherwise.
-            if (!(yield* generation.windowSlots.takeIfAvailable(1))) {
-              return yield* RpcError.RpcError.requestFailed("Too many open windows", {
-                reason: "TooManyWindows",
-                limit: maxOpenWindows,
-                actual: yield* FiberMap.size(generation.windows)
-              })
-            }
-            const windowId = `window-${++windowCount}`
-            const window: Windows.Window = {
-              windowId,
-              extension: Option.match(info, { onNone: () => label, onSome: (i) => i.name }),
-              url: params.url,
-              title: params.title
-            }
-            yield* emit((at) =>
-              Model.Event.WindowOpened({
-                at,
-                windowId,
-                url: text(params.url),
-                title: params.title === undefined ? undefined : text(params.title)
-              })
-            )
-            const connection = generation.connection
-            // Starts after this handler returns, as Effect 3's fork did (Effect 4 would run it here up to a wait).
-            yield* FiberMap.run(
-              generation.windows,
-              windowId,
-              Effect.gen(function*() {
-                // The answer carrying the id goes out first: `window/closed` must not overtake it.
-                if (connection !== undefined) yield* connection.peer.flush
-                const presentation = yield* windows.present(window)
-                yield* emit((at) => Model.Event.WindowShown({ at, windowId, presentation }))
-                if (connection !== undefined) {
-                  yield* Effect.ignore(connection.peer.notify(HermesProtocol.WindowClosed, { windowId }))
-                }
-                yield* emit((at) => Model.Event.WindowClosed({ at, windowId }))
-              }).pipe(Effect.ensuring(generation.windowSlots.release(1))),
-              { startImmediately: false }
-            )
-            return { windowId }
-          }).pipe(Effect.uninterruptible)
-        )
+    const handlers = Handlers.make({
+      store,
+      windows,
+      emit,
+      text,
+      touch,
+      info: () => info,
+      label,
+      maxOpenWindows,
+      maxPatches,
+      maxPatchValueBytes,
+      maxPatchRequestBytes
     })
+    const makeHandlers = handlers.makeHandlers
 
     // -- processes --------------------------------------------------------------------------------------------
 
@@ -574,7 +438,7 @@ export const start = (
         if (current === undefined) return Effect.void
         return Effect.flatMap(Clock.currentTimeMillis, (now) => {
           const quietFor = now - lastActivity
-          if (activeRequests === 0 && quietFor >= settleMillis) return Effect.void
+          if (handlers.activeRequests() === 0 && quietFor >= settleMillis) return Effect.void
           return Effect.andThen(Effect.sleep(Duration.millis(Math.max(settleMillis - quietFor, 10))), loop)
         })
       })
