@@ -1,3 +1,10 @@
+/**
+ * One operation of a session: validated, recorded in the journal before it runs, run on the session's child, its end
+ * recorded (with retries while the journal is unreachable), and drained when its runner stops (`drainTimeout`, read
+ * as `resolveDrainTimeout` says). A key seen before is answered from the journal, not run again.
+ *
+ * @internal
+ */
 import * as Bounds from "@lifeline/kernel/Bounds"
 import type * as Journal from "@lifeline/kernel/Journal"
 import * as JournalEntry from "@lifeline/kernel/JournalEntry"
