@@ -71,6 +71,11 @@ const rows: ReadonlyArray<readonly [option: string, fallback: string, bounds: st
     "after the second signal, before exiting with 3 anyway"
   ],
   [
+    "Hermes host `exitGrace`",
+    `${s(Bounds.hostExitGrace)} (\`ExtensionHost\`; docs/protocol.md)`,
+    "after the end of an extension's input, before SIGTERM; its `verifyTimeout` after SIGKILL is `killGrace` + 1 s"
+  ],
+  [
     "`shutdownBudget`",
     `\`shutdownTimeout\` − ${s(Bounds.answerMargin)} = ${s(Bounds.extensionShutdownBudget)} (the Hermes extension SDK)`,
     "the extension's whole shutdown checklist; its drain is the policy's, cut to what is left of the budget minus 1 s"

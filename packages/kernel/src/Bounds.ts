@@ -102,6 +102,25 @@ export const verifyTimeout: Duration.Duration = Duration.seconds(1)
 export const forceTimeout: Duration.Duration = Duration.seconds(3)
 
 /**
+ * The Hermes host's `exitGrace`: after the end of an extension's input, the time it has to exit by itself before
+ * SIGTERM (docs/protocol.md). Longer than the stop sequence's {@link exitGrace}: the extension has just run its
+ * shutdown checklist and is ending its output.
+ *
+ * @since 0.2.0
+ * @category defaults
+ */
+export const hostExitGrace: Duration.Duration = Duration.seconds(2)
+
+/**
+ * The Hermes host's `verifyTimeout`, after SIGKILL: its `killGrace` + 1 s.
+ *
+ * @since 0.2.0
+ * @category derived
+ */
+export const hostVerifyTimeout = (killGrace: Duration.Duration): Duration.Duration =>
+  Duration.sum(killGrace, Duration.seconds(1))
+
+/**
  * What an extension keeps back from the host's {@link shutdownTimeout} so that its answer is on the wire in time.
  *
  * @since 0.2.0

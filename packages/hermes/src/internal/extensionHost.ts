@@ -8,6 +8,7 @@
  * @internal
  */
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
+import * as Bounds from "@lifeline/kernel/Bounds"
 import * as Connection from "@lifeline/kernel/Connection"
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import * as Lifecycle from "@lifeline/kernel/Lifecycle"
@@ -95,8 +96,8 @@ export const start = (
     // How much later than `initializeTimeout` the kernel's handshake bound is: the host's own bound fires first.
     const handshakeMargin = Duration.seconds(1)
     const shutdownTimeout = Duration.fromInputUnsafe(options.shutdownTimeout ?? HermesProtocol.SHUTDOWN_TIMEOUT)
-    const exitGrace = Duration.fromInputUnsafe(options.exitGrace ?? Duration.seconds(2))
-    const killGrace = Duration.fromInputUnsafe(options.killGrace ?? Duration.seconds(1))
+    const exitGrace = Duration.fromInputUnsafe(options.exitGrace ?? Bounds.hostExitGrace)
+    const killGrace = Duration.fromInputUnsafe(options.killGrace ?? Bounds.killGrace)
     const maxRestarts = options.restart?.maxRestarts ?? 3
     const restartWindow = Duration.fromInputUnsafe(options.restart?.within ?? Duration.seconds(60))
     const label = [spec.command, ...(spec.args ?? [])].join(" ")
@@ -160,7 +161,7 @@ export const start = (
     // Completed by a forced stop (a second signal to a program under `NodeSignals.runMain`): every stop sequence
     // running or to come cuts its waits short and goes to SIGKILL.
     const forced = yield* Deferred.make<void>()
-    const verifyTimeout = Duration.sum(killGrace, Duration.seconds(1))
+    const verifyTimeout = Bounds.hostVerifyTimeout(killGrace)
 
     const stopContext: Stop.StopContext = {
       label,
