@@ -6,6 +6,7 @@
  * policy in its environment makes it say so and exit 1 instead of silently running fail-fast.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { ShutdownPolicy } from "@lifeline/kernel"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -91,7 +92,7 @@ describe("Hermes: an SDK extension process under a flood, a signal, a bad enviro
     () =>
       Effect.gen(function*() {
         const extension = yield* spawnFramed(commands, {
-          env: { LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "3 seconds" }
+          env: { [ShutdownPolicy.POLICY_VARIABLE]: "drain", [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: "3 seconds" }
         })
         yield* initialize(extension, tempDir())
         extension.send({ jsonrpc: "2.0", method: "command/execute", params: { command: "commands.late" } })
@@ -116,7 +117,7 @@ describe("Hermes: an SDK extension process under a flood, a signal, a bad enviro
     () =>
       Effect.gen(function*() {
         const extension = yield* spawnFramed(commands, {
-          env: { LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "30 seconds" }
+          env: { [ShutdownPolicy.POLICY_VARIABLE]: "drain", [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: "30 seconds" }
         })
         yield* initialize(extension, tempDir())
         extension.send({ jsonrpc: "2.0", method: "command/execute", params: { command: "commands.wait" } })
@@ -141,8 +142,11 @@ describe("Hermes: an SDK extension process under a flood, a signal, a bad enviro
       Effect.gen(function*() {
         for (
           const [env, variable] of [
-            [{ LIFELINE_SHUTDOWN_POLICY: "drian" }, "LIFELINE_SHUTDOWN_POLICY"],
-            [{ LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "soon" }, "LIFELINE_DRAIN_TIMEOUT"]
+            [{ [ShutdownPolicy.POLICY_VARIABLE]: "drian" }, ShutdownPolicy.POLICY_VARIABLE],
+            [
+              { [ShutdownPolicy.POLICY_VARIABLE]: "drain", [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: "soon" },
+              ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE
+            ]
           ] as const
         ) {
           const extension = yield* spawnFramed(commands, { env })

@@ -7,6 +7,7 @@
  * not asserted (the figures are logged).
  */
 import { assert, describe, it } from "@effect/vitest"
+import { ShutdownPolicy } from "@lifeline/kernel"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -84,7 +85,7 @@ describe("Hermes: the end of stdin ends an extension process by itself", () => {
           const dataDir = tempDir()
           // A drain far longer than the SDK's shutdown budget (4 s): the budget must cut it.
           const extension = yield* spawnFramed(probe, {
-            env: { LIFELINE_SHUTDOWN_POLICY: policy, LIFELINE_DRAIN_TIMEOUT: "30 seconds" }
+            env: { [ShutdownPolicy.POLICY_VARIABLE]: policy, [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: "30 seconds" }
           })
           yield* initialize(extension, { dataDir, hostPid: 0 })
           extension.send({ jsonrpc: "2.0", method: "command/execute", params: { command: "probe.hang" } })

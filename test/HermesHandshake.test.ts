@@ -23,7 +23,7 @@ describe("Hermes: initialize and shutdown as hosts send them, to real extension 
     () =>
       Effect.gen(function*() {
         const dataDir = tempDir()
-        const extension = yield* spawnFramed(hello, { env: { HERMES_DATA_DIR: dataDir } })
+        const extension = yield* spawnFramed(hello, { env: { [HermesProtocol.DATA_DIR_VARIABLE]: dataDir } })
         const body = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`
         // The specification prints this frame with "Content-Length: 52"; its body is 58 bytes (docs/protocol.md).
         assert.strictEqual(Buffer.byteLength(body, "utf8"), 58)
@@ -57,8 +57,8 @@ describe("Hermes: initialize and shutdown as hosts send them, to real extension 
         const fromVariable = tempDir()
         const home = tempDir()
         const cases = [
-          { env: { HERMES_DATA_DIR: fromVariable }, dataDir: fromVariable },
-          { env: { HERMES_DATA_DIR: undefined, HOME: home }, dataDir: Path.join(home, ".hermes") }
+          { env: { [HermesProtocol.DATA_DIR_VARIABLE]: fromVariable }, dataDir: fromVariable },
+          { env: { [HermesProtocol.DATA_DIR_VARIABLE]: undefined, HOME: home }, dataDir: Path.join(home, ".hermes") }
         ]
         for (const { dataDir, env } of cases) {
           const extension = yield* spawnFramed(probe, { env })
@@ -83,7 +83,7 @@ describe("Hermes: initialize and shutdown as hosts send them, to real extension 
     () =>
       Effect.gen(function*() {
         const dataDir = tempDir()
-        const extension = yield* spawnFramed(probe, { env: { HERMES_DATA_DIR: undefined } })
+        const extension = yield* spawnFramed(probe, { env: { [HermesProtocol.DATA_DIR_VARIABLE]: undefined } })
         extension.send({ jsonrpc: "2.0", id: 1, method: "initialize", params: { dataDir, hostPid: 0 } })
         yield* extension.next((m) => m.id === 1, "the answer to initialize")
         extension.send({ jsonrpc: "2.0", method: "initialized" })

@@ -5,6 +5,7 @@
  * is still served during the flood and after it. The extension runs as a real process, spoken to over raw frames.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { HermesProtocol } from "@lifeline/hermes"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
@@ -37,7 +38,9 @@ describe("HL7 example: the report server closes idle and slow sockets", () => {
     () =>
       Effect.gen(function*() {
         const dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "hl7-window-server-"))
-        const extension = yield* spawnFramed("examples/hl7-extension/main.ts", { env: { HERMES_DATA_DIR: dataDir } })
+        const extension = yield* spawnFramed("examples/hl7-extension/main.ts", {
+          env: { [HermesProtocol.DATA_DIR_VARIABLE]: dataDir }
+        })
         extension.send({ jsonrpc: "2.0", id: 1, method: "initialize", params: { dataDir } })
         yield* extension.next((m) => m.id === 1, "the answer to initialize")
         extension.send({ jsonrpc: "2.0", method: "initialized" })

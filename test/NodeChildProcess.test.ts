@@ -404,7 +404,13 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         const saved = { ...process.env }
         yield* Effect.addFinalizer(() =>
           Effect.sync(() => {
-            for (const name of ["LIFELINE_SHUTDOWN_POLICY", "LIFELINE_DRAIN_TIMEOUT", "LIFELINE_INHERITED"]) {
+            for (
+              const name of [
+                ShutdownPolicy.POLICY_VARIABLE,
+                ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE,
+                "LIFELINE_INHERITED"
+              ]
+            ) {
               if (saved[name] === undefined) delete process.env[name]
               else process.env[name] = saved[name]
             }
@@ -430,11 +436,11 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
         assert.deepStrictEqual(yield* seen({ env: { OTHER: "x" }, extendEnv: true }), ["undefined|undefined|yes"])
         // Named by the caller (as hermes-host does from --drain-timeout): passed on.
         assert.deepStrictEqual(
-          yield* seen({ env: { LIFELINE_SHUTDOWN_POLICY: "fail-fast" }, extendEnv: true }),
+          yield* seen({ env: { [ShutdownPolicy.POLICY_VARIABLE]: "fail-fast" }, extendEnv: true }),
           ["fail-fast|undefined|yes"]
         )
         assert.deepStrictEqual(
-          yield* seen({ env: { LIFELINE_DRAIN_TIMEOUT: "2 seconds" } }),
+          yield* seen({ env: { [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: "2 seconds" } }),
           ["undefined|2 seconds|undefined"]
         )
       }))

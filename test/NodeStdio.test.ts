@@ -1,5 +1,6 @@
 import { assert, layer } from "@effect/vitest"
 import { Framing, Message } from "@lifeline/jsonrpc"
+import { ShutdownPolicy } from "@lifeline/kernel"
 import type { Transport } from "@lifeline/kernel"
 import { NodeChildProcess, NodeSignals } from "@lifeline/node"
 import { Deferred, Effect, Exit, Fiber, Result, Stream } from "effect"
@@ -166,7 +167,10 @@ const awaitLine = (child: NodeChildProcess.Child, text: string) =>
     }
   })
 
-const drain = (timeout: string) => ({ LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: timeout })
+const drain = (timeout: string) => ({
+  [ShutdownPolicy.POLICY_VARIABLE]: "drain",
+  [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: timeout
+})
 
 layer(Fixtures.layer(["connection-server"]), { excludeTestServices: true, timeout: "60 seconds" })(
   "NodeStdio.makeConnection: the shutdown policy in a real child",
@@ -185,7 +189,7 @@ layer(Fixtures.layer(["connection-server"]), { excludeTestServices: true, timeou
 
     it.effect("SIGTERM under fail-fast: the request in flight is cut off at once, then exit 143", () =>
       Effect.gen(function*() {
-        const { child, client } = yield* connectionServer({ LIFELINE_SHUTDOWN_POLICY: "fail-fast" })
+        const { child, client } = yield* connectionServer({ [ShutdownPolicy.POLICY_VARIABLE]: "fail-fast" })
         yield* Effect.forkChild(client.call("sleep", { ms: 20_000 }))
         yield* Effect.sleep("100 millis")
         const start = performance.now()

@@ -9,6 +9,7 @@
  * writing what happens to an events file.
  */
 import { assert, layer } from "@effect/vitest"
+import { ShutdownPolicy } from "@lifeline/kernel"
 import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
@@ -61,8 +62,11 @@ const other = (side: Side): Side => side === "host" ? "child" : "host"
 
 const policyEnv = (policy: Policy): Record<string, string> =>
   policy === "fail-fast"
-    ? { LIFELINE_SHUTDOWN_POLICY: "fail-fast" }
-    : { LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: policy === "drain 1s" ? "1 second" : "6 seconds" }
+    ? { [ShutdownPolicy.POLICY_VARIABLE]: "fail-fast" }
+    : {
+      [ShutdownPolicy.POLICY_VARIABLE]: "drain",
+      [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: policy === "drain 1s" ? "1 second" : "6 seconds"
+    }
 
 /** The events of one run, with the questions the rows ask of them. */
 class Events {

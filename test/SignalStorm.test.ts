@@ -5,6 +5,7 @@
  * -15): it exits with the documented code of a third signal, 3 (`Abandoned`; docs/hosting.md, "Exit codes").
  */
 import { assert, describe, it } from "@effect/vitest"
+import { HermesProtocol } from "@lifeline/hermes"
 import { Effect } from "effect"
 import type * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
@@ -76,7 +77,9 @@ describe("a storm of SIGTERMs never kills a process by the signal itself", () =>
     () =>
       Effect.gen(function*() {
         const dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "signal-storm-"))
-        const extension = yield* spawnFramed("examples/hl7-extension/main.ts", { env: { HERMES_DATA_DIR: dataDir } })
+        const extension = yield* spawnFramed("examples/hl7-extension/main.ts", {
+          env: { [HermesProtocol.DATA_DIR_VARIABLE]: dataDir }
+        })
         extension.write(frame({ jsonrpc: "2.0", id: 1, method: "initialize", params: { dataDir } }))
         yield* extension.next((m) => m.id === 1, "the answer to initialize", 20_000)
         const sent = yield* storm(extension.child)

@@ -157,7 +157,8 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
    * When the runner stops (or the session's shard moves), how long an operation in flight may still finish before it
    * is left unfinished in the journal, for the next runner to resume or fail by its kind's decision. Operations not
    * started yet are never started: the next runner gets them. Keep it below the runner's `entityTerminationTimeout`
-   * (Effect's default 15 s), which bounds the whole stop. Default 10 seconds.
+   * (Effect's default 15 s), which bounds the whole stop. Default: `LIFELINE_DRAIN_TIMEOUT` when it is set (read as the
+   * shutdown policy reads it), else 10 seconds (`Bounds.fleetDrainTimeout`).
    */
   readonly drainTimeout?: Duration.Input | undefined
   /**

@@ -134,10 +134,7 @@ export interface Options<S, Res, R> {
 export const defaultCommandLimits: {
   readonly maxConcurrentCommands: number
   readonly maxQueuedCommands: number
-} = {
-  maxConcurrentCommands: 16,
-  maxQueuedCommands: 64
-}
+} = internal.defaultCommandLimits
 
 /**
  * An extension, ready to run.

@@ -14,15 +14,16 @@ import * as ErrorCode from "@lifeline/jsonrpc/ErrorCode"
 import type * as Framing from "@lifeline/jsonrpc/Framing"
 import type * as Message from "@lifeline/jsonrpc/Message"
 import type * as Process from "@lifeline/kernel/Process"
-import * as Data from "effect/Data"
+import type * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
-import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type * as HermesProtocol from "./HermesProtocol.js"
 import * as internal from "./internal/extensionHost.js"
+import * as model from "./internal/extensionHostModel.js"
+import type { CommandRefused, SettingsRefused } from "./internal/extensionHostModel.js"
 import type * as MessageStore from "./MessageStore.js"
 import type * as Spawner from "./Spawner.js"
 import type * as Windows from "./Windows.js"
@@ -145,7 +146,7 @@ export type Event = Data.TaggedEnum<{
  * @since 0.1.0
  * @category constructors
  */
-export const Event = Data.taggedEnum<Event>()
+export const Event: Data.TaggedEnum.Constructor<Event> = model.Event
 
 /**
  * `execute` was refused: the extension is not `Ready`, or has no such command.
@@ -153,18 +154,7 @@ export const Event = Data.taggedEnum<Event>()
  * @since 0.1.0
  * @category errors
  */
-export class CommandRefused extends Schema.TaggedError<CommandRefused>("@lifeline/hermes/CommandRefused")(
-  "CommandRefused",
-  {
-    command: Schema.String,
-    reason: Schema.Literals(["NotReady", "UnknownCommand", "Disconnected"]),
-    detail: Schema.String
-  }
-) {
-  override get message(): string {
-    return `command ${this.command} refused (${this.reason}): ${this.detail}`
-  }
-}
+export { CommandRefused } from "./internal/extensionHostModel.js"
 
 /**
  * New settings for an extension, for {@link Extension.reloadWith}: each one given replaces the current one, whole (no
@@ -189,20 +179,7 @@ export interface Reconfiguration {
  * @since 0.1.0
  * @category errors
  */
-export class SettingsRefused extends Schema.TaggedError<SettingsRefused>("@lifeline/hermes/SettingsRefused")(
-  "SettingsRefused",
-  {
-    reason: Schema.Literals(["NotJson", "TooLarge"]),
-    limit: Schema.Number,
-    actual: Schema.optional(Schema.Number)
-  }
-) {
-  override get message(): string {
-    return this.reason === "NotJson"
-      ? "settings refused: not JSON"
-      : `settings refused: ${this.actual} bytes of JSON, over ${this.limit}`
-  }
-}
+export { SettingsRefused } from "./internal/extensionHostModel.js"
 
 /**
  * The restart budget: at most `maxRestarts` restarts after crashes within any `within` window (OTP's intensity and
@@ -255,14 +232,7 @@ export interface Limits {
  * @since 0.1.0
  * @category models
  */
-export const defaultLimits: Limits = {
-  historyLimit: 10_000,
-  maxEventTextLength: 1024,
-  maxOpenWindows: 64,
-  maxPatches: 1000,
-  maxPatchValueBytes: 64 * 1024,
-  maxPatchRequestBytes: 1024 * 1024
-}
+export const defaultLimits: Limits = model.defaultLimits
 
 /**
  * The JSON-RPC error code of a `ui/openWindow` refused because the extension has `maxOpenWindows` open: LSP's

@@ -4,9 +4,10 @@
  *
  * @since 0.1.0
  */
+import * as Bounds from "@lifeline/kernel/Bounds"
 import * as Method from "@lifeline/kernel/Method"
 import * as Protocol from "@lifeline/kernel/Protocol"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as SchemaGetter from "effect/SchemaGetter"
@@ -26,7 +27,7 @@ export const PROTOCOL_VERSION = "1.0"
  * @since 0.1.0
  * @category models
  */
-export const INITIALIZE_TIMEOUT: Duration.Duration = Duration.seconds(10)
+export const INITIALIZE_TIMEOUT: Duration.Duration = Bounds.handshakeTimeout
 
 /**
  * How long the host waits for the answer to `shutdown` before it kills the process (docs/protocol.md, "Lifecycle").
@@ -34,7 +35,7 @@ export const INITIALIZE_TIMEOUT: Duration.Duration = Duration.seconds(10)
  * @since 0.1.0
  * @category models
  */
-export const SHUTDOWN_TIMEOUT: Duration.Duration = Duration.seconds(5)
+export const SHUTDOWN_TIMEOUT: Duration.Duration = Bounds.shutdownTimeout
 
 /**
  * The error code of a `shutdown` whose cleanup failed; the host logs it and still terminates the process

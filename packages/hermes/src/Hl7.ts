@@ -168,14 +168,6 @@ export const parse = (text: string): Result.Result<Message, Hl7Error> => {
 }
 
 /**
- * Whether `text` parses as an HL7 v2 message.
- *
- * @since 0.1.0
- * @category models
- */
-export const isHl7 = (text: string): boolean => Result.isSuccess(parse(text))
-
-/**
  * Serialises a message: segments joined by `\r`, trailing empty fields kept as they were.
  *
  * @example

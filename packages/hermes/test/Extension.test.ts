@@ -534,7 +534,11 @@ describe("Extension", () => {
     it.effect("InitializeParams: every field may be left out, and so may the params; decoding fills in the defaults", () =>
       Effect.sync(() => {
         const decode = Schema.decodeUnknownSync(HermesProtocol.InitializeParams)
-        const defaults = { hermesVersion: "unknown", protocolVersion: "unknown", hostPid: 0 }
+        const defaults = {
+          hermesVersion: HermesProtocol.UNKNOWN_VERSION,
+          protocolVersion: HermesProtocol.UNKNOWN_VERSION,
+          hostPid: 0
+        }
         assert.deepStrictEqual(decode({}), defaults)
         assert.deepStrictEqual(decode(undefined), defaults)
         assert.deepStrictEqual(decode({ dataDir: "/d", hostPid: 7 }), { ...defaults, dataDir: "/d", hostPid: 7 })
@@ -549,10 +553,14 @@ describe("Extension", () => {
     it.effect("the protocol's example (params {}) and no params at all: dataDir from HERMES_DATA_DIR, else ~/.hermes", () =>
       Effect.gen(function*() {
         const cases = [
-          { params: {}, env: { HERMES_DATA_DIR: "/env-data", HOME: "/home/u" }, dir: "/env-data" },
-          { params: undefined, env: { HERMES_DATA_DIR: "/env-data" }, dir: "/env-data" },
+          { params: {}, env: { [HermesProtocol.DATA_DIR_VARIABLE]: "/env-data", HOME: "/home/u" }, dir: "/env-data" },
+          { params: undefined, env: { [HermesProtocol.DATA_DIR_VARIABLE]: "/env-data" }, dir: "/env-data" },
           { params: {}, env: { HOME: "/home/u" }, dir: "/home/u/.hermes" },
-          { params: undefined, env: { HERMES_DATA_DIR: "", HOME: "/home/u" }, dir: "/home/u/.hermes" }
+          {
+            params: undefined,
+            env: { [HermesProtocol.DATA_DIR_VARIABLE]: "", HOME: "/home/u" },
+            dir: "/home/u/.hermes"
+          }
         ]
         for (const { dir, env, params } of cases) {
           const probe = yield* makeProbe
@@ -732,8 +740,11 @@ describe("Extension: the policy rule, the name rule, bounded commands, signals",
   it.effect("an invalid shutdown policy in the environment fails the run with the ConfigError naming it, logged first", () =>
     Effect.gen(function*() {
       const cases = [
-        [{ LIFELINE_SHUTDOWN_POLICY: "drian" }, "LIFELINE_SHUTDOWN_POLICY"],
-        [{ LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "soon" }, "LIFELINE_DRAIN_TIMEOUT"]
+        [{ [ShutdownPolicy.POLICY_VARIABLE]: "drian" }, ShutdownPolicy.POLICY_VARIABLE],
+        [
+          { [ShutdownPolicy.POLICY_VARIABLE]: "drain", [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: "soon" },
+          ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE
+        ]
       ] as const
       for (const [env, variable] of cases) {
         const logs: Array<string> = []
@@ -764,7 +775,9 @@ describe("Extension: the policy rule, the name rule, bounded commands, signals",
         policy: ShutdownPolicy.FailFast(),
         commands: {}
       })
-      const { fiber, raw } = yield* runRaw(chosen, makeMemoryFs(), { env: { LIFELINE_SHUTDOWN_POLICY: "drian" } })
+      const { fiber, raw } = yield* runRaw(chosen, makeMemoryFs(), {
+        env: { [ShutdownPolicy.POLICY_VARIABLE]: "drian" }
+      })
       yield* raw.send(initializeRequest)
       assert.strictEqual((yield* raw.next).result?.name, "chosen")
       yield* raw.send({ jsonrpc: "2.0", id: 2, method: "shutdown" })
@@ -775,7 +788,7 @@ describe("Extension: the policy rule, the name rule, bounded commands, signals",
       const probe = yield* makeProbe
       const fromEnv = Extension.make({ ...counter(probe).options, policy: undefined })
       const run = yield* runRaw(fromEnv, makeMemoryFs(), {
-        env: { LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "3 seconds" }
+        env: { [ShutdownPolicy.POLICY_VARIABLE]: "drain", [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: "3 seconds" }
       })
       yield* run.raw.send(initializeRequest)
       yield* run.raw.next

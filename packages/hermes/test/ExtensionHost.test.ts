@@ -169,7 +169,7 @@ describe("ExtensionHost", () => {
         ])
         const served = (yield* extension.history).filter((e) => e._tag === "RequestServed")
         assert.deepStrictEqual(served.map((e) => [e.method, e.ok]), [["editor/patchMessage", true]])
-        assert.deepStrictEqual((yield* spawner.spawned)[0].env, { HERMES_DATA_DIR: "/data" })
+        assert.deepStrictEqual((yield* spawner.spawned)[0].env, { [HermesProtocol.DATA_DIR_VARIABLE]: "/data" })
       }).pipe((self) => layers(self, spawner, store))
     }))
 

@@ -73,8 +73,8 @@ describe("ExtensionHost settings", () => {
         assert.deepStrictEqual(yield* Ref.get(reasons), ["reload"])
         const spawned = yield* spawner.spawned
         assert.deepStrictEqual(spawned.map((s) => [s.args, s.env]), [
-          [["--style", "plain"], { GREETER_MODE: "quiet", HERMES_DATA_DIR: "/data" }],
-          [["--style", "fancy"], { GREETER_MODE: "loud", HERMES_DATA_DIR: "/data" }]
+          [["--style", "plain"], { GREETER_MODE: "quiet", [HermesProtocol.DATA_DIR_VARIABLE]: "/data" }],
+          [["--style", "fancy"], { GREETER_MODE: "loud", [HermesProtocol.DATA_DIR_VARIABLE]: "/data" }]
         ])
         assert.deepStrictEqual(extension.spec, {
           command: "greeter",

@@ -10,30 +10,21 @@ import * as Channel from "effect/Channel"
 import * as Effect from "effect/Effect"
 import { dual } from "effect/Function"
 import * as Pull from "effect/Pull"
-import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as buffers from "./internal/buffers.js"
 import * as contentLength_ from "./internal/contentLength.js"
+import type { FramingError } from "./internal/framingError.js"
 import * as ndjson_ from "./internal/ndjson.js"
 
 /**
  * A framing problem the decoder cannot step over, in a frame the peer meant to send (a header block that has its
- * `Content-Length` name). Stray output and malformed headers are *not* errors, whatever their length: the decoder
- * resynchronises at the next `Content-Length:`, wherever it starts, and counts the skipped bytes (see
- * `Decoder.skippedBytes`). The list is in docs/protocol.md ("Framing: what the reader skips").
+ * `Content-Length` name). Defined in `internal/framingError.ts` so the codecs can raise it without importing this module
+ * back; re-exported here, so it is one class (`instanceof` holds).
  *
  * @since 0.1.0
  * @category errors
  */
-export class FramingError extends Schema.TaggedError<FramingError>("@lifeline/jsonrpc/FramingError")("FramingError", {
-  reason: Schema.Literals([
-    "HeaderTooLarge",
-    "BodyTooLarge",
-    "InvalidContentLength",
-    "UnsupportedContentType",
-    "TruncatedFrame"
-  ]),
-  detail: Schema.String
-}) {}
+export { FramingError } from "./internal/framingError.js"
 
 /**
  * Bounds that keep a hostile or broken peer from making the decoder buffer without limit.
@@ -55,7 +46,7 @@ export interface Limits {
  * @since 0.1.0
  * @category constructors
  */
-export const defaultLimits: Limits = { maxHeaderBytes: 8 * 1024, maxBodyBytes: 64 * 1024 * 1024 }
+export const defaultLimits: Limits = buffers.defaultLimits
 
 /**
  * What one `push` produced: every complete body in arrival order, then the error that stopped the decoder, if any.

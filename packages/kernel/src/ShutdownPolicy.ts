@@ -15,6 +15,7 @@ import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SchemaIssue from "effect/SchemaIssue"
+import * as Bounds from "./Bounds.js"
 import * as DurationInput from "./DurationInput.js"
 
 /**
@@ -154,7 +155,7 @@ export const DRAIN_TIMEOUT_VARIABLE = "LIFELINE_DRAIN_TIMEOUT"
  * @since 0.1.0
  * @category models
  */
-export const defaultDrainTimeout: Duration.Duration = Duration.seconds(5)
+export const defaultDrainTimeout: Duration.Duration = Bounds.drainTimeout
 
 // An invalid value of `variable`, reported at its path like the errors `Config.schema` makes.
 const invalid = (variable: string, text: string, message: string): Config.ConfigError =>
@@ -176,7 +177,7 @@ const whyOf = (text: string, refusal: string): string => {
 // ("3 seconds"), which are all Config.Duration reads. A negative duration is named as such: a timeout treats it as
 // zero, and it reads like a typo that turned drain into fail-fast. "Infinity" is refused by the parser: a drain has a
 // deadline.
-const drainTimeoutConfig: Config.Config<Duration.Duration> = Config.schema(
+const drainTimeoutConfigRaw: Config.Config<Duration.Duration> = Config.schema(
   Schema.String.annotate({
     description: "How long the drain policy lets in-flight work finish, e.g. 3s, 500ms or \"3 seconds\""
   }),
@@ -207,7 +208,22 @@ const drainTimeoutConfig: Config.Config<Duration.Duration> = Config.schema(
           )
           : Effect.succeed(duration)
     })
-  }),
+  })
+)
+
+/**
+ * `LIFELINE_DRAIN_TIMEOUT` when it is set, validated as the policy reads it (an invalid value fails with the
+ * `ConfigError` that names it); `None` when it is not set. For a drain of its own that honours the operator's choice
+ * without the policy's default: the fleet's operations (`ExtensionSession`'s `drainTimeout`).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const drainTimeoutVariable: Config.Config<Option.Option<Duration.Duration>> = Config.option(
+  drainTimeoutConfigRaw
+)
+
+const drainTimeoutConfig: Config.Config<Duration.Duration> = drainTimeoutConfigRaw.pipe(
   Config.withDefault(defaultDrainTimeout)
 )
 

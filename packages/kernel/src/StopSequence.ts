@@ -10,6 +10,7 @@
 import * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
+import * as BoundTable from "./Bounds.js"
 import * as internal from "./internal/stopSequence.js"
 import type * as Process from "./Process.js"
 import * as ShutdownPolicy from "./ShutdownPolicy.js"
@@ -126,13 +127,13 @@ export interface Bounds {
  * @category models
  */
 export const defaults = {
-  shutdownTimeout: Duration.seconds(5),
-  flushTimeout: Duration.seconds(1),
+  shutdownTimeout: BoundTable.shutdownTimeout,
+  flushTimeout: BoundTable.flushTimeout,
   /** What `closeTimeout` adds to drain + flush by default: the cut-off itself, the cancellations, the end of input. */
-  closeSlack: Duration.seconds(1),
-  exitGrace: Duration.seconds(1),
-  killGrace: Duration.seconds(1),
-  verifyTimeout: Duration.seconds(1),
+  closeSlack: BoundTable.closeSlack,
+  exitGrace: BoundTable.exitGrace,
+  killGrace: BoundTable.killGrace,
+  verifyTimeout: BoundTable.verifyTimeout,
   killOnShutdownTimeout: true
 } as const
 
@@ -162,7 +163,7 @@ export const bounds = (options: Options = {}): Bounds => {
   return {
     shutdownTimeout: nonNegative(options.shutdownTimeout ?? defaults.shutdownTimeout),
     closeTimeout: options.closeTimeout === undefined
-      ? Duration.sum(floor, defaults.closeSlack)
+      ? BoundTable.closeTimeout(ShutdownPolicy.drainTimeout(options.policy ?? ShutdownPolicy.FailFast()), flush)
       : Duration.max(nonNegative(options.closeTimeout), floor),
     exitGrace: nonNegative(options.exitGrace ?? defaults.exitGrace),
     killGrace: nonNegative(options.killGrace ?? defaults.killGrace),

@@ -401,7 +401,7 @@ describe("Connection", () => {
       }).pipe(
         Effect.provide(ShutdownPolicy.layerConfig.pipe(
           Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({
-            env: { LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "3 seconds" }
+            env: { [ShutdownPolicy.POLICY_VARIABLE]: "drain", [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: "3 seconds" }
           })))
         ))
       ))
@@ -634,7 +634,10 @@ describe("Connection", () => {
         TestTransport.makePair(),
         (pair) => Connection.make({ protocol: Protocol.make({}), transport: pair.left, handlers: {}, ...options })
       )
-    const drainEnv = { LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "10 seconds" }
+    const drainEnv = {
+      [ShutdownPolicy.POLICY_VARIABLE]: "drain",
+      [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: "10 seconds"
+    }
 
     it.effect("the environment, when neither the option nor the service gives one", () =>
       Effect.gen(function*() {
@@ -657,8 +660,10 @@ describe("Connection", () => {
       Effect.gen(function*() {
         const error = yield* Effect.flip(makeOn())
         assert.strictEqual(error._tag, "ConfigError")
-        assert.include(String(error), "LIFELINE_DRAIN_TIMEOUT")
-      }).pipe(env({ LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "ten seconds" })))
+        assert.include(String(error), ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE)
+      }).pipe(
+        env({ [ShutdownPolicy.POLICY_VARIABLE]: "drain", [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: "ten seconds" })
+      ))
   })
 
   describe("GracefulShutdown: a request to stop the program", () => {

@@ -205,7 +205,11 @@ describe("Connection layers", () => {
       }).pipe(
         Effect.provide(configured.pipe(Layer.provide(farEnd(logged, started)))),
         Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnv({
-          env: { CALC_TIMEOUT: "1 second", LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "3 seconds" }
+          env: {
+            CALC_TIMEOUT: "1 second",
+            [ShutdownPolicy.POLICY_VARIABLE]: "drain",
+            [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: "3 seconds"
+          }
         })))
       )
       const error = yield* program

@@ -81,7 +81,10 @@ describe("ShutdownPolicy", () => {
           ShutdownPolicy.layerConfig.pipe(
             Layer.provide(
               ConfigProvider.layer(
-                providerOf([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", "3 seconds"]])
+                providerOf([[ShutdownPolicy.POLICY_VARIABLE, "drain"], [
+                  ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE,
+                  "3 seconds"
+                ]])
               )
             )
           )
@@ -91,8 +94,8 @@ describe("ShutdownPolicy", () => {
     it.effect("layerConfig fails with the ConfigError", () =>
       Effect.gen(function*() {
         const error = yield* Effect.flip(Layer.build(ShutdownPolicy.layerConfig).pipe(Effect.scoped))
-        assert.deepStrictEqual(invalidData(error).map((_) => _.path), ["LIFELINE_SHUTDOWN_POLICY"])
-      }).pipe(withEnv([["LIFELINE_SHUTDOWN_POLICY", "graceful"]])))
+        assert.deepStrictEqual(invalidData(error).map((_) => _.path), [ShutdownPolicy.POLICY_VARIABLE])
+      }).pipe(withEnv([[ShutdownPolicy.POLICY_VARIABLE, "graceful"]])))
   })
 
   describe("config", () => {
@@ -103,18 +106,21 @@ describe("ShutdownPolicy", () => {
 
     it.effect("fail-fast", () =>
       Effect.gen(function*() {
-        assert.deepStrictEqual(yield* read([["LIFELINE_SHUTDOWN_POLICY", "fail-fast"]]), ShutdownPolicy.FailFast())
+        assert.deepStrictEqual(yield* read([[ShutdownPolicy.POLICY_VARIABLE, "fail-fast"]]), ShutdownPolicy.FailFast())
       }))
 
     it.effect("fail-fast ignores a valid drain timeout", () =>
       Effect.gen(function*() {
-        const policy = yield* read([["LIFELINE_SHUTDOWN_POLICY", "fail-fast"], ["LIFELINE_DRAIN_TIMEOUT", "9 seconds"]])
+        const policy = yield* read([[ShutdownPolicy.POLICY_VARIABLE, "fail-fast"], [
+          ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE,
+          "9 seconds"
+        ]])
         assert.deepStrictEqual(policy, ShutdownPolicy.FailFast())
       }))
 
     it.effect("drain without a timeout defaults to 5 seconds", () =>
       Effect.gen(function*() {
-        const policy = yield* read([["LIFELINE_SHUTDOWN_POLICY", "drain"]])
+        const policy = yield* read([[ShutdownPolicy.POLICY_VARIABLE, "drain"]])
         assert.deepStrictEqual(policy, ShutdownPolicy.Drain({ timeout: Duration.seconds(5) }))
         assert.deepStrictEqual(policy, ShutdownPolicy.Drain({ timeout: ShutdownPolicy.defaultDrainTimeout }))
       }))
@@ -134,7 +140,10 @@ describe("ShutdownPolicy", () => {
             ["250ms", 250]
           ] as const
         ) {
-          const policy = yield* read([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", text]])
+          const policy = yield* read([[ShutdownPolicy.POLICY_VARIABLE, "drain"], [
+            ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE,
+            text
+          ]])
           assert.isTrue(ShutdownPolicy.isDrain(policy), text)
           if (ShutdownPolicy.isDrain(policy)) assert.strictEqual(Duration.toMillis(policy.timeout), millis, text)
         }
@@ -143,12 +152,12 @@ describe("ShutdownPolicy", () => {
     it.effect("an unknown policy name is an InvalidData error naming the variable and the choices", () =>
       Effect.gen(function*() {
         for (const name of ["graceful", "Drain", "FAIL-FAST", "failfast", ""]) {
-          const error = yield* Effect.flip(read([["LIFELINE_SHUTDOWN_POLICY", name]]))
+          const error = yield* Effect.flip(read([[ShutdownPolicy.POLICY_VARIABLE, name]]))
           const [issue, ...rest] = invalidData(error)
           assert.strictEqual(rest.length, 0, name)
-          assert.strictEqual(issue?.path, "LIFELINE_SHUTDOWN_POLICY", name)
+          assert.strictEqual(issue?.path, ShutdownPolicy.POLICY_VARIABLE, name)
           assert.include(issue?.message, "fail-fast, drain", name)
-          assert.include(String(error), "LIFELINE_SHUTDOWN_POLICY", name)
+          assert.include(String(error), ShutdownPolicy.POLICY_VARIABLE, name)
         }
       }))
 
@@ -156,11 +165,11 @@ describe("ShutdownPolicy", () => {
       Effect.gen(function*() {
         for (const text of ["3x", "three seconds", "3", "seconds", "3 fortnights", ""]) {
           const error = yield* Effect.flip(
-            read([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", text]])
+            read([[ShutdownPolicy.POLICY_VARIABLE, "drain"], [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE, text]])
           )
           const [issue, ...rest] = invalidData(error)
           assert.strictEqual(rest.length, 0, text)
-          assert.strictEqual(issue?.path, "LIFELINE_DRAIN_TIMEOUT", text)
+          assert.strictEqual(issue?.path, ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE, text)
           assert.include(issue?.message, "\"3 seconds\"", text)
           assert.include(issue?.message, `received "${text}"`, text)
         }
@@ -169,35 +178,37 @@ describe("ShutdownPolicy", () => {
     it.effect("a negative drain timeout is rejected instead of being clamped to zero", () =>
       Effect.gen(function*() {
         const error = yield* Effect.flip(
-          read([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", "-3 seconds"]])
+          read([[ShutdownPolicy.POLICY_VARIABLE, "drain"], [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE, "-3 seconds"]])
         )
         const [issue] = invalidData(error)
-        assert.strictEqual(issue?.path, "LIFELINE_DRAIN_TIMEOUT")
+        assert.strictEqual(issue?.path, ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE)
         assert.include(issue?.message, "not negative")
       }))
 
     it.effect("a malformed drain timeout is reported with fail-fast too", () =>
       Effect.gen(function*() {
         const error = yield* Effect.flip(
-          read([["LIFELINE_SHUTDOWN_POLICY", "fail-fast"], ["LIFELINE_DRAIN_TIMEOUT", "3x"]])
+          read([[ShutdownPolicy.POLICY_VARIABLE, "fail-fast"], [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE, "3x"]])
         )
-        assert.deepStrictEqual(invalidData(error).map((_) => _.path), ["LIFELINE_DRAIN_TIMEOUT"])
+        assert.deepStrictEqual(invalidData(error).map((_) => _.path), [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE])
       }))
 
     it.effect("two bad values are reported together", () =>
       Effect.gen(function*() {
-        const error = yield* Effect.flip(read([["LIFELINE_SHUTDOWN_POLICY", "nope"], ["LIFELINE_DRAIN_TIMEOUT", "3x"]]))
+        const error = yield* Effect.flip(
+          read([[ShutdownPolicy.POLICY_VARIABLE, "nope"], [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE, "3x"]])
+        )
         assert.sameMembers(invalidData(error).map((_) => _.path), [
-          "LIFELINE_SHUTDOWN_POLICY",
-          "LIFELINE_DRAIN_TIMEOUT"
+          ShutdownPolicy.POLICY_VARIABLE,
+          ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE
         ])
       }))
   })
 
   describe("resolve: the one rule for where the policy comes from", () => {
     const drainEnv: ReadonlyArray<readonly [string, string]> = [
-      ["LIFELINE_SHUTDOWN_POLICY", "drain"],
-      ["LIFELINE_DRAIN_TIMEOUT", "10 seconds"]
+      [ShutdownPolicy.POLICY_VARIABLE, "drain"],
+      [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE, "10 seconds"]
     ]
 
     it.effect("option, else service, else environment, else fail-fast", () =>
@@ -215,7 +226,7 @@ describe("ShutdownPolicy", () => {
         assert.deepStrictEqual(yield* ShutdownPolicy.resolve(), ShutdownPolicy.drain("10 seconds"))
         assert.deepStrictEqual(
           yield* ShutdownPolicy.resolve().pipe(
-            withEnv([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", "4s"]])
+            withEnv([[ShutdownPolicy.POLICY_VARIABLE, "drain"], [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE, "4s"]])
           ),
           ShutdownPolicy.drain("4 seconds")
         )
@@ -225,9 +236,9 @@ describe("ShutdownPolicy", () => {
     it.effect("an invalid environment is a ConfigError, never a silent fail-fast; it is not read when not needed", () =>
       Effect.gen(function*() {
         const error = yield* Effect.flip(ShutdownPolicy.resolve())
-        assert.deepStrictEqual(invalidData(error).map((_) => _.path), ["LIFELINE_SHUTDOWN_POLICY"])
+        assert.deepStrictEqual(invalidData(error).map((_) => _.path), [ShutdownPolicy.POLICY_VARIABLE])
         assert.deepStrictEqual(yield* ShutdownPolicy.resolve(ShutdownPolicy.FailFast()), ShutdownPolicy.FailFast())
-      }).pipe(withEnv([["LIFELINE_SHUTDOWN_POLICY", "graceful"]])))
+      }).pipe(withEnv([[ShutdownPolicy.POLICY_VARIABLE, "graceful"]])))
 
     it("drainTimeout: the drain's timeout, zero under fail-fast", () => {
       assert.strictEqual(Duration.toMillis(ShutdownPolicy.drainTimeout(ShutdownPolicy.drain("10 seconds"))), 10_000)
@@ -247,10 +258,10 @@ describe("ShutdownPolicy", () => {
       Effect.gen(function*() {
         for (const [text, unsigned] of [["3x", "3x"], ["three seconds", "three seconds"], ["-3x", "3x"]] as const) {
           const error = yield* Effect.flip(
-            read([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", text]])
+            read([[ShutdownPolicy.POLICY_VARIABLE, "drain"], [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE, text]])
           )
           assert.deepStrictEqual(invalidData(error), [{
-            path: "LIFELINE_DRAIN_TIMEOUT",
+            path: ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE,
             message: `Expected a duration such as "3 seconds", "500 millis", 3s or 500ms (${
               why(unsigned)
             }) but received ${JSON.stringify(text)}`
@@ -262,10 +273,10 @@ describe("ShutdownPolicy", () => {
       Effect.gen(function*() {
         for (const text of ["-3 seconds", "  -3s "]) {
           const error = yield* Effect.flip(
-            read([["LIFELINE_SHUTDOWN_POLICY", "drain"], ["LIFELINE_DRAIN_TIMEOUT", text]])
+            read([[ShutdownPolicy.POLICY_VARIABLE, "drain"], [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE, text]])
           )
           assert.deepStrictEqual(invalidData(error), [{
-            path: "LIFELINE_DRAIN_TIMEOUT",
+            path: ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE,
             message: `Expected a duration that is not negative but received ${JSON.stringify(text)}`
           }])
         }
@@ -273,9 +284,9 @@ describe("ShutdownPolicy", () => {
 
     it.effect("an unknown policy name: the choices and the value", () =>
       Effect.gen(function*() {
-        const error = yield* Effect.flip(read([["LIFELINE_SHUTDOWN_POLICY", "graceful"]]))
+        const error = yield* Effect.flip(read([[ShutdownPolicy.POLICY_VARIABLE, "graceful"]]))
         assert.deepStrictEqual(invalidData(error), [{
-          path: "LIFELINE_SHUTDOWN_POLICY",
+          path: ShutdownPolicy.POLICY_VARIABLE,
           message: `Expected one of (fail-fast, drain) but received "graceful"`
         }])
       }))
@@ -298,19 +309,27 @@ describe("ShutdownPolicy", () => {
         const sourceMessage = (error: Config.ConfigError) =>
           error.cause._tag === "SourceError" ? error.cause.message : `not a SourceError: ${error.cause._tag}`
         const policyDown = yield* Effect.flip(
-          ShutdownPolicy.config.pipe(failing(["LIFELINE_SHUTDOWN_POLICY"], { LIFELINE_DRAIN_TIMEOUT: "3x" }))
+          ShutdownPolicy.config.pipe(
+            failing([ShutdownPolicy.POLICY_VARIABLE], { [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: "3x" })
+          )
         )
         assert.strictEqual(sourceMessage(policyDown), "LIFELINE_SHUTDOWN_POLICY is unreachable")
         const timeoutDown = yield* Effect.flip(
-          ShutdownPolicy.config.pipe(failing(["LIFELINE_DRAIN_TIMEOUT"], { LIFELINE_SHUTDOWN_POLICY: "nope" }))
+          ShutdownPolicy.config.pipe(
+            failing([ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE], { [ShutdownPolicy.POLICY_VARIABLE]: "nope" })
+          )
         )
         assert.strictEqual(sourceMessage(timeoutDown), "LIFELINE_DRAIN_TIMEOUT is unreachable")
         const bothDown = yield* Effect.flip(
-          ShutdownPolicy.config.pipe(failing(["LIFELINE_SHUTDOWN_POLICY", "LIFELINE_DRAIN_TIMEOUT"], {}))
+          ShutdownPolicy.config.pipe(
+            failing([ShutdownPolicy.POLICY_VARIABLE, ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE], {})
+          )
         )
         assert.strictEqual(sourceMessage(bothDown), "LIFELINE_SHUTDOWN_POLICY is unreachable")
         const timeoutOnly = yield* Effect.flip(
-          ShutdownPolicy.config.pipe(failing(["LIFELINE_DRAIN_TIMEOUT"], { LIFELINE_SHUTDOWN_POLICY: "drain" }))
+          ShutdownPolicy.config.pipe(
+            failing([ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE], { [ShutdownPolicy.POLICY_VARIABLE]: "drain" })
+          )
         )
         assert.strictEqual(sourceMessage(timeoutOnly), "LIFELINE_DRAIN_TIMEOUT is unreachable")
       }))

@@ -21,6 +21,7 @@
  *
  * @since 0.1.0
  */
+import * as Bounds from "@lifeline/kernel/Bounds"
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import * as PeerError from "@lifeline/kernel/PeerError"
 import * as Cause from "effect/Cause"
@@ -297,8 +298,8 @@ export const runMain = <A, E>(
   effect: Effect.Effect<A, E, NodeSignals | GracefulShutdown.GracefulShutdown>,
   options: RunMainOptions = {}
 ): void => {
-  const forceTimeout = Duration.fromInputUnsafe(options.forceTimeout ?? Duration.seconds(3))
-  const flushTimeout = Duration.fromInputUnsafe(options.flushTimeout ?? Duration.seconds(1))
+  const forceTimeout = Duration.fromInputUnsafe(options.forceTimeout ?? Bounds.forceTimeout)
+  const flushTimeout = Duration.fromInputUnsafe(options.flushTimeout ?? Bounds.flushTimeout)
   const controller = unsafeMakeController()
   const registry = Effect.runSync(GracefulShutdown.make)
   const withLogger = internalLogger.withStderrLogger(internalLogger.stderrLogger)

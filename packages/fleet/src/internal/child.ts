@@ -1,3 +1,9 @@
+/**
+ * A session's child process as a slot: started on first use, started again after it exits (at most `maxRestarts` times
+ * in a row without an operation succeeding, with a doubling backoff), and reported `Unavailable` when it cannot be.
+ *
+ * @internal
+ */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"

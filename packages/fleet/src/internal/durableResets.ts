@@ -1,3 +1,9 @@
+/**
+ * After a runner takes its shards again (Postgres back), the reset of their unanswered messages' read marks, retried
+ * beyond Effect's own single try, so that a failed reset costs a retry, not ten minutes without replies (docs/fleet.md).
+ *
+ * @internal
+ */
 import * as Cause from "effect/Cause"
 import { PersistenceError } from "effect/cluster/ClusterError"
 import type * as MessageStorage from "effect/cluster/MessageStorage"

@@ -1,3 +1,9 @@
+/**
+ * A session's journal claim the journal could not delete when the session stopped (Postgres down): deleted once the
+ * journal is back if it is still stored and not held, so that it does not block the session's next runner.
+ *
+ * @internal
+ */
 import type * as Journal from "@lifeline/journal/Journal"
 import type * as JournalClaim from "@lifeline/journal/JournalClaim"
 import * as JournalError from "@lifeline/journal/JournalError"

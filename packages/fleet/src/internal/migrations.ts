@@ -1,3 +1,9 @@
+/**
+ * The fleet's SQL migrations: the tables of Effect's cluster message and runner storage, under a prefix, created under
+ * a Postgres advisory lock keyed by the prefix's hash.
+ *
+ * @internal
+ */
 import * as SqlMessageStorage from "effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "effect/cluster/SqlRunnerStorage"
 import * as Effect from "effect/Effect"

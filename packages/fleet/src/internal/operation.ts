@@ -1,7 +1,16 @@
+/**
+ * One operation of a session: validated, recorded in the journal before it runs, run on the session's child, its end
+ * recorded (with retries while the journal is unreachable), and drained when its runner stops (`drainTimeout`, read
+ * as `resolveDrainTimeout` says). A key seen before is answered from the journal, not run again.
+ *
+ * @internal
+ */
 import type * as Journal from "@lifeline/journal/Journal"
 import * as JournalEntry from "@lifeline/journal/JournalEntry"
 import type * as JournalError from "@lifeline/journal/JournalError"
 import * as Recovery from "@lifeline/journal/Recovery"
+import * as Bounds from "@lifeline/kernel/Bounds"
+import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
 import * as UntrustedText from "@lifeline/kernel/UntrustedText"
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
@@ -99,7 +108,29 @@ export const handle = <R>(
   })
 
 /** How long an operation in flight may still finish once its handler is interrupted (the runner stops). */
-export const defaultDrainTimeout: Duration.Input = "10 seconds"
+export const defaultDrainTimeout: Duration.Input = Bounds.fleetDrainTimeout
+
+/**
+ * The drain of a session's operations: the `drainTimeout` option, else the operator's `LIFELINE_DRAIN_TIMEOUT` (read
+ * as the shutdown policy reads it), else {@link defaultDrainTimeout}. An invalid variable is logged and the default
+ * used: the session's entity is built here, and an entity that dies is rebuilt in a loop, holding up the runner's other
+ * sessions.
+ */
+export const resolveDrainTimeout = (option: Duration.Input | undefined): Effect.Effect<Duration.Input> =>
+  option !== undefined ? Effect.succeed(option) : Effect.gen(function*() {
+    const configured = yield* ShutdownPolicy.drainTimeoutVariable
+    return Option.getOrElse(configured, () => defaultDrainTimeout)
+  }).pipe(
+    Effect.catch((error) =>
+      Effect.as(
+        Effect.logError(
+          `the session drain uses its default (${Duration.format(Duration.fromInputUnsafe(defaultDrainTimeout))}): ` +
+            `${ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE} is invalid: ${error.message.replace(/\s*\n\s*/g, " ")}`
+        ),
+        defaultDrainTimeout
+      )
+    )
+  )
 
 const runEntry = <R>(
   journal: Journal.Journal.Service,
@@ -137,7 +168,7 @@ const runEntry = <R>(
  * each attempt is bounded by the journal's `operationTimeout`), so that a short Postgres outage does not leave an
  * operation that finished unrecorded, to be run again or failed by the next runner's recovery.
  */
-export const recordRetryWindow: Duration.Input = "30 seconds"
+export const recordRetryWindow: Duration.Input = Bounds.recordRetryWindow
 
 /**
  * The journal as a session's recovery uses it: recording the end of an operation it resumed is retried like the end

@@ -1,3 +1,9 @@
+/**
+ * The layers behind `FleetRunner`: Effect's cluster sharding over Postgres (or any SQL client), the runner's socket
+ * server, the client side, and the durable resets of `durableResets.ts`.
+ *
+ * @internal
+ */
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
 import * as PgClient from "@effect/sql-pg/PgClient"

@@ -1,8 +1,14 @@
+/**
+ * A fleet session as an entity of Effect's cluster (`ExtensionSession.layer`): the session's child (`child.ts`), its
+ * operations run on request and recorded in the journal (`operation.ts`), those running here counted (`inFlight.ts`),
+ * its recovery when a runner takes it (`sessionRecovery.ts`) and the claim that recovery takes, kept until the
+ * operations end (`sessionClaim.ts`). The build starts the child and the recovery beside it, never waiting on them,
+ * and nothing here dies: the cluster would rebuild the entity in a loop, holding up the runner's other sessions.
+ *
+ * @internal
+ */
 import * as Journal from "@lifeline/journal/Journal"
 import type * as JournalEntry from "@lifeline/journal/JournalEntry"
-import type * as JournalError from "@lifeline/journal/JournalError"
-import type { OwnerInUse } from "@lifeline/journal/JournalError"
-import * as Recovery from "@lifeline/journal/Recovery"
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import type * as Method from "@lifeline/kernel/Method"
 import type * as Peer from "@lifeline/kernel/Peer"
@@ -14,7 +20,7 @@ import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Fiber from "effect/Fiber"
+import type * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
@@ -32,93 +38,14 @@ import {
 import * as ChildSlot from "./child.js"
 import * as InFlight from "./inFlight.js"
 import { deleteLeftClaim } from "./leftClaim.js"
-import { defaultDrainTimeout, drained, handle, recordRetryWindow, withRecordRetries } from "./operation.js"
+import { handle, resolveDrainTimeout } from "./operation.js"
+import * as SessionClaim from "./sessionClaim.js"
+import { decisionsOf, recover } from "./sessionRecovery.js"
 import type { Invalid } from "./validate.js"
 import { operationProblem, sessionIdProblem } from "./validate.js"
 
 export { answer, defaultDrainTimeout, failedOf, handle, recordRetryWindow } from "./operation.js"
-
-/** The kernel's decisions for the session, each resuming on the session's new child. */
-export const decisionsOf = <R>(
-  decisions: { readonly [kind: string]: (entry: JournalEntry.Entry) => ExtensionSession.Decision } | undefined,
-  resume: (entry: JournalEntry.Entry) => Effect.Effect<unknown, unknown, R>
-): { readonly [kind: string]: Recovery.Decide<R> } =>
-  Object.fromEntries(
-    Object.entries(decisions ?? {}).map(([kind, decide]) => [
-      kind,
-      (entry: JournalEntry.Entry) =>
-        decide(entry) === "Resume"
-          ? Recovery.resume(resume)
-          : Recovery.fail("the runner running it stopped, and its kind is not resumed")
-    ])
-  )
-
-/**
- * Runs `Recovery.run` for the session, waiting out a claim that a dead runner still holds (it expires after its ttl
- * without renewal): the cluster gave this runner the session, so whoever holds the claim is gone or about to stop it.
- *
- * Once the claim is taken, the recovery is treated as the operations it resumes: interrupted (the session stops), it
- * gets `drainTimeout` to finish, and the end of each resumed operation is recorded with the retries of one run on
- * request (`recordRetryWindow`), so that a runner that stops records them rather than leave them to be resumed once
- * more. (The drain wraps the whole `Recovery.run`: the kernel records a resumed operation outside of it, and an
- * interruption would reach that step before a drain inside could return.)
- */
-export const recover = <R>(
-  options: Recovery.Options<R>,
-  retryInterval: Duration.Input,
-  /** Run before each try, under the same retries: the session's own claim, which the recovery then shares. */
-  before: Effect.Effect<void, OwnerInUse | JournalError.JournalError, Scope.Scope> = Effect.void,
-  drainTimeout: Duration.Input = defaultDrainTimeout
-) =>
-  Effect.suspend(() => {
-    let waits = 0
-    // Once the session stops, the recovery starts no more operations: one it has not started yet is left
-    // unfinished (the kernel has counted the attempt already) for the next runner, and the drain waits only for
-    // those already running.
-    let stopping = false
-    const decisions = Object.fromEntries(
-      Object.entries(options.decisions ?? {}).map(([kind, decide]) => [
-        kind,
-        (entry: JournalEntry.Entry): Recovery.Decision<R> => {
-          const decision = decide(entry)
-          return decision._tag === "Resume"
-            ? Recovery.resume((entry) => Effect.suspend(() => stopping ? Effect.interrupt : decision.run(entry)))
-            : decision
-        }
-      ])
-    )
-    const run = Effect.flatMap(Journal.Journal, (journal) =>
-      drained(
-        Recovery.run({ ...options, decisions }).pipe(
-          Effect.provideService(Journal.Journal, withRecordRetries(journal))
-        ),
-        {
-          drainTimeout,
-          label: `the recovery of ${options.owner ?? "the session"}`,
-          onInterrupt: () => {
-            stopping = true
-          }
-        }
-      ))
-    // The count lives outside the retried effect: each retry runs that effect again.
-    return Effect.andThen(before, run).pipe(
-      Effect.tapError((error) => {
-        if (error._tag !== "OwnerInUse") return Effect.void
-        waits += 1
-        // Said once more loudly after 40 tries (10 s at the default interval), then every 240 (a minute): a claim
-        // that stays is worth a line.
-        return waits % 240 === 40
-          ? Effect.logWarning(
-            `session ${options.owner}: still waiting for the claim of its previous runner (${waits} tries): ${error.message}`
-          )
-          : Effect.logDebug(`session ${options.owner}: waiting for the claim of its previous runner`)
-      }),
-      Effect.retry({
-        while: (error) => error._tag === "OwnerInUse",
-        schedule: Schedule.spaced(retryInterval)
-      })
-    )
-  })
+export { decisionsOf, recover } from "./sessionRecovery.js"
 
 export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
   options: ExtensionSession.Options<Serves, Calls, R>
@@ -130,7 +57,7 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
       const owner = ownerOf(sessionId)
       const journal = yield* Journal.Journal
       const sharding = yield* Sharding.Sharding
-      const drainTimeout = options.drainTimeout ?? defaultDrainTimeout
+      const drainTimeout = yield* resolveDrainTimeout(options.drainTimeout)
       // A session id out of bounds (sent by an older client, or around `run`) cannot have a journal owner: its
       // operations are refused, and the entity starts no child.
       const invalid = sessionIdProblem(sessionId, maxSessionIdLength)
@@ -184,34 +111,11 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
       let recovery: Fiber.Fiber<unknown, unknown> | undefined
       // Added once, after the first claim (a retried recovery claims again, sharing it).
       let waitsForOperations = false
-      const untilOperationsEnd = Effect.gen(function*() {
-        const running = inFlight.count()
-        if (running > 0) {
-          yield* Effect.logInfo(
-            `session ${sessionId}: stopped with ${running} operation(s) in flight; keeping its claim until they end`
-          )
-        }
-        const bound = Duration.sum(
-          Duration.sum(Duration.fromInputUnsafe(drainTimeout), Duration.fromInputUnsafe(recordRetryWindow)),
-          Duration.seconds(30)
-        )
-        // Not the recovery itself: run by it when the scope closed while it took the claim (below).
-        const self = yield* Effect.fiber
-        const [, idle] = yield* Effect.all([
-          recovery !== undefined && recovery.id !== self.id
-            ? Effect.timeoutOption(Fiber.interrupt(recovery), bound)
-            : Effect.void,
-          // Interrupted here too, for a scope that closed without the cluster interrupting them (an entity rebuilt
-          // after a handler died): each drains from now.
-          running > 0 ? inFlight.interruptAndAwait(bound) : Effect.succeed(true)
-        ], { concurrency: 2 })
-        if (!idle) {
-          yield* Effect.logWarning(
-            `session ${sessionId}: ${inFlight.count()} operation(s) still running ${
-              Duration.format(bound)
-            } after it stopped; letting go of its claim`
-          )
-        }
+      const untilOperationsEnd = SessionClaim.untilOperationsEnd({
+        sessionId,
+        inFlight,
+        drainTimeout,
+        recovery: () => recovery
       })
       yield* Effect.addFinalizer(() =>
         claimToken === undefined

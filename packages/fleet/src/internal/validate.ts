@@ -1,3 +1,9 @@
+/**
+ * What a session accepts from its callers: bounded session ids, keys and kinds, JSON payloads, and how a key already
+ * in the journal is compared with a request that reuses it.
+ *
+ * @internal
+ */
 import * as Journal from "@lifeline/journal/Journal"
 import * as UntrustedText from "@lifeline/kernel/UntrustedText"
 import type * as Schema from "effect/Schema"

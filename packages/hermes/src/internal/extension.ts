@@ -5,6 +5,7 @@
  * @internal
  */
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
+import * as Bounds from "@lifeline/kernel/Bounds"
 import * as Connection from "@lifeline/kernel/Connection"
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import type * as Peer from "@lifeline/kernel/Peer"
@@ -18,7 +19,6 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as FileSystem from "effect/FileSystem"
 import * as Option from "effect/Option"
@@ -27,10 +27,10 @@ import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Editor from "../Editor.js"
-// A cycle that is safe: its values are only used inside functions, after both modules have loaded.
-import * as Extension from "../Extension.js"
+import type * as Extension from "../Extension.js"
 import * as HermesProtocol from "../HermesProtocol.js"
 import * as HostMonitor from "../HostMonitor.js"
+import * as Checklist from "./extensionChecklist.js"
 import * as StateFile from "./stateFile.js"
 
 type ExtensionPeer = Peer.Peer<
@@ -38,25 +38,8 @@ type ExtensionPeer = Peer.Peer<
   typeof HermesProtocol.Extension.calls[number]
 >
 
-/** Time kept back from a drain for releasing resources and writing the state. */
-const cleanupReserve = Duration.seconds(1)
-const interruptBound = Duration.millis(500)
-const minimumStep = Duration.millis(250)
-
-/**
- * At most this effect's time, and the caller does not wait for the rest, even if it is uninterruptible: it runs in a
- * detached fiber that is interrupted, without waiting, when the time is up (Effect 4 has no `Effect.disconnect`).
- */
-const bounded = <A, E>(self: Effect.Effect<A, E>, duration: Duration.Duration) =>
-  Effect.flatMap(Effect.forkDetach(Effect.interruptible(self)), (fiber) =>
-    Fiber.join(fiber).pipe(
-      Effect.timeoutOption(duration),
-      Effect.tap((done) =>
-        Option.isNone(done)
-          ? Effect.sync(() => fiber.interruptUnsafe())
-          : Effect.void
-      )
-    ))
+/** `Extension.defaultCommandLimits` (the reasons are there). @internal */
+export const defaultCommandLimits = { maxConcurrentCommands: 16, maxQueuedCommands: 64 } as const
 
 /**
  * Hermes' data directory: what the host said in `initialize`, else `HERMES_DATA_DIR`, else `~/.hermes`
@@ -89,16 +72,6 @@ const knownReasons = HermesProtocol.ShutdownReason.literals.join(", ")
 const count = (value: number | undefined, fallback: number, min: number) => {
   const whole = Math.floor(value ?? fallback)
   return Number.isNaN(whole) ? fallback : Math.max(min, whole)
-}
-
-const describe = (cause: Cause.Cause<unknown>): string => {
-  const error = Cause.squash(cause)
-  return error instanceof Error ? error.message : String(error)
-}
-
-interface Checklist {
-  readonly failures: ReadonlyArray<string>
-  readonly cancelled: number
 }
 
 /** A `command/execute` accepted while every slot was taken: it starts when a running command ends. */
@@ -143,9 +116,9 @@ export const run = <S, Res, R>(
     )
     const monitor = yield* Effect.serviceOption(HostMonitor.HostMonitor)
     const runScope = yield* Effect.scope
-    const budget = Duration.fromInputUnsafe(options.shutdownBudget ?? Duration.seconds(4))
-    const maxConcurrent = count(options.maxConcurrentCommands, Extension.defaultCommandLimits.maxConcurrentCommands, 1)
-    const maxQueued = count(options.maxQueuedCommands, Extension.defaultCommandLimits.maxQueuedCommands, 0)
+    const budget = Duration.fromInputUnsafe(options.shutdownBudget ?? Bounds.extensionShutdownBudget)
+    const maxConcurrent = count(options.maxConcurrentCommands, defaultCommandLimits.maxConcurrentCommands, 1)
+    const maxQueued = count(options.maxQueuedCommands, defaultCommandLimits.maxQueuedCommands, 0)
 
     const commands = yield* FiberSet.make<void, never>()
     const resourcesScope = yield* Scope.make()
@@ -270,91 +243,37 @@ export const run = <S, Res, R>(
 
     // -- the shutdown checklist (docs/protocol.md, "shutdown"), run once whatever ends the extension ---------------
 
-    const checklistDone = yield* Deferred.make<Checklist>()
+    const checklistDone = yield* Deferred.make<Checklist.Checklist>()
     let checklistStarted = false
 
-    const checklist: Effect.Effect<Checklist> = Effect.suspend(() => {
+    const checklist: Effect.Effect<Checklist.Checklist> = Effect.suspend(() => {
       if (checklistStarted) return Deferred.await(checklistDone)
       checklistStarted = true
-      return Effect.gen(function*() {
-        const startedAt = yield* Clock.currentTimeMillis
-        const deadline = startedAt + Duration.toMillis(budget)
-        const remaining = (keep: Duration.Duration = Duration.zero) =>
-          Effect.map(
-            Clock.currentTimeMillis,
-            (now) => Duration.max(Duration.millis(deadline - now - Duration.toMillis(keep)), minimumStep)
-          )
-        const failures: Array<string> = []
-
-        // 1. Stop accepting work: later `command/execute` notifications are dropped, and so are those that wait for
-        // a slot: they never started.
-        accepting = false
-        const dropped = waiting.length
-        waiting.length = 0
-        yield* endBurst
-        if (dropped > 0) yield* Effect.logInfo(`dropping ${dropped} waiting command(s) that never started`)
-
-        // 2. Cancel or drain the commands in flight, as the policy says; a forced stop ends the drain at once.
-        const running = yield* FiberSet.size(commands)
-        if (running > 0 && policy._tag === "Drain" && !Deferred.isDoneUnsafe(forced)) {
-          const drainFor = Duration.min(policy.timeout, yield* remaining(cleanupReserve))
-          yield* Effect.logInfo(`draining ${running} command(s) for at most ${Duration.format(drainFor)}`)
-          yield* FiberSet.awaitEmpty(commands).pipe(
-            Effect.raceFirst(Deferred.await(forced)),
-            Effect.interruptible,
-            Effect.timeoutOption(drainFor)
-          )
-        }
-        const interrupted = yield* FiberSet.size(commands)
-        if (interrupted > 0) {
-          yield* Effect.logInfo(`cancelling ${interrupted} command(s)`)
-          const stopped = yield* bounded(FiberSet.clear(commands), interruptBound)
-          if (Option.isNone(stopped)) failures.push(`${interrupted} command(s) did not stop within 500 ms`)
-        }
-        const cancelled = interrupted + dropped
-
-        // 3. Windows: Hermes closes them; whoever waits for one is released.
-        for (const signal of windows.values()) Deferred.doneUnsafe(signal, Exit.void)
-        windows.clear()
-
-        // 4. Release resources (HTTP servers behind windows, connections, files) through their finalizers.
-        const released = yield* Scope.close(resourcesScope, Exit.void).pipe(
-          Effect.exit,
-          (effect) => Effect.flatMap(remaining(minimumStep), (bound) => bounded(effect, bound))
-        )
-        if (Option.isNone(released)) failures.push("Could not release resources in time")
-        else if (Exit.isFailure(released.value)) {
-          failures.push(`Could not release resources: ${describe(released.value.cause)}`)
-        }
-
-        // 5. Persist state, atomically.
-        if (saveRefused !== undefined) failures.push(`Could not save state to disk: ${saveRefused}`)
-        else if (options.state !== undefined && stateFile !== undefined) {
-          const file = stateFile
-          const schema = options.state.schema
-          const saved = yield* SubscriptionRef.get(state).pipe(
-            Effect.flatMap((value) => StateFile.save(fs, path, file, schema, value)),
-            Effect.catchDefect((defect) => Effect.fail(`the write died: ${describe(Cause.die(defect))}`)),
-            Effect.result,
-            (effect) => Effect.flatMap(remaining(), (bound) => bounded(effect, bound))
-          )
-          if (Option.isNone(saved)) failures.push("Could not save state to disk in time")
-          else if (Result.isFailure(saved.value)) failures.push(`Could not save state to disk: ${saved.value.failure}`)
-          else yield* Effect.logDebug(`state saved to ${file}`)
-        }
-
-        const elapsed = (yield* Clock.currentTimeMillis) - startedAt
-        yield* failures.length === 0
-          ? Effect.logInfo(`cleanup finished in ${elapsed} ms`)
-          : Effect.logWarning(`cleanup finished in ${elapsed} ms with failures: ${failures.join("; ")}`)
-        return { failures, cancelled } satisfies Checklist
+      const file = stateFile
+      const stateOptions = options.state
+      return Checklist.run({
+        budget,
+        policy,
+        forced,
+        commands,
+        stopAccepting: Effect.suspend(() => {
+          accepting = false
+          const dropped = waiting.length
+          waiting.length = 0
+          return Effect.as(endBurst, dropped)
+        }),
+        windows,
+        resources: resourcesScope,
+        saveRefused: () => saveRefused,
+        save: stateOptions !== undefined && file !== undefined
+          ? {
+            file,
+            write: SubscriptionRef.get(state).pipe(
+              Effect.flatMap((value) => StateFile.save(fs, path, file, stateOptions.schema, value))
+            )
+          }
+          : undefined
       }).pipe(
-        Effect.catchCause((cause) =>
-          Effect.as(Effect.logError("BUG: the shutdown checklist died", cause), {
-            failures: [`the cleanup died: ${describe(cause)}`],
-            cancelled: 0
-          })
-        ),
         Effect.tap((result) => Deferred.succeed(checklistDone, result)),
         Effect.uninterruptible
       )
@@ -412,7 +331,7 @@ export const run = <S, Res, R>(
               Scope.provide(resourcesScope),
               (effect) =>
                 Effect.provide(effect as Effect.Effect<Res, unknown, Exclude<R, Editor.Editor | Scope.Scope>>, context),
-              Effect.catchCause((cause) => Effect.fail(`could not acquire resources: ${describe(cause)}`))
+              Effect.catchCause((cause) => Effect.fail(`could not acquire resources: ${Checklist.describe(cause)}`))
             )
           }
           return { name, version: options.version, commands: extension.commands }

@@ -1,15 +1,17 @@
 /**
  * The extension host's supervisor: one generation (process + connection) at a time, crash detection and the restart
  * budget (a shutdown during a restart cancels it, docs/protocol.md "Restarts"), the settings a start uses, and the
- * event log. How one generation is stopped is in `extensionHostStop.ts`.
+ * commands (`execute`, `reloadWith`, the waits). The rooms beside it: the event log (`extensionHostEvents.ts`), the
+ * request handlers (`extensionHostHandlers.ts`), how one generation is stopped (`extensionHostStop.ts`), and the values
+ * shared with `ExtensionHost.ts` (`extensionHostModel.ts`).
  *
  * @internal
  */
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
+import * as Bounds from "@lifeline/kernel/Bounds"
 import * as Connection from "@lifeline/kernel/Connection"
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import * as Lifecycle from "@lifeline/kernel/Lifecycle"
-import type * as Peer from "@lifeline/kernel/Peer"
 import * as PeerError from "@lifeline/kernel/PeerError"
 import * as Process from "@lifeline/kernel/Process"
 import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
@@ -26,14 +28,14 @@ import * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
-// A cycle that is safe: these values are only used inside functions, after both modules have loaded.
-import * as ExtensionHost from "../ExtensionHost.js"
+import type * as ExtensionHost from "../ExtensionHost.js"
 import * as HermesProtocol from "../HermesProtocol.js"
-import type * as Hl7 from "../Hl7.js"
 import * as MessageStore from "../MessageStore.js"
 import * as Spawner from "../Spawner.js"
 import * as Windows from "../Windows.js"
 import * as EventLog from "./extensionHostEvents.js"
+import * as Handlers from "./extensionHostHandlers.js"
+import * as Model from "./extensionHostModel.js"
 import * as Stop from "./extensionHostStop.js"
 import type { Generation } from "./extensionHostStop.js"
 
@@ -72,9 +74,9 @@ const refuseSettings = (settings: HermesProtocol.Settings | undefined): Extensio
   const limit = HermesProtocol.MAX_SETTINGS_BYTES
   const bytes = HermesProtocol.settingsBytes(settings)
   if (bytes === undefined || typeof settings !== "object" || settings === null || Array.isArray(settings)) {
-    return new ExtensionHost.SettingsRefused({ reason: "NotJson", limit })
+    return new Model.SettingsRefused({ reason: "NotJson", limit })
   }
-  return bytes > limit ? new ExtensionHost.SettingsRefused({ reason: "TooLarge", limit, actual: bytes }) : undefined
+  return bytes > limit ? new Model.SettingsRefused({ reason: "TooLarge", limit, actual: bytes }) : undefined
 }
 
 /** @internal */
@@ -94,12 +96,12 @@ export const start = (
     // How much later than `initializeTimeout` the kernel's handshake bound is: the host's own bound fires first.
     const handshakeMargin = Duration.seconds(1)
     const shutdownTimeout = Duration.fromInputUnsafe(options.shutdownTimeout ?? HermesProtocol.SHUTDOWN_TIMEOUT)
-    const exitGrace = Duration.fromInputUnsafe(options.exitGrace ?? Duration.seconds(2))
-    const killGrace = Duration.fromInputUnsafe(options.killGrace ?? Duration.seconds(1))
+    const exitGrace = Duration.fromInputUnsafe(options.exitGrace ?? Bounds.hostExitGrace)
+    const killGrace = Duration.fromInputUnsafe(options.killGrace ?? Bounds.killGrace)
     const maxRestarts = options.restart?.maxRestarts ?? 3
     const restartWindow = Duration.fromInputUnsafe(options.restart?.within ?? Duration.seconds(60))
     const label = [spec.command, ...(spec.args ?? [])].join(" ")
-    const defaults = ExtensionHost.defaultLimits
+    const defaults = Model.defaultLimits
     const historyLimit = count(options.historyLimit, defaults.historyLimit, 1)
     const maxEventText = count(options.maxEventTextLength, defaults.maxEventTextLength, 0)
     const maxOpenWindows = count(options.maxOpenWindows, defaults.maxOpenWindows, 0)
@@ -122,8 +124,6 @@ export const start = (
     let info: Option.Option<HermesProtocol.InitializeResult> = Option.none()
     let generationCount = 0
     let restarts: Array<number> = []
-    let windowCount = 0
-    let activeRequests = 0
     // What the next start uses: `reloadWith` changes them (the user changed the extension's settings).
     let currentSpec = spec
     let currentSettings = options.settings
@@ -139,164 +139,29 @@ export const start = (
         lastActivity = now
       }))
 
-    // -- serving the extension --------------------------------------------------------------------------------
+    // -- serving the extension (./extensionHostHandlers.ts) ------------------------------------------------------
 
-    const served = <A>(
-      method: string,
-      effect: Effect.Effect<A, RpcError.RpcError>
-    ): Effect.Effect<A, RpcError.RpcError> =>
-      Effect.suspend(() => {
-        activeRequests++
-        return effect
-      }).pipe(
-        Effect.tap(() => emit((at) => ExtensionHost.Event.RequestServed({ at, method, ok: true, detail: undefined }))),
-        Effect.tapError((error) =>
-          emit((at) =>
-            ExtensionHost.Event.RequestServed({ at, method, ok: false, detail: text(Stop.describeWireError(error)) })
-          )
-        ),
-        Effect.ensuring(Effect.andThen(
-          Effect.sync(() => {
-            activeRequests--
-          }),
-          touch
-        ))
-      )
-
-    const invalid = (
-      error: { readonly reason: string; readonly detail: string; readonly index?: number; readonly path?: string }
-    ) =>
-      RpcError.RpcError.invalidParams(
-        error.index === undefined
-          ? { reason: error.reason, detail: error.detail }
-          : { index: error.index, path: error.path, reason: error.reason, detail: error.detail }
-      )
-
-    /** A refused `editor/patchMessage`: over `maxMessageBytes` with its bound and size, else its `Hl7Error` reason. */
-    const patchRefused = (error: MessageStore.PatchRejected) =>
-      error.reason === "MessageTooLarge"
-        ? RpcError.RpcError.invalidParams({
-          index: error.index,
-          reason: error.reason,
-          limit: error.limit,
-          actual: error.actual
-        })
-        : invalid(error)
-
-    /** A refused `editor/setMessage`: over a bound of the store with the bound and the size, else not HL7. */
-    const setRefused = (error: Hl7.Hl7Error | MessageStore.MessageTooLarge) =>
-      error._tag === "MessageTooLarge"
-        ? RpcError.RpcError.invalidParams({ reason: error.reason, limit: error.limit, actual: error.actual })
-        : invalid(error)
-
-    const tooLarge = (
-      reason: "TooManyPatches" | "ValueTooLarge" | "PatchesTooLarge",
-      limit: number,
-      actual: number,
-      index?: number
-    ) =>
-      RpcError.RpcError.invalidParams(
-        index === undefined ? { reason, limit, actual } : { reason, index, limit, actual }
-      )
-
-    /** The bounds of one `editor/patchMessage`: the count first, then each value, then the whole. */
-    const checkPatches = (patches: ReadonlyArray<HermesProtocol.Patch>): RpcError.RpcError | undefined => {
-      if (patches.length > maxPatches) return tooLarge("TooManyPatches", maxPatches, patches.length)
-      let total = 0
-      for (let index = 0; index < patches.length; index++) {
-        const { path, value } = patches[index]
-        const valueBytes = value === null ? 0 : MessageStore.utf8Bytes(value)
-        if (valueBytes > maxPatchValueBytes) return tooLarge("ValueTooLarge", maxPatchValueBytes, valueBytes, index)
-        total += MessageStore.utf8Bytes(path) + valueBytes
-      }
-      if (total > maxPatchRequestBytes) return tooLarge("PatchesTooLarge", maxPatchRequestBytes, total)
-      return undefined
-    }
-
-    const makeHandlers = (
-      generation: Generation
-    ): Peer.Handlers<HermesProtocol.HostServes, never> => ({
-      "editor/getMessage": (params) =>
-        served(
-          "editor/getMessage",
-          store.get(params?.format ?? "raw").pipe(
-            Effect.map((message) => ({ message })),
-            Effect.mapError(invalid)
-          )
-        ),
-      "editor/patchMessage": ({ patches }) =>
-        served(
-          "editor/patchMessage",
-          Effect.suspend(() => {
-            // Checked before anything is applied: the store applies a request in one synchronous step.
-            const refused = checkPatches(patches)
-            if (refused !== undefined) return Effect.fail(refused)
-            return store.patch(patches).pipe(Effect.map((applied) => ({ applied })), Effect.mapError(patchRefused))
-          })
-        ),
-      "editor/setMessage": ({ message }) =>
-        served(
-          "editor/setMessage",
-          store.set(message).pipe(Effect.as({ success: true }), Effect.mapError(setRefused))
-        ),
-      "ui/openWindow": (params) =>
-        served(
-          "ui/openWindow",
-          Effect.gen(function*() {
-            // A permit per open window, given back when it has closed: the windows of a flood wait for their fetch
-            // in a bounded queue, and the rest are refused. From the permit to the window's fiber nothing may be
-            // interrupted (a cancelled request would keep its permit for good); the fiber itself is interruptible, as
-            // every Effect 4 fork is unless asked otherwise.
-            if (!(yield* generation.windowSlots.takeIfAvailable(1))) {
-              return yield* RpcError.RpcError.requestFailed("Too many open windows", {
-                reason: "TooManyWindows",
-                limit: maxOpenWindows,
-                actual: yield* FiberMap.size(generation.windows)
-              })
-            }
-            const windowId = `window-${++windowCount}`
-            const window: Windows.Window = {
-              windowId,
-              extension: Option.match(info, { onNone: () => label, onSome: (i) => i.name }),
-              url: params.url,
-              title: params.title
-            }
-            yield* emit((at) =>
-              ExtensionHost.Event.WindowOpened({
-                at,
-                windowId,
-                url: text(params.url),
-                title: params.title === undefined ? undefined : text(params.title)
-              })
-            )
-            const connection = generation.connection
-            // Starts after this handler returns, as Effect 3's fork did (Effect 4 would run it here up to a wait).
-            yield* FiberMap.run(
-              generation.windows,
-              windowId,
-              Effect.gen(function*() {
-                // The answer carrying the id goes out first: `window/closed` must not overtake it.
-                if (connection !== undefined) yield* connection.peer.flush
-                const presentation = yield* windows.present(window)
-                yield* emit((at) => ExtensionHost.Event.WindowShown({ at, windowId, presentation }))
-                if (connection !== undefined) {
-                  yield* Effect.ignore(connection.peer.notify(HermesProtocol.WindowClosed, { windowId }))
-                }
-                yield* emit((at) => ExtensionHost.Event.WindowClosed({ at, windowId }))
-              }).pipe(Effect.ensuring(generation.windowSlots.release(1))),
-              { startImmediately: false }
-            )
-            return { windowId }
-          }).pipe(Effect.uninterruptible)
-        )
+    const handlers = Handlers.make({
+      store,
+      windows,
+      emit,
+      text,
+      touch,
+      info: () => info,
+      label,
+      maxOpenWindows,
+      maxPatches,
+      maxPatchValueBytes,
+      maxPatchRequestBytes
     })
+    const makeHandlers = handlers.makeHandlers
 
     // -- processes --------------------------------------------------------------------------------------------
 
     // Completed by a forced stop (a second signal to a program under `NodeSignals.runMain`): every stop sequence
     // running or to come cuts its waits short and goes to SIGKILL.
     const forced = yield* Deferred.make<void>()
-    const verifyTimeout = Duration.sum(killGrace, Duration.seconds(1))
+    const verifyTimeout = Bounds.hostVerifyTimeout(killGrace)
 
     const stopContext: Stop.StopContext = {
       label,
@@ -323,7 +188,7 @@ export const start = (
       // Only the `settings` option can be refused here: `reloadWith` checks before it stops anything.
       const refused = refuseSettings(currentSettings)
       if (refused !== undefined) {
-        yield* emit((at) => ExtensionHost.Event.Failed({ at, reason: refused.message }))
+        yield* emit((at) => Model.Event.Failed({ at, reason: refused.message }))
         return yield* setStatus("Failed")
       }
       const scope = yield* Scope.fork(generations, "sequential")
@@ -331,14 +196,12 @@ export const start = (
       const spawned = yield* Scope.provide(spawner.spawn({ ...currentSpec, env }), scope).pipe(Effect.result)
       if (Result.isFailure(spawned)) {
         yield* Scope.close(scope, Exit.void)
-        yield* emit((at) =>
-          ExtensionHost.Event.SpawnFailed({ at, generation: number, detail: spawned.failure.message })
-        )
-        yield* emit((at) => ExtensionHost.Event.Failed({ at, reason: spawned.failure.message }))
+        yield* emit((at) => Model.Event.SpawnFailed({ at, generation: number, detail: spawned.failure.message }))
+        yield* emit((at) => Model.Event.Failed({ at, reason: spawned.failure.message }))
         return yield* setStatus("Failed")
       }
       const process = spawned.success
-      yield* emit((at) => ExtensionHost.Event.Spawned({ at, generation: number, pid: process.pid }))
+      yield* emit((at) => Model.Event.Spawned({ at, generation: number, pid: process.pid }))
       const exit = yield* Deferred.make<Process.ExitStatus>()
       yield* process.exit.pipe(Effect.flatMap((s) => Deferred.succeed(exit, s)), Effect.forkIn(scope))
       const windowFibers = yield* Scope.provide(FiberMap.make<string>(), scope)
@@ -352,7 +215,7 @@ export const start = (
         connection: undefined,
         stopping: false
       }
-      yield* emit((at) => ExtensionHost.Event.Initializing({ at, generation: number }))
+      yield* emit((at) => Model.Event.Initializing({ at, generation: number }))
       let answer: HermesProtocol.InitializeResult | undefined
       const params: HermesProtocol.InitializeParams = {
         hermesVersion: options.hermesVersion ?? "0.1.0",
@@ -428,11 +291,11 @@ export const start = (
             : error.message
         )
         generation.stopping = true
-        yield* emit((at) => ExtensionHost.Event.InitializeFailed({ at, generation: number, reason, detail }))
+        yield* emit((at) => Model.Event.InitializeFailed({ at, generation: number, reason, detail }))
         const exitStatus = hasExited ? yield* Deferred.await(exit) : yield* kill(generation)
         yield* Scope.close(scope, Exit.void)
         yield* exited(generation, exitStatus, true)
-        yield* emit((at) => ExtensionHost.Event.Failed({ at, reason: `initialize ${reason}: ${detail}` }))
+        yield* emit((at) => Model.Event.Failed({ at, reason: `initialize ${reason}: ${detail}` }))
         return yield* setStatus("Failed")
       }
 
@@ -443,7 +306,7 @@ export const start = (
       const result = answer
       yield* touch
       yield* emit((at) =>
-        ExtensionHost.Event.Ready({
+        Model.Event.Ready({
           at,
           generation: number,
           name: result.name,
@@ -483,11 +346,11 @@ export const start = (
         if (restarts.length >= maxRestarts) {
           const reason = `crashed after ${restarts.length} restart(s) within ${Duration.format(restartWindow)}: ` +
             `the restart budget (${maxRestarts}) is exhausted`
-          yield* emit((at) => ExtensionHost.Event.Failed({ at, reason }))
+          yield* emit((at) => Model.Event.Failed({ at, reason }))
           yield* setStatus("Failed")
         } else {
           restarts.push(now)
-          yield* emit((at) => ExtensionHost.Event.Restarting({ at, restart: restarts.length, maxRestarts }))
+          yield* emit((at) => Model.Event.Restarting({ at, restart: restarts.length, maxRestarts }))
           yield* setStatus("Restarting")
           yield* launch
         }
@@ -577,7 +440,7 @@ export const start = (
         if (current === undefined) return Effect.void
         return Effect.flatMap(Clock.currentTimeMillis, (now) => {
           const quietFor = now - lastActivity
-          if (activeRequests === 0 && quietFor >= settleMillis) return Effect.void
+          if (handlers.activeRequests() === 0 && quietFor >= settleMillis) return Effect.void
           return Effect.andThen(Effect.sleep(Duration.millis(Math.max(settleMillis - quietFor, 10))), loop)
         })
       })
@@ -589,7 +452,7 @@ export const start = (
         const generation = current
         const state = yield* SubscriptionRef.get(status)
         if (generation === undefined || state !== "Ready" || generation.connection === undefined) {
-          return yield* new ExtensionHost.CommandRefused({
+          return yield* new Model.CommandRefused({
             command,
             reason: "NotReady",
             detail: `the extension is ${state}`
@@ -597,7 +460,7 @@ export const start = (
         }
         const known = Option.exists(info, (i) => i.commands.some((c) => c.id === command))
         if (!known) {
-          return yield* new ExtensionHost.CommandRefused({
+          return yield* new Model.CommandRefused({
             command,
             reason: "UnknownCommand",
             detail: "the extension did not announce it in initialize"
@@ -607,12 +470,10 @@ export const start = (
           HermesProtocol.ExecuteCommand,
           args === undefined ? { command } : { command, arguments: args }
         ).pipe(
-          Effect.mapError((e) =>
-            new ExtensionHost.CommandRefused({ command, reason: "Disconnected", detail: e.message })
-          )
+          Effect.mapError((e) => new Model.CommandRefused({ command, reason: "Disconnected", detail: e.message }))
         )
         yield* touch
-        yield* emit((at) => ExtensionHost.Event.CommandSent({ at, command }))
+        yield* emit((at) => Model.Event.CommandSent({ at, command }))
       })
 
     // Under the lock, as every later start: a shutdown that comes meanwhile (a signal) cancels it and then waits for it.

@@ -14,8 +14,8 @@ import type * as Pull from "effect/Pull"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
-// A cycle that is safe: these values are only used inside functions, after both modules have loaded.
-import * as ExtensionHost from "../ExtensionHost.js"
+import type * as ExtensionHost from "../ExtensionHost.js"
+import * as Model from "./extensionHostModel.js"
 
 /** @internal */
 export interface EventLog {
@@ -89,7 +89,7 @@ export const make = (historyLimit: number, label: string): Effect.Effect<EventLo
     // published: whoever wakes up on one finds the other already there (both happened at once in Effect 3).
     const setStatus = (next: ExtensionHost.Status) =>
       Effect.flatMap(Clock.currentTimeMillis, (at) => {
-        const event = ExtensionHost.Event.StatusChanged({ at, status: next })
+        const event = Model.Event.StatusChanged({ at, status: next })
         record(event)
         return SubscriptionRef.set(status, next).pipe(
           Effect.andThen(Effect.sync(publish)),

@@ -20,10 +20,10 @@ import * as FiberMap from "effect/FiberMap"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import type * as Semaphore from "effect/Semaphore"
-// A cycle that is safe: these values are only used inside functions, after both modules have loaded.
-import * as ExtensionHost from "../ExtensionHost.js"
+import type * as ExtensionHost from "../ExtensionHost.js"
 import * as HermesProtocol from "../HermesProtocol.js"
 import type * as Spawner from "../Spawner.js"
+import * as Model from "./extensionHostModel.js"
 
 /** @internal */
 export type HostConnection = Connection.Connection<HermesProtocol.HostServes, HermesProtocol.HostCalls>
@@ -77,7 +77,7 @@ export const exited = (
     generation.process.stderrTail,
     (stderrTail) =>
       ctx.emit((at) =>
-        ExtensionHost.Event.Exited({ at, generation: generation.number, status: exitStatus, expected, stderrTail })
+        Model.Event.Exited({ at, generation: generation.number, status: exitStatus, expected, stderrTail })
       )
   )
 
@@ -121,7 +121,7 @@ export const stopUnstarted = (
     generation.stopping = true
     const startedAt = yield* Clock.currentTimeMillis
     yield* ctx.setStatus("Stopping")
-    yield* ctx.emit((at) => ExtensionHost.Event.ShutdownStarted({ at, reason }))
+    yield* ctx.emit((at) => Model.Event.ShutdownStarted({ at, reason }))
     const report = yield* StopSequence.run(targetOf(generation), { forced: Deferred.await(ctx.forced) }, {
       exitGrace: ctx.exitGrace,
       killGrace: ctx.killGrace,
@@ -140,7 +140,7 @@ export const stopUnstarted = (
       elapsedMillis: elapsed,
       elapsedMs: elapsed
     }
-    yield* ctx.emit((at) => ExtensionHost.Event.ShutdownFinished({ at, summary }))
+    yield* ctx.emit((at) => Model.Event.ShutdownFinished({ at, summary }))
     yield* exited(ctx, generation, report.exit ?? unknownExit, true)
     return summary
   })
@@ -159,7 +159,7 @@ export const stopGeneration = (
     generation.stopping = true
     const startedAt = yield* Clock.currentTimeMillis
     yield* ctx.setStatus("Stopping")
-    yield* ctx.emit((at) => ExtensionHost.Event.ShutdownStarted({ at, reason }))
+    yield* ctx.emit((at) => Model.Event.ShutdownStarted({ at, reason }))
     yield* FiberMap.clear(generation.windows)
     const connection = generation.connection!
     let responded = false
@@ -245,7 +245,7 @@ export const stopGeneration = (
       elapsedMillis: elapsed,
       elapsedMs: elapsed
     }
-    yield* ctx.emit((at) => ExtensionHost.Event.ShutdownFinished({ at, summary }))
+    yield* ctx.emit((at) => Model.Event.ShutdownFinished({ at, summary }))
     yield* exited(ctx, generation, report.exit ?? unknownExit, true)
     return summary
   })

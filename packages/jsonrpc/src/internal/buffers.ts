@@ -5,7 +5,9 @@
  * @internal
  */
 import type { Limits } from "../Framing.js"
-import { defaultLimits } from "../Framing.js"
+
+/** The decoders' default bounds (`Framing.defaultLimits` is this object). @internal */
+export const defaultLimits: Limits = { maxHeaderBytes: 8 * 1024, maxBodyBytes: 64 * 1024 * 1024 }
 
 /** @internal */
 export const concat = (pieces: ReadonlyArray<Uint8Array>, length: number): Uint8Array => {

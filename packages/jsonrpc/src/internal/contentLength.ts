@@ -49,9 +49,9 @@
  * @internal
  */
 import type { Decoder, DecodeStep, Framing, Limits } from "../Framing.js"
-import { FramingError } from "../Framing.js"
 import { concat, resolveLimits } from "./buffers.js"
 import { encode, encodeString } from "./contentLengthEncoder.js"
+import { FramingError } from "./framingError.js"
 
 const LF = 10
 const CR = 13

@@ -22,8 +22,8 @@
  * @internal
  */
 import type { Decoder, DecodeStep, Framing, Limits } from "../Framing.js"
-import { FramingError } from "../Framing.js"
 import { allocate, concat, encodeJson, resolveLimits } from "./buffers.js"
+import { FramingError } from "./framingError.js"
 
 const LF = 10
 const CR = 13

@@ -13,6 +13,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
+import * as Bounds from "../Bounds.js"
 import * as Cancellation from "../Cancellation.js"
 import type * as Connection from "../Connection.js"
 import * as GracefulShutdown from "../GracefulShutdown.js"
@@ -36,7 +37,7 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
   Effect.gen(function*() {
     const policy = yield* ShutdownPolicy.resolve(options.policy)
     const cancellation = Cancellation.spelling(options.cancellation ?? options.protocol.cancellation)
-    const flushTimeout = Duration.fromInputUnsafe(options.flushTimeout ?? Duration.seconds(1))
+    const flushTimeout = Duration.fromInputUnsafe(options.flushTimeout ?? Bounds.flushTimeout)
     const lifecycle = yield* Lifecycle.make
     const handshake = options.handshake
     const handshakeMessages = new Set(

@@ -7,6 +7,7 @@
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Bounds from "../Bounds.js"
 import type * as Connection from "../Connection.js"
 import * as Lifecycle from "../Lifecycle.js"
 import type * as Method from "../Method.js"
@@ -19,7 +20,7 @@ import * as Transport from "../Transport.js"
 export const nonNegative = (input: Duration.Input): Duration.Duration =>
   Duration.max(Duration.fromInputUnsafe(input), Duration.zero)
 
-const defaultHandshakeTimeout = Duration.seconds(10)
+const defaultHandshakeTimeout = Bounds.handshakeTimeout
 
 /** @internal */
 export const initiate = (first: any, params?: any, options?: any): Connection.Initiate<any, any, any, any> => {

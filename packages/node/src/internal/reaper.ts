@@ -6,9 +6,13 @@
  * @internal
  */
 import type * as ProcessRecord from "@lifeline/journal/ProcessRecord"
+import * as Bounds from "@lifeline/kernel/Bounds"
+import type * as Process from "@lifeline/kernel/Process"
+import * as StopSequence from "@lifeline/kernel/StopSequence"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as References from "effect/References"
 import * as Schema from "effect/Schema"
 import type { ProcessEntry, ProcStat } from "./processes.js"
 import { groupEntries, probeGroup, procStat, psStartTime } from "./processes.js"
@@ -125,28 +129,19 @@ const describe = (survivors: ReadonlyArray<number>): string =>
 /** What is left of an orphan, polled on the Clock so that TestClock drives the bounds. */
 type Survivors = Effect.Effect<ReadonlyArray<number>>
 
-/** The survivors once they are none, or as they are after `grace`. */
-const awaitNone = (survivors: Survivors, grace: Duration.Duration): Survivors => {
-  const poll: Effect.Effect<void> = Effect.flatMap(
-    survivors,
-    (left) => left.length === 0 ? Effect.void : Effect.andThen(Effect.sleep(pollInterval), Effect.suspend(() => poll))
-  )
-  return Effect.flatMap(
-    Effect.timeoutOption(poll, grace),
-    (done) => Option.isSome(done) ? Effect.succeed([]) : survivors
-  )
-}
-
 /** @internal */
 export const makeReaper = (
   system: System,
   options?: { readonly grace?: Duration.Input | undefined }
 ): ProcessRecord.Reaper => {
-  const grace = Duration.fromInputUnsafe(options?.grace ?? "2 seconds")
+  const grace = Duration.fromInputUnsafe(options?.grace ?? Bounds.reapGrace)
 
   /**
-   * SIGTERM, then, if anything is left after `grace`, SIGKILL to the same targets whatever the leader did, then
-   * `grace` for everything to be gone.
+   * The kernel's one stop ladder (`StopSequence`, without an input to end): SIGTERM, then, if anything is left after
+   * `grace`, SIGKILL to the same targets whatever the leader did, then `grace` for everything to be gone. An orphan is
+   * not our child: its "exit" is the moment `survivors` is empty, polled on the Clock. The sequence's own log lines
+   * speak of a child ("stop: …"); the reaper says instead which orphan ignored what, so the sequence runs with its
+   * logs muted and the reaper logs at the level the caller set.
    */
   const terminate = (
     info: ProcessRecord.ProcessInfo,
@@ -154,19 +149,39 @@ export const makeReaper = (
     survivors: Survivors
   ): Effect.Effect<ProcessRecord.ReapOutcome, ReapError> =>
     Effect.gen(function*() {
-      yield* signal("SIGTERM")
-      const stubborn = yield* awaitNone(survivors, grace)
-      if (stubborn.length === 0) return "Killed" as const
-      yield* Effect.logWarning(
-        stubborn.length === 1 && stubborn[0] === info.pid
-          ? `orphan process ${info.pid} ignored SIGTERM for ${Duration.format(grace)}: SIGKILL`
-          : `orphan process ${info.pid}: ${describe(stubborn)} still running ${
-            Duration.format(grace)
-          } after SIGTERM: SIGKILL`
+      const level = yield* References.MinimumLogLevel
+      const gone: Process.ExitStatus = { exitCode: null, signal: null }
+      const untilNone: Effect.Effect<Process.ExitStatus> = Effect.flatMap(
+        survivors,
+        (left) =>
+          left.length === 0
+            ? Effect.succeed(gone)
+            : Effect.andThen(Effect.sleep(pollInterval), Effect.suspend(() => untilNone))
       )
-      yield* signal("SIGKILL")
-      const survived = yield* awaitNone(survivors, grace)
-      if (survived.length === 0) return "Killed" as const
+      const target: StopSequence.Target = {
+        exit: untilNone,
+        exitStatus: Effect.map(survivors, (left) => left.length === 0 ? Option.some(gone) : Option.none()),
+        signal: (name) =>
+          name === "SIGKILL"
+            ? Effect.flatMap(survivors, (stubborn) =>
+              Effect.andThen(
+                Effect.logWarning(
+                  stubborn.length === 1 && stubborn[0] === info.pid
+                    ? `orphan process ${info.pid} ignored SIGTERM for ${Duration.format(grace)}: SIGKILL`
+                    : `orphan process ${info.pid}: ${describe(stubborn)} still running ${
+                      Duration.format(grace)
+                    } after SIGTERM: SIGKILL`
+                ).pipe(Effect.provideService(References.MinimumLogLevel, level)),
+                signal(name)
+              ))
+            : signal(name),
+        endInput: Effect.void
+      }
+      // Gone between the look that found it and this step ("Exited": nothing was sent): what the reaper came for.
+      const report = yield* StopSequence.run(target, {}, { endOfInput: false, killGrace: grace, verifyTimeout: grace })
+        .pipe(Effect.provideService(References.MinimumLogLevel, "None"))
+      if (report.endedBy !== "Unkillable") return "Killed" as const
+      const survived = yield* survivors
       return yield* new ReapError({
         reason: "Survived",
         pid: info.pid,

@@ -21,6 +21,7 @@ import * as Queue from "effect/Queue"
 import * as References from "effect/References"
 import * as Semaphore from "effect/Semaphore"
 import * as Tracer from "effect/Tracer"
+import * as Bounds from "../../Bounds.js"
 import * as Cancellation from "../../Cancellation.js"
 import type * as Peer from "../../Peer.js"
 import type * as PeerError from "../../PeerError.js"
@@ -234,8 +235,8 @@ export const make = Effect.fnUntraced(function*<R>(
       Duration.fromInputUnsafe(options.invalidMessageLogInterval ?? Duration.seconds(1))
     ),
     invalidLog: { loggedAt: undefined, suppressed: 0 },
-    defaultTimeoutMillis: Duration.toMillis(Duration.fromInputUnsafe(options.requestTimeout ?? Duration.seconds(5))),
-    flushTimeout: Duration.fromInputUnsafe(options.flushTimeout ?? Duration.seconds(1)),
+    defaultTimeoutMillis: Duration.toMillis(Duration.fromInputUnsafe(options.requestTimeout ?? Bounds.requestTimeout)),
+    flushTimeout: Duration.fromInputUnsafe(options.flushTimeout ?? Bounds.flushTimeout),
     cancellation: Cancellation.spelling(options.cancellation ?? options.protocol.cancellation),
     exposeDefects: options.exposeDefects ?? false,
     gate: options.gate,
