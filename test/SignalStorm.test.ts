@@ -2,7 +2,9 @@
  * A storm of SIGTERMs (bursts of 50, one every 10 ms until the process is gone) against a process under
  * `NodeSignals.runMain`: hermes-host (examples/headless-host.ts) and an extension run by `NodeExtension.runMain` (the
  * HL7 example). The handlers stay installed until the process exits, so it never dies by the signal itself (exit
- * -15): it exits with the documented code of a third signal, 3 (`Abandoned`; docs/hosting.md, "Exit codes").
+ * -15): it exits with a documented code (docs/hosting.md, "Exit codes"). Which one depends on how many of the signals
+ * it saw: the kernel merges a signal that arrives while the same one is still pending, so a burst of 50 may be one
+ * signal to the process (143, the graceful stop finished), two (2, forced) or three and more (3, abandoned).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { HermesProtocol } from "@lifeline/hermes"
@@ -49,7 +51,7 @@ const exitOf = (child: ChildProcess.ChildProcess) =>
 
 describe("a storm of SIGTERMs never kills a process by the signal itself", () => {
   it.live(
-    "hermes-host: bursts of 50 SIGTERMs while it runs and shuts down: exit code 3, never by signal",
+    "hermes-host: bursts of 50 SIGTERMs while it runs and shuts down: a documented exit code, never by signal",
     () =>
       Effect.gen(function*() {
         const dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "signal-storm-"))
@@ -65,7 +67,8 @@ describe("a storm of SIGTERMs never kills a process by the signal itself", () =>
         )
         const sent = yield* storm(host.child)
         const exit = yield* exitOf(host.child)
-        assert.deepStrictEqual([exit.signal, exit.code], [null, 3], `${sent} SIGTERMs sent; ${host.stderr()}`)
+        assert.strictEqual(exit.signal, null, `${sent} SIGTERMs sent; ${host.stderr()}`)
+        assert.include([143, 2, 3], exit.code, `${sent} SIGTERMs sent; ${host.stderr()}`)
         assert.isAbove(sent, 49)
         Fs.rmSync(dataDir, { recursive: true, force: true })
       }).pipe(Effect.scoped),
@@ -73,7 +76,7 @@ describe("a storm of SIGTERMs never kills a process by the signal itself", () =>
   )
 
   it.live(
-    "an extension under NodeExtension.runMain (HL7): bursts of 50 SIGTERMs: exit code 3, never by signal",
+    "an extension under NodeExtension.runMain (HL7): bursts of 50 SIGTERMs: a documented exit code, never by signal",
     () =>
       Effect.gen(function*() {
         const dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "signal-storm-"))
@@ -84,7 +87,8 @@ describe("a storm of SIGTERMs never kills a process by the signal itself", () =>
         yield* extension.next((m) => m.id === 1, "the answer to initialize", 20_000)
         const sent = yield* storm(extension.child)
         const exit = yield* Effect.promise(() => extension.exited)
-        assert.deepStrictEqual([exit.signal, exit.code], [null, 3], `${sent} SIGTERMs sent; ${extension.stderr()}`)
+        assert.strictEqual(exit.signal, null, `${sent} SIGTERMs sent; ${extension.stderr()}`)
+        assert.include([143, 2, 3], exit.code, `${sent} SIGTERMs sent; ${extension.stderr()}`)
         Fs.rmSync(dataDir, { recursive: true, force: true })
       }).pipe(Effect.scoped),
     40_000
