@@ -101,7 +101,8 @@ export default defineConfig(
           "@lifeline/postgres",
           "@lifeline/fleet",
           "@lifeline/hermes",
-          "@lifeline/hermes-node"
+          "@lifeline/hermes-node",
+          "@lifeline/mcp"
         ]
       }]
     }
