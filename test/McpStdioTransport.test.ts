@@ -117,7 +117,7 @@ describe("the SDK's stdio transport tests, on both transports", () => {
           const read = collect(transport, (messages) => messages.length === 1)
           await transport.start()
           const [message] = await read
-          const env = (message as { params: Record<string, string> }).params
+          const env = (message as unknown as { params: Record<string, string> }).params
           assert.isUndefined(env.LIFELINE_MCP_SECRET)
           assert.strictEqual(env.EXTRA, "given")
           assert.strictEqual(env.PATH, "/usr/bin:/bin")
@@ -138,7 +138,7 @@ describe("the SDK's stdio transport tests, on both transports", () => {
         const read = collect(transport, (messages) => messages.length === 1)
         await transport.start()
         const [message] = await read
-        assert.strictEqual((message as { params: { cwd: string } }).params.cwd, Fs.realpathSync(Os.tmpdir()))
+        assert.strictEqual((message as unknown as { params: { cwd: string } }).params.cwd, Fs.realpathSync(Os.tmpdir()))
         await transport.close()
       })
 

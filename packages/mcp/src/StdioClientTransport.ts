@@ -207,12 +207,13 @@ export class StdioClientTransport implements Transport {
       this.#report(failure)
       throw failure
     }
-    if (this.#state === "starting") this.#state = "open"
+    // A close() called while starting has waited for this, and closes the server after it.
+    this.#state = "open"
     const server = this.#server
-    // The server exits by itself: once its last line is delivered, what is left of its group is stopped and
-    // `onclose` called. A close() under way does the same, once.
+    // The server exits by itself: once its last line is delivered, `onclose` is called and what is left of its group
+    // stopped. During a close(), the close does both, in the other order.
     lease.runtime.runPromise(Server.exitedAndDrained(server, "100 millis")).then(
-      () => this.#finish(),
+      () => this.#finish(this.#state === "open"),
       // Interrupted: the runtime was disposed, after the server was stopped.
       () => {}
     ).catch((error) => this.#report(error instanceof Error ? error : new Error(String(error))))
@@ -288,24 +289,34 @@ export class StdioClientTransport implements Transport {
         Effect.timeoutOption(server.exit, this.#parameters.exitTimeout ?? defaultExitTimeout)
       )
     }
-    await this.#finish()
+    await this.#finish(false)
   }
 
-  #finish(): Promise<void> {
+  /**
+   * Once: stops what is left of the server's group and releases the runtime. `onclose` comes after the stop for a
+   * `close()` (everything is gone when it returns), and before it when the server exited by itself (so that the
+   * `Client` fails its requests in flight at once, not after the grace of a helper that ignores SIGTERM).
+   */
+  #finish(exited: boolean): Promise<void> {
     this.#finished ??= (async () => {
       if (this.#state !== "closed") this.#state = "closing"
+      if (exited) this.#notifyClose()
       const server = this.#server
       const lease = this.#lease
       if (server !== undefined && lease !== undefined) await lease.runtime.runPromise(server.stop)
       this.#state = "closed"
       this.#stderr?.end()
       await lease?.release()
-      try {
-        this.onclose?.()
-      } catch (error) {
-        this.#report(error instanceof Error ? error : new Error(String(error)))
-      }
+      if (!exited) this.#notifyClose()
     })()
     return this.#finished
+  }
+
+  #notifyClose(): void {
+    try {
+      this.onclose?.()
+    } catch (error) {
+      this.#report(error instanceof Error ? error : new Error(String(error)))
+    }
   }
 }

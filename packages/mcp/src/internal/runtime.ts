@@ -13,8 +13,10 @@
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
+import * as NodeStdio from "@lifeline/node/NodeStdio"
 import * as NodeSupervisedSpawner from "@lifeline/node/NodeSupervisedSpawner"
 import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 
@@ -35,7 +37,10 @@ const disposing = new Map<string, Promise<void>>()
 const build = (directory: string | undefined): Runtime =>
   ManagedRuntime.make(
     NodeSupervisedSpawner.layerOptions({ directory }).pipe(
-      Layer.provide([NodeFileSystem.layer, NodePath.layer])
+      Layer.provide([NodeFileSystem.layer, NodePath.layer]),
+      // Logs (a sweep at start, a group that needed SIGKILL) go to stderr as logfmt lines, never to stdout: the host
+      // may itself be a stdio server, whose stdout carries frames only.
+      Layer.provideMerge(Logger.layer([NodeStdio.logger]))
     )
   )
 
