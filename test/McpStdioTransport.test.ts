@@ -13,7 +13,16 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import type { Readable } from "node:stream"
+import { alive, groupOf, killAll, stubborn, treeOf } from "./support/mcp.js"
 import { isAlive } from "./support/processes.js"
+
+const eventually = async (condition: () => boolean) => {
+  const start = performance.now()
+  while (!condition()) {
+    if (performance.now() - start > 5000) throw new Error("never happened")
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
 
 const journalDirectory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-mcp-transport-"))
 afterAll(() => Fs.rmSync(journalDirectory, { recursive: true, force: true }))
@@ -190,6 +199,63 @@ describe("the SDK's stdio transport tests, on both transports", () => {
         assert.isAtLeast(seen.length, 1)
         assert.isNull(transport.pid)
       })
+    })
+  }
+})
+
+describe("@lifeline/mcp's guarantees beyond the SDK's", () => {
+  it("exitTimeout and killGrace bound the close of a server that ignores end of stdin and SIGTERM", async () => {
+    const transport = new Lifeline.StdioClientTransport({
+      command: process.execPath,
+      args: [stubborn],
+      stderr: "ignore",
+      exitTimeout: "200 millis",
+      killGrace: "300 millis",
+      journalDirectory
+    })
+    let closes = 0
+    transport.onclose = () => closes++
+    await transport.start()
+    const pid = transport.pid!
+    await eventually(() => groupOf(pid).length === 2) // the server and its helper
+    const start = performance.now()
+    await transport.close()
+    const elapsed = performance.now() - start
+    assert.isAtLeast(elapsed, 480)
+    assert.isBelow(elapsed, 1300)
+    assert.deepStrictEqual(groupOf(pid), [])
+    assert.strictEqual(closes, 1)
+  })
+
+  it("a close() while the start is under way waits for it, then stops the server", async () => {
+    const transport = new Lifeline.StdioClientTransport({ ...tee, journalDirectory })
+    let closes = 0
+    transport.onclose = () => closes++
+    const started = transport.start()
+    const closed = transport.close()
+    await started
+    const pid = transport.pid
+    await closed
+    assert.isNull(transport.pid)
+    if (pid !== null) assert.isFalse(isAlive(pid))
+    assert.strictEqual(closes, 1)
+    // A second close() is a no-op.
+    await transport.close()
+    assert.strictEqual(closes, 1)
+  })
+
+  for (const [name, make] of transports) {
+    it(`${name}: a server that exits at the end of its stdin, leaving a helper in its group`, async () => {
+      const transport = make({ command: "sh", args: ["-c", "sleep 30 & exec cat"] })
+      await transport.start()
+      const pid = transport.pid!
+      await eventually(() => treeOf(pid).length === 2)
+      const helpers = treeOf(pid).filter((member) => member !== pid)
+      await transport.close()
+      const left = alive(helpers)
+      process.stderr.write(`[mcp measured] ${name}: ${left.length} helper left after close\n`)
+      killAll(left)
+      if (make === transports[1][1]) assert.deepStrictEqual(left, [])
     })
   }
 })
