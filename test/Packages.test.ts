@@ -237,17 +237,20 @@ describe("the published packages, installed with npm outside the workspace", () 
         "lifeline-hermes-node-0.1.0.tgz",
         "lifeline-jsonrpc-0.1.0.tgz",
         "lifeline-kernel-0.1.0.tgz",
+        "lifeline-mcp-0.1.0.tgz",
         "lifeline-node-0.1.0.tgz",
         "lifeline-postgres-0.1.0.tgz",
         "lifeline-sqlite-0.1.0.tgz"
       ])
-      for (const name of ["jsonrpc", "kernel", "hermes", "node", "sqlite", "postgres", "hermes-node", "fleet"]) {
+      for (const name of ["jsonrpc", "kernel", "hermes", "node", "sqlite", "postgres", "hermes-node", "fleet", "mcp"]) {
         const manifest = JSON.parse(
           Fs.readFileSync(Path.join(workspace, "packages", name, "package.json"), "utf8")
         )
         const pure = ["jsonrpc", "kernel", "hermes"].includes(name)
         assert.strictEqual(manifest.engines.node, `>=${pure ? "20.19" : "22.19"}`, `${name}'s engines`)
-        assert.strictEqual(manifest.peerDependencies.effect, "^4.1.0", `${name}'s effect peer range`)
+        // @lifeline/mcp is for hosts that do not use Effect: Effect comes with it, as a dependency.
+        const effectRange = name === "mcp" ? manifest.dependencies.effect : manifest.peerDependencies.effect
+        assert.strictEqual(effectRange, "^4.1.0", `${name}'s effect range`)
       }
 
       // The pure packages on the oldest Node they claim.
