@@ -53,7 +53,7 @@ interface Host {
 }
 
 /** Starts a host; resolves with its servers' processes once all four are connected. */
-const startHost = (transport: Which, journal: string): Promise<Host> =>
+const startHost = (transport: Which, journal: string, options: { forward?: boolean } = {}): Promise<Host> =>
   new Promise((resolve, reject) => {
     const child = NodeProcess.spawn(process.execPath, [bundle], {
       env: {
@@ -61,11 +61,15 @@ const startHost = (transport: Which, journal: string): Promise<Host> =>
         MCP_TRANSPORT: transport,
         MCP_JOURNAL: journal,
         MCP_EVERYTHING: everything,
-        MCP_STUBBORN: stubborn
+        MCP_STUBBORN: stubborn,
+        MCP_FORWARD: String(options.forward ?? true)
       },
+      // A process group of its own, as a terminal's job: SIGINT to the group is a Ctrl-C.
+      detached: true,
       stdio: ["ignore", "pipe", "pipe"]
     })
     const exited = new Promise<void>((done) => child.once("exit", () => done()))
+    signals.set(child, new Promise((done) => child.once("exit", (_code, signal) => done(signal))))
     let stderr = ""
     child.stderr.on("data", (chunk) => (stderr += String(chunk)))
     let stdout = ""
@@ -79,6 +83,8 @@ const startHost = (transport: Which, journal: string): Promise<Host> =>
     })
     child.once("exit", (code) => reject(new Error(`the host exited (${code}): ${stderr}`)))
   })
+
+const signals = new WeakMap<NodeProcess.ChildProcess, Promise<NodeJS.Signals | null>>()
 
 const kill = async (host: Host) => {
   host.child.kill("SIGKILL")
@@ -130,4 +136,37 @@ describe("a host SIGKILLed, then started again", () => {
     assert.isAbove(left.length, 0)
     await kill(restarted)
   }, 40_000)
+})
+
+describe("Ctrl-C of a host that has no signal handler (SIGINT to its process group, as a terminal sends it)", () => {
+  const cases: ReadonlyArray<readonly [string, Which, boolean]> = [
+    ["sdk", "sdk", true],
+    ["lifeline, forwardHostSignals off", "lifeline", false],
+    ["lifeline", "lifeline", true]
+  ]
+  for (const [name, transport, forward] of cases) {
+    it(`${name}: how long the servers outlive the host`, async () => {
+      const journal = Path.join(work, `ctrl-c-${transport}-${forward}`)
+      const host = await startHost(transport, journal, { forward })
+      const start = performance.now()
+      process.kill(-host.child.pid!, "SIGINT")
+      const signal = await signals.get(host.child)
+      const hostGone = performance.now() - start
+      while (alive(host.pids).length > 0 && performance.now() - start < 2000) await sleep(10)
+      const left = alive(host.pids)
+      const outlived = performance.now() - start
+      measured(
+        `${name} Ctrl-C: the host died of ${signal} after ${hostGone.toFixed(0)} ms; ` +
+          (left.length === 0
+            ? `its servers were gone ${outlived.toFixed(0)} ms after the signal`
+            : `${left.length} of ${host.pids.length} processes still there 2 s after the signal`)
+      )
+      killAll(left)
+      assert.strictEqual(signal, "SIGINT")
+      if (transport === "lifeline" && forward) {
+        assert.deepStrictEqual(left, [])
+        assert.isBelow(outlived, 1500)
+      }
+    }, 40_000)
+  }
 })

@@ -148,6 +148,8 @@ Effect.runPromise(program).then((result) => process.stdout.write(JSON.stringify(
 const consumerTs = `import type { Peer } from "@lifeline/kernel"
 import { Connection, Method, Protocol, ShutdownPolicy, TestTransport } from "@lifeline/kernel"
 import { FleetRunner } from "@lifeline/fleet"
+import { StdioClientTransport } from "@lifeline/mcp/StdioClientTransport"
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import { NodeChildProcess, NodeSignals } from "@lifeline/node"
 import { PgJournal } from "@lifeline/postgres"
 import { SqliteJournal } from "@lifeline/sqlite"
@@ -188,6 +190,9 @@ export const code: 143 = NodeSignals.ExitCode.Terminate
 export const sqliteJournal = SqliteJournal.layer({ filename: "journal.db" })
 export const pgJournal = PgJournal.layerConfig
 export const runner = FleetRunner.layerPostgres({ url: "postgres://lifeline@127.0.0.1:5432/postgres", port: 34431 })
+
+// The MCP transport, where the SDK's Transport is expected (its .d.ts names the SDK's types).
+export const mcpTransport: Transport = new StdioClientTransport({ command: "server", args: ["--stdio"] })
 
 // @ts-expect-error: the internal modules are not exported
 export type Hidden = typeof import("@lifeline/kernel/internal/peer")
@@ -293,7 +298,9 @@ describe("the published packages, installed with npm outside the workspace", () 
         `effect@${effectVersion}`,
         `@effect/platform-node@${effectVersion}`,
         `@types/node@${typesNodeVersion}`,
-        `node@${oldestNode.platform}`
+        `node@${oldestNode.platform}`,
+        // @lifeline/mcp's optional peer, for the consumer's type-check of the MCP transport.
+        "@modelcontextprotocol/sdk@1.32.2"
       ], { cwd: project, timeoutMs: 120_000 })
       expectSuccess(
         "npm install (needs the npm registry for effect, @effect/platform-node, @types/node, node)",

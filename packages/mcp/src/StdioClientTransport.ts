@@ -16,6 +16,7 @@ import * as Effect from "effect/Effect"
 import type { IOType } from "node:child_process"
 import * as Fs from "node:fs"
 import { PassThrough, type Stream, Writable } from "node:stream"
+import * as HostSignals from "./internal/hostSignals.js"
 import * as Runtime from "./internal/runtime.js"
 import * as Server from "./internal/server.js"
 
@@ -94,6 +95,14 @@ export interface StdioServerParameters {
    * `$XDG_STATE_HOME/lifeline/children` or `~/.local/state/lifeline/children`.
    */
   readonly journalDirectory?: string | undefined
+  /**
+   * The server runs in a process group of its own, out of the terminal's job: a Ctrl-C (SIGINT), a closed terminal
+   * (SIGHUP) or a `kill` (SIGTERM) of a host that has no listener for that signal would kill the host and leave the
+   * server running. While the server runs, the transport listens for those signals when the host does not: it sends
+   * the signal to the server's group, SIGKILL after 1 s at most, then lets the host die of the signal. A listener of
+   * the host's own wins (it is expected to close the transport). Default `true`.
+   */
+  readonly forwardHostSignals?: boolean | undefined
 }
 
 const defaultMaxBufferSize = 10 * 1024 * 1024
@@ -139,6 +148,7 @@ export class StdioClientTransport implements Transport {
   #protocolVersion: string | undefined
   #started: Promise<void> | undefined
   #finished: Promise<void> | undefined
+  #unregister: (() => void) | undefined
 
   constructor(server: StdioServerParameters) {
     this.#parameters = server
@@ -210,6 +220,7 @@ export class StdioClientTransport implements Transport {
     // A close() called while starting has waited for this, and closes the server after it.
     this.#state = "open"
     const server = this.#server
+    if (parameters.forwardHostSignals !== false) this.#unregister = HostSignals.register(server.pid, server.endInput)
     // The server exits by itself: once its last line is delivered, `onclose` is called and what is left of its group
     // stopped. During a close(), the close does both, in the other order.
     lease.runtime.runPromise(Server.exitedAndDrained(server, "100 millis")).then(
@@ -304,6 +315,7 @@ export class StdioClientTransport implements Transport {
       const server = this.#server
       const lease = this.#lease
       if (server !== undefined && lease !== undefined) await lease.runtime.runPromise(server.stop)
+      this.#unregister?.()
       this.#state = "closed"
       this.#stderr?.end()
       await lease?.release()
