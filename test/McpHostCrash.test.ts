@@ -53,7 +53,11 @@ interface Host {
 }
 
 /** Starts a host; resolves with its servers' processes once all four are connected. */
-const startHost = (transport: Which, journal: string, options: { forward?: boolean } = {}): Promise<Host> =>
+const startHost = (
+  transport: Which,
+  journal: string,
+  options: { forward?: boolean; ownSigint?: boolean } = {}
+): Promise<Host> =>
   new Promise((resolve, reject) => {
     const child = NodeProcess.spawn(process.execPath, [bundle], {
       env: {
@@ -62,7 +66,8 @@ const startHost = (transport: Which, journal: string, options: { forward?: boole
         MCP_JOURNAL: journal,
         MCP_EVERYTHING: everything,
         MCP_STUBBORN: stubborn,
-        MCP_FORWARD: String(options.forward ?? true)
+        MCP_FORWARD: String(options.forward ?? true),
+        MCP_OWN_SIGINT: String(options.ownSigint ?? false)
       },
       // A process group of its own, as a terminal's job: SIGINT to the group is a Ctrl-C.
       detached: true,
@@ -169,4 +174,13 @@ describe("Ctrl-C of a host that has no signal handler (SIGINT to its process gro
       }
     }, 40_000)
   }
+
+  it("lifeline: a host that listens for SIGINT itself keeps it: the transport passes nothing on", async () => {
+    const host = await startHost("lifeline", Path.join(work, "own-sigint"), { ownSigint: true })
+    process.kill(-host.child.pid!, "SIGINT")
+    await sleep(500)
+    assert.isTrue(alive([host.child.pid!]).length === 1, "the host is still running")
+    assert.deepStrictEqual(alive(host.pids), [...host.pids])
+    await kill(host)
+  }, 40_000)
 })
