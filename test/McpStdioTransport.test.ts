@@ -259,3 +259,31 @@ describe("@lifeline/mcp's guarantees beyond the SDK's", () => {
     })
   }
 })
+
+describe("a command that cannot be spawned", () => {
+  for (const [name, make] of transports) {
+    it(`${name}: start() rejects, onerror is told, and the pid stays null`, async () => {
+      const transport = make({ command: "/nonexistent/mcp-server" })
+      const seen = errors(transport)
+      const failure = await transport.start().then(() => undefined, (error: unknown) => error)
+      assert.instanceOf(failure, Error)
+      assert.isAtLeast(seen.length, 1)
+      assert.isNull(transport.pid)
+      await transport.close()
+    })
+  }
+})
+
+describe("a server that speaks first", () => {
+  for (const [name, make] of transports) {
+    it(`${name}: its first line, written at once, is delivered`, async () => {
+      const transport = make(node(
+        "process.stdout.write(JSON.stringify({ jsonrpc: '2.0', method: 'hello' }) + '\\n'); " + untilEof
+      ))
+      const read = collect(transport, (messages) => messages.length === 1)
+      await transport.start()
+      assert.deepStrictEqual(await read, [{ jsonrpc: "2.0", method: "hello" }])
+      await transport.close()
+    })
+  }
+})

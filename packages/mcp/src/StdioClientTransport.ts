@@ -190,7 +190,18 @@ export class StdioClientTransport implements Transport {
 
   async #start(): Promise<void> {
     const parameters = this.#parameters
-    const lease = await Runtime.acquire(parameters.journalDirectory)
+    const fail = (error: unknown): Error => {
+      this.#state = "closed"
+      const failure = error instanceof Error ? error : new Error(String(error))
+      this.#report(failure)
+      return failure
+    }
+    let lease: Runtime.Lease
+    try {
+      lease = await Runtime.acquire(parameters.journalDirectory)
+    } catch (error) {
+      throw fail(error)
+    }
     this.#lease = lease
     const sink = this.#stderrSink()
     try {
@@ -211,11 +222,8 @@ export class StdioClientTransport implements Transport {
         stderr: sink ?? (() => {})
       }))
     } catch (error) {
-      this.#state = "closed"
       await lease.release()
-      const failure = error instanceof Error ? error : new Error(String(error))
-      this.#report(failure)
-      throw failure
+      throw fail(error)
     }
     // A close() called while starting has waited for this, and closes the server after it.
     this.#state = "open"
@@ -258,7 +266,8 @@ export class StdioClientTransport implements Transport {
   }
 
   #deliver(value: unknown): void {
-    if (this.#state !== "open") return
+    // A line may come before `start()` resolved (a server that speaks first): delivered, as the SDK delivers it.
+    if (this.#state !== "open" && this.#state !== "starting") return
     if (!isMessage(value)) {
       this.#report(new Error(`the server sent a line that is not a JSON-RPC 2.0 message: ${JSON.stringify(value)}`))
       return
