@@ -12,7 +12,6 @@
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
 import type * as Duration from "effect/Duration"
-import * as Effect from "effect/Effect"
 import type { IOType } from "node:child_process"
 import * as Fs from "node:fs"
 import { PassThrough, type Stream, Writable } from "node:stream"
@@ -305,9 +304,7 @@ export class StdioClientTransport implements Transport {
     if (this.#state === "open" && server !== undefined && lease !== undefined) {
       this.#state = "closing"
       server.endInput()
-      await lease.runtime.runPromise(
-        Effect.timeoutOption(server.exit, this.#parameters.exitTimeout ?? defaultExitTimeout)
-      )
+      await lease.runtime.runPromise(Server.exitWithin(server, this.#parameters.exitTimeout ?? defaultExitTimeout))
     }
     await this.#finish(false)
   }

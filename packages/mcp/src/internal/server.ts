@@ -14,6 +14,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import type * as PlatformError from "effect/PlatformError"
 import * as ChildProcess from "effect/process/ChildProcess"
 import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
@@ -159,3 +160,11 @@ export const open = (
  */
 export const exitedAndDrained = (server: Server, grace: Duration.Input): Effect.Effect<void> =>
   Effect.andThen(server.exit, Effect.timeoutOption(server.outputDone, Duration.fromInputUnsafe(grace)))
+
+/**
+ * Waits at most `timeout` for the server to exit (after the end of its stdin): whether it did.
+ *
+ * @internal
+ */
+export const exitWithin = (server: Server, timeout: Duration.Input): Effect.Effect<boolean> =>
+  Effect.map(Effect.timeoutOption(server.exit, Duration.fromInputUnsafe(timeout)), Option.isSome)
