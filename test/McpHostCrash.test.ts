@@ -83,7 +83,8 @@ const startHost = (
       const end = stdout.indexOf("\n")
       if (end < 0) return
       const pids = (JSON.parse(stdout.slice(0, end)) as { pids: Array<number> }).pids
-      everyone.push(...pids)
+      // The host too: a test that fails before it kills its hosts must not leave them running.
+      everyone.push(child.pid!, ...pids)
       resolve({ child, pids, exited })
     })
     child.once("exit", (code) => reject(new Error(`the host exited (${code}): ${stderr}`)))
