@@ -108,7 +108,8 @@ export default defineConfig(
           "@lifeline/postgres",
           "@lifeline/fleet",
           "@lifeline/hermes",
-          "@lifeline/hermes-node"
+          "@lifeline/hermes-node",
+          "@lifeline/mcp"
         ]
       }]
     }

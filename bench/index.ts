@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process"
 import { join } from "node:path"
 import { nodeArgs, root } from "./root.js"
 
-const all = ["framing", "peer", "shutdown", "journal", "lsp", "spawner"] as const
+const all = ["framing", "peer", "shutdown", "journal", "lsp", "spawner", "mcp"] as const
 const wanted = process.argv.slice(2)
 const chosen = wanted.length === 0 ? all : all.filter((name) => wanted.includes(name))
 

@@ -25,6 +25,10 @@ import { checkIds } from "../packages/hermes-node/src/internal/conformanceChecks
 
 const workspace = Path.resolve(import.meta.dirname, "..")
 const effectVersion = process.env.LIFELINE_CONSUMER_EFFECT ?? "4.1.0"
+/** The packages' version: one for all (changesets' fixed group). */
+const version: string = JSON.parse(
+  Fs.readFileSync(Path.join(workspace, "packages", "kernel", "package.json"), "utf8")
+).version
 /** The oldest Node each group of packages claims in its `engines`. */
 const oldestNode = { platform: "22.19.0", pure: "20.19.0" } as const
 const tsc = Path.join(workspace, "node_modules", "typescript", "bin", "tsc")
@@ -153,6 +157,8 @@ const consumerTs = `import type { Peer } from "@lifeline/kernel"
 import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
 import { TestTransport } from "@lifeline/kernel/testing"
 import { FleetRunner } from "@lifeline/fleet"
+import { StdioClientTransport } from "@lifeline/mcp/StdioClientTransport"
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import { NodeChildProcess, NodeSignals } from "@lifeline/node"
 import { PgJournal } from "@lifeline/postgres"
 import { SqliteJournal } from "@lifeline/sqlite"
@@ -193,6 +199,9 @@ export const code: 143 = NodeSignals.ExitCode.Terminate
 export const sqliteJournal = SqliteJournal.layer({ filename: "journal.db" })
 export const pgJournal = PgJournal.layerConfig
 export const runner = FleetRunner.layerPostgres({ url: "postgres://lifeline@127.0.0.1:5432/postgres", port: 34431 })
+
+// The MCP transport, where the SDK's Transport is expected (its .d.ts names the SDK's types).
+export const mcpTransport: Transport = new StdioClientTransport({ command: "server", args: ["--stdio"] })
 
 // @ts-expect-error: the internal modules are not exported
 export type Hidden = typeof import("@lifeline/kernel/internal/peer")
@@ -237,25 +246,39 @@ describe("the published packages, installed with npm outside the workspace", () 
       )
       const tarballs = Fs.readdirSync(packs).filter((file) => file.endsWith(".tgz")).sort()
       assert.deepStrictEqual(tarballs, [
-        "lifeline-fleet-0.1.0.tgz",
-        "lifeline-hermes-0.1.0.tgz",
-        "lifeline-hermes-node-0.1.0.tgz",
-        "lifeline-journal-0.1.0.tgz",
-        "lifeline-jsonrpc-0.1.0.tgz",
-        "lifeline-kernel-0.1.0.tgz",
-        "lifeline-node-0.1.0.tgz",
-        "lifeline-postgres-0.1.0.tgz",
-        "lifeline-sqlite-0.1.0.tgz"
+        `lifeline-fleet-${version}.tgz`,
+        `lifeline-hermes-${version}.tgz`,
+        `lifeline-hermes-node-${version}.tgz`,
+        `lifeline-journal-${version}.tgz`,
+        `lifeline-jsonrpc-${version}.tgz`,
+        `lifeline-kernel-${version}.tgz`,
+        `lifeline-mcp-${version}.tgz`,
+        `lifeline-node-${version}.tgz`,
+        `lifeline-postgres-${version}.tgz`,
+        `lifeline-sqlite-${version}.tgz`
       ])
       for (
-        const name of ["jsonrpc", "kernel", "journal", "hermes", "node", "sqlite", "postgres", "hermes-node", "fleet"]
+        const name of [
+          "jsonrpc",
+          "kernel",
+          "journal",
+          "hermes",
+          "node",
+          "sqlite",
+          "postgres",
+          "hermes-node",
+          "fleet",
+          "mcp"
+        ]
       ) {
         const manifest = JSON.parse(
           Fs.readFileSync(Path.join(workspace, "packages", name, "package.json"), "utf8")
         )
         const pure = ["jsonrpc", "kernel", "journal", "hermes"].includes(name)
         assert.strictEqual(manifest.engines.node, `>=${pure ? "20.19" : "22.19"}`, `${name}'s engines`)
-        assert.strictEqual(manifest.peerDependencies.effect, "^4.1.0", `${name}'s effect peer range`)
+        // @lifeline/mcp is for hosts that do not use Effect: Effect comes with it, as a dependency.
+        const effectRange = name === "mcp" ? manifest.dependencies.effect : manifest.peerDependencies.effect
+        assert.strictEqual(effectRange, "^4.1.0", `${name}'s effect range`)
       }
 
       // The pure packages on the oldest Node they claim.
@@ -272,7 +295,9 @@ describe("the published packages, installed with npm outside the workspace", () 
           "--no-audit",
           "--no-fund",
           "--prefer-offline",
-          ...["jsonrpc", "kernel", "journal", "hermes"].map((name) => Path.join(packs, `lifeline-${name}-0.1.0.tgz`)),
+          ...["jsonrpc", "kernel", "journal", "hermes"].map((name) =>
+            Path.join(packs, `lifeline-${name}-${version}.tgz`)
+          ),
           `effect@${effectVersion}`,
           `node@${oldestNode.pure}`
         ], { cwd: pure, timeoutMs: 120_000 })
@@ -298,7 +323,9 @@ describe("the published packages, installed with npm outside the workspace", () 
         `effect@${effectVersion}`,
         `@effect/platform-node@${effectVersion}`,
         `@types/node@${typesNodeVersion}`,
-        `node@${oldestNode.platform}`
+        `node@${oldestNode.platform}`,
+        // @lifeline/mcp's optional peer, for the consumer's type-check of the MCP transport.
+        "@modelcontextprotocol/sdk@1.32.2"
       ], { cwd: project, timeoutMs: 120_000 })
       expectSuccess(
         "npm install (needs the npm registry for effect, @effect/platform-node, @types/node, node)",
@@ -315,7 +342,7 @@ describe("the published packages, installed with npm outside the workspace", () 
       )
       assert.deepStrictEqual(kernel.exports["."], { types: "./dist/index.d.ts", import: "./dist/index.js" })
       assert.strictEqual(kernel.exports["./internal/*"], null)
-      assert.strictEqual(kernel.dependencies["@lifeline/jsonrpc"], "0.1.0")
+      assert.strictEqual(kernel.dependencies["@lifeline/jsonrpc"], version)
       assert.isUndefined(kernel.publishConfig)
 
       Fs.writeFileSync(Path.join(project, "shared.mjs"), shared)

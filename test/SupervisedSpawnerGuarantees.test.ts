@@ -101,6 +101,16 @@ describe("NodeSupervisedSpawner guarantees", () => {
       assert.strictEqual(Option.getOrThrow(yield* NodeSupervisedSpawner.lastStop(handle)).endedBy, "Terminate")
     }).pipe(Effect.provide(supervised(stateDirectory))))
 
+  it.live("awaitExit waits for the exit the watcher saw, the code or the signal as data", () =>
+    Effect.gen(function*() {
+      const coded = yield* ChildProcess.make("sh", ["-c", "exit 3"])
+      assert.deepStrictEqual(yield* NodeSupervisedSpawner.awaitExit(coded), { exitCode: 3, signal: null })
+      const signalled = yield* ChildProcess.make("sh", ["-c", "kill -USR1 $$"])
+      assert.deepStrictEqual(yield* NodeSupervisedSpawner.awaitExit(signalled), { exitCode: null, signal: "SIGUSR1" })
+      // Waiting again returns the same exit, without waiting.
+      assert.deepStrictEqual(yield* NodeSupervisedSpawner.awaitExit(coded), { exitCode: 3, signal: null })
+    }).pipe(Effect.scoped, Effect.provide(supervised(stateDirectory))))
+
   it.live("Effect's layer, same child, no forceKillAfter: the close has not finished 1.5 s later", () =>
     Effect.gen(function*() {
       const scope = yield* Scope.make()

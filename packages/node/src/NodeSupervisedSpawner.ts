@@ -134,6 +134,22 @@ export const exitStatus = (
   Effect.sync(() => Option.fromUndefinedOr(internal.supervised.get(handle)?.exitStatus()))
 
 /**
+ * Waits for a child started by this layer to exit, and returns how it exited, the signal as data: the exit its one
+ * watcher saw, so that waiting costs no second evaluation of Effect's `exitCode`. For a handle of another spawner,
+ * Effect's `exitCode` (a signal not told apart from a failure to wait: `{ exitCode: null, signal: null }`).
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const awaitExit = (handle: ChildProcessSpawner.ChildProcessHandle): Effect.Effect<Process.ExitStatus> =>
+  Effect.suspend(() =>
+    internal.supervised.get(handle)?.exit ?? Effect.match(handle.exitCode, {
+      onSuccess: (code): Process.ExitStatus => ({ exitCode: code, signal: null }),
+      onFailure: (): Process.ExitStatus => ({ exitCode: null, signal: null })
+    })
+  )
+
+/**
  * The report of the last stop of a child started by this layer (its `kill()`, or the close of its Scope): which
  * step ended it, the signals sent, what became of its descendants, how long it took. `SIGTERM` in `signals` stands
  * for the signal that asked (the command's `killSignal`).

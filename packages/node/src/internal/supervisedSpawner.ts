@@ -39,6 +39,7 @@ export interface Settings {
  * @internal
  */
 export const supervised = new WeakMap<ChildProcessSpawner.ChildProcessHandle, {
+  readonly exit: Effect.Effect<Process.ExitStatus>
   readonly exitStatus: () => Process.ExitStatus | undefined
   readonly lastStop: () => StopSequence.StopReport | undefined
 }>()
@@ -226,7 +227,7 @@ export const make = (
           ),
         unref
       })
-      supervised.set(self, { exitStatus: () => status, lastStop: () => lastStop })
+      supervised.set(self, { exit: child.exit, exitStatus: () => status, lastStop: () => lastStop })
       return self
       // Uninterruptible from the spawn to the stop's finalizer, so no interruption leaves a child nobody stops. The
       // spawn itself waits only for Node's `spawn` or `error` event.

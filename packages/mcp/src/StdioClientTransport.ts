@@ -1,0 +1,340 @@
+/**
+ * A drop-in for the MCP TypeScript SDK's `StdioClientTransport` (`@modelcontextprotocol/sdk/client/stdio.js`, 1.32;
+ * written anew from its source and its tests, not copied) that leaves no server running: each server in its own
+ * process group, stopped as a whole within bounds at `close()` (a server started through `sh -c` or `npx`, and the
+ * helpers a server starts, go too), recorded in a journal so that a host that crashed has its servers swept at its next
+ * start, and nothing from the server delivered once `close()` was called. Plain Promise code: the Effect runtime that
+ * runs the supervision (`NodeSupervisedSpawner` from `@lifeline/node`) is the transport's own. docs/mcp.md compares
+ * the two.
+ *
+ * @since 0.1.0
+ */
+import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
+import type * as Duration from "effect/Duration"
+import type { IOType } from "node:child_process"
+import * as Fs from "node:fs"
+import { PassThrough, type Stream, Writable } from "node:stream"
+import * as HostSignals from "./internal/hostSignals.js"
+import * as Runtime from "./internal/runtime.js"
+import * as Server from "./internal/server.js"
+
+/**
+ * The variables a server inherits from the host when the options give no `env` for them: the SDK's allowlist (after
+ * sudo's), so that secrets in the host's environment do not reach every server.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const DEFAULT_INHERITED_ENV_VARS: ReadonlyArray<string> = process.platform === "win32"
+  ? [
+    "APPDATA",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "LOCALAPPDATA",
+    "PATH",
+    "PROCESSOR_ARCHITECTURE",
+    "SYSTEMDRIVE",
+    "SYSTEMROOT",
+    "TEMP",
+    "USERNAME",
+    "USERPROFILE",
+    "PROGRAMFILES"
+  ]
+  : ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"]
+
+/**
+ * The host's values of {@link DEFAULT_INHERITED_ENV_VARS}, without those it does not set and without values that start
+ * with `()` (exported shell functions), as the SDK's `getDefaultEnvironment`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const getDefaultEnvironment = (): Record<string, string> => {
+  const env: Record<string, string> = {}
+  for (const name of DEFAULT_INHERITED_ENV_VARS) {
+    const value = process.env[name]
+    if (value !== undefined && !value.startsWith("()")) env[name] = value
+  }
+  return env
+}
+
+/**
+ * The SDK's `StdioServerParameters`, and the bounds of the stop.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StdioServerParameters {
+  /** The executable (searched in `PATH`; no shell). */
+  readonly command: string
+  readonly args?: ReadonlyArray<string> | undefined
+  /** Merged over {@link getDefaultEnvironment} (not over the host's whole environment). */
+  readonly env?: Record<string, string> | undefined
+  /**
+   * The server's stderr: `"inherit"` (the default), `"ignore"`, `"pipe"` or `"overlapped"` (read it from the
+   * `stderr` getter, available before `start()`), a writable stream, or a file descriptor (written to).
+   */
+  readonly stderr?: IOType | Stream | number | undefined
+  readonly cwd?: string | undefined
+  /**
+   * The longest line the server may write, in bytes. A longer one is reported to `onerror` and closes the transport
+   * (the SDK's behaviour). Default 10 MiB, the SDK's.
+   */
+  readonly maxBufferSize?: number | undefined
+  /**
+   * After `close()` ends the server's stdin, how long it has to exit before SIGTERM. Default 2 s, the SDK's (and the
+   * MCP specification's stdio shutdown).
+   */
+  readonly exitTimeout?: Duration.Input | undefined
+  /** After SIGTERM to the server's process group, how long before SIGKILL. Default 2 s, the SDK's. */
+  readonly killGrace?: Duration.Input | undefined
+  /**
+   * Where the journal of this process's servers is kept: `NodeSupervisedSpawner`'s default,
+   * `$XDG_STATE_HOME/lifeline/children` or `~/.local/state/lifeline/children`.
+   */
+  readonly journalDirectory?: string | undefined
+  /**
+   * The server runs in a process group of its own, out of the terminal's job: a Ctrl-C (SIGINT), a closed terminal
+   * (SIGHUP) or a `kill` (SIGTERM) of a host that has no listener for that signal would kill the host and leave the
+   * server running. While the server runs, the transport listens for those signals when the host does not: it sends
+   * the signal to the server's group, SIGKILL after 1 s at most, then lets the host die of the signal. A listener of
+   * the host's own wins (it is expected to close the transport). Default `true`.
+   */
+  readonly forwardHostSignals?: boolean | undefined
+}
+
+const defaultMaxBufferSize = 10 * 1024 * 1024
+const defaultExitTimeout: Duration.Input = "2 seconds"
+const defaultKillGrace: Duration.Input = "2 seconds"
+const encoder = new TextEncoder()
+
+const isMessage = (value: unknown): value is JSONRPCMessage => {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return false
+  const record = value as Record<string, unknown>
+  if (record.jsonrpc !== "2.0") return false
+  if (typeof record.method === "string") return true
+  return (typeof record.id === "string" || typeof record.id === "number") && ("result" in record || "error" in record)
+}
+
+type State = "new" | "starting" | "open" | "closing" | "closed"
+
+/**
+ * The transport: `new StdioClientTransport({ command, args })` and `client.connect(transport)`, as with the SDK's.
+ *
+ * - `close()`: ends stdin, waits `exitTimeout`, SIGTERM to the server's whole process group, SIGKILL `killGrace`
+ *   later, and returns once the group is gone; `onclose` is called once, before it returns.
+ * - The server exits by itself: `onclose` once (the SDK's `Client` then fails its requests in flight), and what is
+ *   left of its group is stopped the same way.
+ * - Nothing from the server reaches `onmessage` once `close()` was called.
+ * - Every server is recorded in a journal under an owner unique to this process; the first start in a process sweeps
+ *   the servers of processes that died without closing theirs.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class StdioClientTransport implements Transport {
+  onclose?: (() => void) | undefined
+  onerror?: ((error: Error) => void) | undefined
+  onmessage?: (<T extends JSONRPCMessage>(message: T) => void) | undefined
+  sessionId?: string | undefined
+
+  readonly #parameters: StdioServerParameters
+  readonly #stderr: PassThrough | null
+  #state: State = "new"
+  #lease: Runtime.Lease | undefined
+  #server: Server.Server | undefined
+  #protocolVersion: string | undefined
+  #started: Promise<void> | undefined
+  #finished: Promise<void> | undefined
+  #unregister: (() => void) | undefined
+
+  constructor(server: StdioServerParameters) {
+    this.#parameters = server
+    this.#stderr = server.stderr === "pipe" || server.stderr === "overlapped" ? new PassThrough() : null
+  }
+
+  /** The server's pid while it runs (after `start()`, before the transport closed); `null` otherwise. */
+  get pid(): number | null {
+    return this.#state === "open" || this.#state === "closing" ? this.#server?.pid ?? null : null
+  }
+
+  /** The server's stderr when `stderr` was `"pipe"` or `"overlapped"` (available before `start()`), else `null`. */
+  get stderr(): Stream | null {
+    return this.#stderr
+  }
+
+  /** The protocol version the `Client` negotiated (stdio has no header to carry it). */
+  get protocolVersion(): string | undefined {
+    return this.#protocolVersion
+  }
+
+  setProtocolVersion(version: string): void {
+    this.#protocolVersion = version
+  }
+
+  /** Spawns the server; resolves once it runs (rejects, and reports to `onerror`, when it cannot be spawned). */
+  start(): Promise<void> {
+    if (this.#state !== "new") {
+      return Promise.reject(
+        new Error(
+          "StdioClientTransport already started! If using Client class, note that connect() calls start() automatically."
+        )
+      )
+    }
+    this.#state = "starting"
+    this.#started = this.#start()
+    return this.#started
+  }
+
+  async #start(): Promise<void> {
+    const parameters = this.#parameters
+    const fail = (error: unknown): Error => {
+      this.#state = "closed"
+      const failure = error instanceof Error ? error : new Error(String(error))
+      this.#report(failure)
+      return failure
+    }
+    let lease: Runtime.Lease
+    try {
+      lease = await Runtime.acquire(parameters.journalDirectory)
+    } catch (error) {
+      throw fail(error)
+    }
+    this.#lease = lease
+    const sink = this.#stderrSink()
+    try {
+      this.#server = await lease.runtime.runPromise(Server.open({
+        command: parameters.command,
+        args: parameters.args ?? [],
+        env: { ...getDefaultEnvironment(), ...parameters.env },
+        cwd: parameters.cwd,
+        stderr: sink === undefined ? (parameters.stderr === "ignore" ? "ignore" : "inherit") : "pipe",
+        maxBufferSize: parameters.maxBufferSize ?? defaultMaxBufferSize,
+        killGrace: parameters.killGrace ?? defaultKillGrace
+      }, {
+        line: (value) => this.#deliver(value),
+        error: (error, fatal) => {
+          this.#report(error)
+          if (fatal) void this.close()
+        },
+        stderr: sink ?? (() => {})
+      }))
+    } catch (error) {
+      await lease.release()
+      throw fail(error)
+    }
+    // A close() called while starting has waited for this, and closes the server after it.
+    this.#state = "open"
+    const server = this.#server
+    if (parameters.forwardHostSignals !== false) this.#unregister = HostSignals.register(server.pid, server.endInput)
+    // The server exits by itself: once its last line is delivered, `onclose` is called and what is left of its group
+    // stopped. During a close(), the close does both, in the other order.
+    lease.runtime.runPromise(Server.exitedAndDrained(server, "100 millis")).then(
+      () => this.#finish(this.#state === "open"),
+      // Interrupted: the runtime was disposed, after the server was stopped.
+      () => {}
+    ).catch((error) => this.#report(error instanceof Error ? error : new Error(String(error))))
+  }
+
+  #stderrSink(): ((chunk: Uint8Array) => void) | undefined {
+    const stderr = this.#parameters.stderr
+    if (this.#stderr !== null) {
+      const stream = this.#stderr
+      return (chunk) => stream.write(chunk)
+    }
+    if (stderr instanceof Writable) return (chunk) => stderr.write(chunk)
+    if (typeof stderr === "number") {
+      return (chunk) => {
+        try {
+          Fs.writeSync(stderr, chunk)
+        } catch {
+          // A descriptor the host closed: the server's stderr is dropped, as a closed pipe would drop it.
+        }
+      }
+    }
+    return undefined
+  }
+
+  #report(error: Error): void {
+    try {
+      this.onerror?.(error)
+    } catch {
+      // A throwing handler must not stop the reading of the next line.
+    }
+  }
+
+  #deliver(value: unknown): void {
+    // A line may come before `start()` resolved (a server that speaks first): delivered, as the SDK delivers it.
+    if (this.#state !== "open" && this.#state !== "starting") return
+    if (!isMessage(value)) {
+      this.#report(new Error(`the server sent a line that is not a JSON-RPC 2.0 message: ${JSON.stringify(value)}`))
+      return
+    }
+    try {
+      this.onmessage?.(value)
+    } catch (error) {
+      this.#report(error instanceof Error ? error : new Error(String(error)))
+    }
+  }
+
+  /** Queues the message on the server's stdin; rejects with "Not connected" when the transport is not open. */
+  send(message: JSONRPCMessage, _options?: TransportSendOptions): Promise<void> {
+    const server = this.#server
+    if (this.#state !== "open" || server === undefined) return Promise.reject(new Error("Not connected"))
+    if (!server.write(encoder.encode(`${JSON.stringify(message)}\n`))) {
+      return Promise.reject(new Error("Not connected"))
+    }
+    return Promise.resolve()
+  }
+
+  /**
+   * Ends the server's stdin, waits `exitTimeout` for it to exit, then stops its whole process group (SIGTERM,
+   * SIGKILL `killGrace` later) and waits for the group to be gone; calls `onclose` once. Nothing from the server is
+   * delivered once it was called. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.#state === "new") {
+      this.#state = "closed"
+      return
+    }
+    if (this.#state === "starting") await this.#started?.catch(() => {})
+    const server = this.#server
+    const lease = this.#lease
+    if (this.#state === "open" && server !== undefined && lease !== undefined) {
+      this.#state = "closing"
+      server.endInput()
+      await lease.runtime.runPromise(Server.exitWithin(server, this.#parameters.exitTimeout ?? defaultExitTimeout))
+    }
+    await this.#finish(false)
+  }
+
+  /**
+   * Once: stops what is left of the server's group and releases the runtime. `onclose` comes after the stop for a
+   * `close()` (everything is gone when it returns), and before it when the server exited by itself (so that the
+   * `Client` fails its requests in flight at once, not after the grace of a helper that ignores SIGTERM).
+   */
+  #finish(exited: boolean): Promise<void> {
+    this.#finished ??= (async () => {
+      if (this.#state !== "closed") this.#state = "closing"
+      if (exited) this.#notifyClose()
+      const server = this.#server
+      const lease = this.#lease
+      if (server !== undefined && lease !== undefined) await lease.runtime.runPromise(server.stop)
+      this.#unregister?.()
+      this.#state = "closed"
+      this.#stderr?.end()
+      await lease?.release()
+      if (!exited) this.#notifyClose()
+    })()
+    return this.#finished
+  }
+
+  #notifyClose(): void {
+    try {
+      this.onclose?.()
+    } catch (error) {
+      this.#report(error instanceof Error ? error : new Error(String(error)))
+    }
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * The Effect runtime the transports of one process share, so that a host written with Promises only gets Lifeline's
+ * supervision: `NodeSupervisedSpawner` from `@lifeline/node` (each server in its own process group, a bounded stop of
+ * the whole group, every server recorded in a journal under an owner unique to this process, the servers of dead
+ * owners swept when the runtime is built).
+ *
+ * One runtime per journal directory and per process, not one per transport: the journal's owner is the process, and
+ * its file is named after it, so two runtimes of one process would write one file. It is built when the first
+ * transport starts and disposed when the last one has closed, so that an idle host keeps no timer and no claim: the
+ * runtime's journal file goes with it when nothing is left in it.
+ *
+ * @internal
+ */
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodePath from "@effect/platform-node/NodePath"
+import * as NodeStdio from "@lifeline/node/NodeStdio"
+import * as NodeSupervisedSpawner from "@lifeline/node/NodeSupervisedSpawner"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
+
+/**
+ * @internal
+ */
+export type Runtime = ManagedRuntime.ManagedRuntime<ChildProcessSpawner.ChildProcessSpawner, never>
+
+interface Shared {
+  readonly runtime: Runtime
+  users: number
+}
+
+const shared = new Map<string, Shared>()
+/** Disposals under way, by directory: a new runtime for the same directory waits for the old one's journal to close. */
+const disposing = new Map<string, Promise<void>>()
+
+const build = (directory: string | undefined): Runtime =>
+  ManagedRuntime.make(
+    NodeSupervisedSpawner.layerOptions({ directory }).pipe(
+      Layer.provide([NodeFileSystem.layer, NodePath.layer]),
+      // Logs (a sweep at start, a group that needed SIGKILL) go to stderr as logfmt lines, never to stdout: the host
+      // may itself be a stdio server, whose stdout carries frames only.
+      Layer.provideMerge(Logger.layer([NodeStdio.logger]))
+    )
+  )
+
+/**
+ * A lease on the shared runtime of `directory` (`undefined`: `NodeSupervisedSpawner`'s default directory). Its
+ * layer (and so the sweep of dead owners) is built by the first lease of a runtime, before it is returned.
+ *
+ * @internal
+ */
+export interface Lease {
+  readonly runtime: Runtime
+  /** Idempotent: the last release of a runtime disposes it. */
+  readonly release: () => Promise<void>
+}
+
+/**
+ * @internal
+ */
+export const acquire = async (directory: string | undefined): Promise<Lease> => {
+  const key = directory ?? ""
+  let entry = shared.get(key)
+  if (entry === undefined) {
+    await disposing.get(key)
+    entry = shared.get(key)
+    if (entry === undefined) {
+      entry = { runtime: build(directory), users: 0 }
+      shared.set(key, entry)
+    }
+  }
+  entry.users++
+  const self = entry
+  let released = false
+  const release = async (): Promise<void> => {
+    if (released) return
+    released = true
+    self.users--
+    if (self.users > 0 || shared.get(key) !== self) return
+    shared.delete(key)
+    const done = self.runtime.dispose().finally(() => {
+      if (disposing.get(key) === done) disposing.delete(key)
+    })
+    disposing.set(key, done)
+    await done
+  }
+  try {
+    // Built here, so that the sweep of dead owners is done before the first spawn.
+    await self.runtime.context()
+  } catch (error) {
+    await release()
+    throw error
+  }
+  return { runtime: self.runtime, release }
+}

@@ -1,0 +1,170 @@
+/**
+ * One MCP server as a supervised child: spawned through Effect's `ChildProcessSpawner` service (which the shared
+ * runtime provides as `NodeSupervisedSpawner`), its stdout decoded by the NDJSON framing of `@lifeline/jsonrpc` with
+ * its line limit, its stdin fed from a queue, its stderr where the options say. The transport class drives it from
+ * Promise code; this module holds everything that is Effect.
+ *
+ * @internal
+ */
+import * as Framing from "@lifeline/jsonrpc/Framing"
+import type * as Process from "@lifeline/kernel/Process"
+import * as NodeSupervisedSpawner from "@lifeline/node/NodeSupervisedSpawner"
+import type * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import type * as PlatformError from "effect/PlatformError"
+import * as ChildProcess from "effect/process/ChildProcess"
+import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
+import * as Queue from "effect/Queue"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+
+/**
+ * What the transport resolved from its options.
+ *
+ * @internal
+ */
+export interface Settings {
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+  /** The whole environment of the server (the default allowlist already merged). */
+  readonly env: Record<string, string>
+  readonly cwd: string | undefined
+  /** `"pipe"` hands each chunk to `Callbacks.stderr`. */
+  readonly stderr: "inherit" | "ignore" | "pipe"
+  readonly maxBufferSize: number
+  readonly killGrace: Duration.Input
+}
+
+/**
+ * Called on the runtime's fibers; they must not throw (the class catches what user callbacks throw).
+ *
+ * @internal
+ */
+export interface Callbacks {
+  /** One line of the server's stdout that parsed as JSON. */
+  readonly line: (value: unknown) => void
+  /** A line that is not JSON (the server keeps running), or the line limit (the decoder is spent: close). */
+  readonly error: (error: Error, fatal: boolean) => void
+  readonly stderr: (chunk: Uint8Array) => void
+}
+
+/**
+ * A started server.
+ *
+ * @internal
+ */
+export interface Server {
+  readonly pid: number
+  /** Queues one encoded line for stdin; `false` once the input has ended. Never blocks. */
+  readonly write: (bytes: Uint8Array) => boolean
+  /** Ends stdin once what was queued is written. */
+  readonly endInput: () => void
+  /** Waits for the server (the leader of its group) to exit. */
+  readonly exit: Effect.Effect<Process.ExitStatus>
+  /** Waits until stdout has ended (every line read and delivered) or failed. */
+  readonly outputDone: Effect.Effect<void>
+  /**
+   * Stops reading, then stops the server's whole process group (SIGTERM, SIGKILL `killGrace` later, the group
+   * verified gone: `NodeSupervisedSpawner`'s stop) and records its end in the journal. Idempotent.
+   */
+  readonly stop: Effect.Effect<void>
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: false })
+
+/**
+ * Spawns the server in a Scope of its own, closed by `stop`.
+ *
+ * @internal
+ */
+export const open = (
+  settings: Settings,
+  callbacks: Callbacks
+): Effect.Effect<Server, PlatformError.PlatformError, ChildProcessSpawner.ChildProcessSpawner> =>
+  Effect.gen(function*() {
+    const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
+    const scope = yield* Scope.make()
+    // Unbounded, as the SDK's transport is (Node buffers its pipe writes without limit): `send` never waits here.
+    const input = yield* Queue.unbounded<Uint8Array, Cause.Done>()
+    const command = ChildProcess.make(settings.command, [...settings.args], {
+      cwd: settings.cwd,
+      env: settings.env,
+      extendEnv: false,
+      // Its own process group, so that the stop reaches whatever the server started (a `sh -c` or `npx` wrapper's
+      // server, a server's helpers), and a group that outlives a crashed host can be found and swept.
+      detached: true,
+      stdin: { stream: Stream.fromQueue(input), endOnDone: true },
+      stdout: "pipe",
+      stderr: settings.stderr,
+      killSignal: "SIGTERM",
+      forceKillAfter: settings.killGrace
+    })
+    const handle = yield* spawner.spawn(command).pipe(
+      Scope.provide(scope),
+      Effect.onError(() => Scope.close(scope, Exit.void))
+    )
+
+    const decoder = Framing.ndjson.unsafeMakeDecoder({ maxBodyBytes: settings.maxBufferSize })
+    const reader = yield* handle.stdout.pipe(
+      Stream.runForEach((chunk) =>
+        Effect.sync(() => {
+          const step = decoder.push(chunk)
+          for (const frame of step.frames) {
+            let value: unknown
+            try {
+              value = JSON.parse(utf8.decode(frame))
+            } catch (error) {
+              callbacks.error(error instanceof Error ? error : new Error(String(error)), false)
+              continue
+            }
+            callbacks.line(value)
+          }
+          if (step.error !== undefined) {
+            callbacks.error(new Error(`the server's output: ${step.error.detail} (${step.error.reason})`), true)
+          }
+          return step.error
+        }).pipe(Effect.flatMap((error) => error === undefined ? Effect.void : Effect.fail(error)))
+      ),
+      Effect.ignore,
+      Effect.forkIn(scope)
+    )
+    if (settings.stderr === "pipe") {
+      yield* handle.stderr.pipe(
+        Stream.runForEach((chunk) => Effect.sync(() => callbacks.stderr(chunk))),
+        Effect.ignore,
+        Effect.forkIn(scope)
+      )
+    }
+    const server: Server = {
+      pid: handle.pid,
+      write: (bytes) => Queue.offerUnsafe(input, bytes),
+      endInput: () => {
+        Queue.endUnsafe(input)
+      },
+      exit: NodeSupervisedSpawner.awaitExit(handle),
+      outputDone: Effect.asVoid(Fiber.await(reader)),
+      stop: Effect.andThen(Effect.sync(() => Queue.endUnsafe(input)), Scope.close(scope, Exit.void))
+    }
+    return server
+  }).pipe(Effect.uninterruptible)
+
+/**
+ * `exit`, then at most `grace` for stdout to end: a helper of the server may hold the pipe open after the server
+ * exited, and the stop that follows takes it away.
+ *
+ * @internal
+ */
+export const exitedAndDrained = (server: Server, grace: Duration.Input): Effect.Effect<void> =>
+  Effect.andThen(server.exit, Effect.timeoutOption(server.outputDone, Duration.fromInputUnsafe(grace)))
+
+/**
+ * Waits at most `timeout` for the server to exit (after the end of its stdin): whether it did.
+ *
+ * @internal
+ */
+export const exitWithin = (server: Server, timeout: Duration.Input): Effect.Effect<boolean> =>
+  Effect.map(Effect.timeoutOption(server.exit, Duration.fromInputUnsafe(timeout)), Option.isSome)

@@ -1,0 +1,187 @@
+/**
+ * A host program written with Promises only (fixtures/mcp-host.ts: the SDK's `Client` to four servers, two of which
+ * ignore the end of their stdin and SIGTERM) SIGKILLed: with `@lifeline/mcp`'s transport, the next start of a host
+ * sweeps the first host's servers (0 left within 1 s), and a host that runs meanwhile keeps its own; with the SDK's
+ * transport, what survives the kill survives the next start too. The figures are printed on stderr (docs/mcp.md).
+ */
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import * as NodeProcess from "node:child_process"
+import * as Fs from "node:fs"
+import { createRequire } from "node:module"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Url from "node:url"
+import { alive, everything, killAll, stubborn, type Which } from "./support/mcp.js"
+
+const here = Path.dirname(Url.fileURLToPath(import.meta.url))
+const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-mcp-hosts-"))
+const bundle = Path.join(work, "mcp-host.mjs")
+const everyone: Array<number> = []
+const measured = (line: string) => process.stderr.write(`[mcp measured] ${line}\n`)
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+interface Esbuild {
+  readonly build: (options: Record<string, unknown>) => Promise<unknown>
+}
+
+beforeAll(async () => {
+  // The host bundled once (loading it through tsx takes seconds per process on a busy machine). The SDK is CommonJS
+  // inside: the banner gives the ESM bundle the `require` its Node built-ins are loaded with.
+  const require = createRequire(import.meta.url)
+  const esbuild = createRequire(require.resolve("tsx"))("esbuild") as Esbuild
+  await esbuild.build({
+    entryPoints: [Path.join(here, "fixtures", "mcp-host.ts")],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node24",
+    outfile: bundle,
+    banner: { js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" },
+    logLevel: "error"
+  })
+}, 60_000)
+
+afterAll(() => {
+  killAll(alive(everyone))
+  Fs.rmSync(work, { recursive: true, force: true })
+})
+
+interface Host {
+  readonly child: NodeProcess.ChildProcess
+  readonly pids: ReadonlyArray<number>
+  readonly exited: Promise<void>
+}
+
+/** Starts a host; resolves with its servers' processes once all four are connected. */
+const startHost = (
+  transport: Which,
+  journal: string,
+  options: { forward?: boolean; ownSigint?: boolean } = {}
+): Promise<Host> =>
+  new Promise((resolve, reject) => {
+    const child = NodeProcess.spawn(process.execPath, [bundle], {
+      env: {
+        ...process.env,
+        MCP_TRANSPORT: transport,
+        MCP_JOURNAL: journal,
+        MCP_EVERYTHING: everything,
+        MCP_STUBBORN: stubborn,
+        MCP_FORWARD: String(options.forward ?? true),
+        MCP_OWN_SIGINT: String(options.ownSigint ?? false)
+      },
+      // A process group of its own, as a terminal's job: SIGINT to the group is a Ctrl-C.
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    const exited = new Promise<void>((done) => child.once("exit", () => done()))
+    signals.set(child, new Promise((done) => child.once("exit", (_code, signal) => done(signal))))
+    let stderr = ""
+    child.stderr.on("data", (chunk) => (stderr += String(chunk)))
+    let stdout = ""
+    child.stdout.on("data", (chunk) => {
+      stdout += String(chunk)
+      const end = stdout.indexOf("\n")
+      if (end < 0) return
+      const pids = (JSON.parse(stdout.slice(0, end)) as { pids: Array<number> }).pids
+      // The host too: a test that fails before it kills its hosts must not leave them running.
+      everyone.push(child.pid!, ...pids)
+      resolve({ child, pids, exited })
+    })
+    child.once("exit", (code) => reject(new Error(`the host exited (${code}): ${stderr}`)))
+  })
+
+const signals = new WeakMap<NodeProcess.ChildProcess, Promise<NodeJS.Signals | null>>()
+
+const kill = async (host: Host) => {
+  host.child.kill("SIGKILL")
+  await host.exited
+}
+
+describe("a host SIGKILLed, then started again", () => {
+  it("lifeline: the next start sweeps the dead host's servers within 1 s; a running host's are untouched", async () => {
+    const journal = Path.join(work, "lifeline-journal")
+    const first = await startHost("lifeline", journal)
+    const bystander = await startHost("lifeline", journal)
+    assert.strictEqual(first.pids.length, 8)
+    await kill(first)
+    await sleep(300)
+    const survivors = alive(first.pids)
+    const start = performance.now()
+    const starting = startHost("lifeline", journal)
+    // The sweep runs when the new host starts its first server, before that server is spawned.
+    while (alive(first.pids).length > 0 && performance.now() - start < 10_000) await sleep(10)
+    const sweptAfter = performance.now() - start
+    const restarted = await starting
+    const readyAfter = performance.now() - start
+    const left = alive(first.pids)
+    measured(
+      `lifeline host SIGKILL: ${survivors.length} of ${first.pids.length} left 300 ms after the kill, ` +
+        `${left.length} left after the next host started: swept ${sweptAfter.toFixed(0)} ms after its spawn ` +
+        `(its four servers connected after ${readyAfter.toFixed(0)} ms)`
+    )
+    assert.deepStrictEqual(left, [])
+    assert.isBelow(sweptAfter, readyAfter)
+    assert.deepStrictEqual(alive(bystander.pids), [...bystander.pids])
+    assert.deepStrictEqual(alive(restarted.pids), [...restarted.pids])
+    await kill(bystander)
+    await kill(restarted)
+  }, 40_000)
+
+  it("sdk: what survives the kill survives the next start", async () => {
+    const first = await startHost("sdk", "")
+    await kill(first)
+    await sleep(300)
+    const survivors = alive(first.pids)
+    const restarted = await startHost("sdk", "")
+    await sleep(1000)
+    const left = alive(first.pids)
+    measured(
+      `sdk host SIGKILL: ${survivors.length} of ${first.pids.length} left 300 ms after the kill, ` +
+        `${left.length} left 1 s after the next host started`
+    )
+    assert.isAbove(left.length, 0)
+    await kill(restarted)
+  }, 40_000)
+})
+
+describe("Ctrl-C of a host that has no signal handler (SIGINT to its process group, as a terminal sends it)", () => {
+  const cases: ReadonlyArray<readonly [string, Which, boolean]> = [
+    ["sdk", "sdk", true],
+    ["lifeline, forwardHostSignals off", "lifeline", false],
+    ["lifeline", "lifeline", true]
+  ]
+  for (const [name, transport, forward] of cases) {
+    it(`${name}: how long the servers outlive the host`, async () => {
+      const journal = Path.join(work, `ctrl-c-${transport}-${forward}`)
+      const host = await startHost(transport, journal, { forward })
+      const start = performance.now()
+      process.kill(-host.child.pid!, "SIGINT")
+      const signal = await signals.get(host.child)
+      const hostGone = performance.now() - start
+      while (alive(host.pids).length > 0 && performance.now() - start < 1000) await sleep(10)
+      const left = alive(host.pids)
+      const outlived = performance.now() - start
+      measured(
+        `${name} Ctrl-C: the host died of ${signal} after ${hostGone.toFixed(0)} ms; ` +
+          (left.length === 0
+            ? `its servers were gone ${outlived.toFixed(0)} ms after the signal`
+            : `${left.length} of ${host.pids.length} processes still there 1 s after the signal`)
+      )
+      killAll(left)
+      assert.strictEqual(signal, "SIGINT")
+      if (transport === "lifeline" && forward) {
+        assert.deepStrictEqual(left, [])
+        assert.isBelow(outlived, 1500)
+      }
+    }, 40_000)
+  }
+
+  it("lifeline: a host that listens for SIGINT itself keeps it: the transport passes nothing on", async () => {
+    const host = await startHost("lifeline", Path.join(work, "own-sigint"), { ownSigint: true })
+    process.kill(-host.child.pid!, "SIGINT")
+    await sleep(500)
+    assert.isTrue(alive([host.child.pid!]).length === 1, "the host is still running")
+    assert.deepStrictEqual(alive(host.pids), [...host.pids])
+    await kill(host)
+  }, 40_000)
+})
