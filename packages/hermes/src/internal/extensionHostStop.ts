@@ -106,6 +106,40 @@ export const kill = (generation: Generation, verifyTimeout: Duration.Duration) =
     (report) => report.exit ?? unknownExit
   )
 
+/** The first steps of every stop of a generation: marked stopping, `Stopping`, `ShutdownStarted`; when it began. */
+const beginStop = (ctx: StopContext, generation: Generation, reason: HermesProtocol.ShutdownReason) =>
+  Effect.gen(function*() {
+    generation.stopping = true
+    const startedAt = yield* Clock.currentTimeMillis
+    yield* ctx.setStatus("Stopping")
+    yield* ctx.emit((at) => Model.Event.ShutdownStarted({ at, reason }))
+    return startedAt
+  })
+
+/** The last steps of every stop: the generation's Scope closed, `ShutdownFinished` with its summary, the exit. */
+const finishStop = (
+  ctx: StopContext,
+  generation: Generation,
+  startedAt: number,
+  report: StopSequence.StopReport,
+  answer: Pick<ExtensionHost.ShutdownSummary, "reason" | "responded" | "success" | "error">
+) =>
+  Effect.gen(function*() {
+    yield* Scope.close(generation.scope, Exit.void)
+    const elapsed = (yield* Clock.currentTimeMillis) - startedAt
+    const summary: ExtensionHost.ShutdownSummary = {
+      ...answer,
+      killed: report.signals.includes("SIGKILL"),
+      terminated: report.signals.includes("SIGTERM"),
+      exit: report.exit,
+      elapsedMillis: elapsed,
+      elapsedMs: elapsed
+    }
+    yield* ctx.emit((at) => Model.Event.ShutdownFinished({ at, summary }))
+    yield* exited(ctx, generation, report.exit ?? unknownExit, true)
+    return summary
+  })
+
 /**
  * Stops a process that has not answered `initialize` yet, for a shutdown that came meanwhile: no `shutdown`
  * request (it holds no state), its input ended, `exitGrace` to exit by itself, SIGTERM, `killGrace`, SIGKILL; a
@@ -118,31 +152,18 @@ export const stopUnstarted = (
   reason: HermesProtocol.ShutdownReason
 ): Effect.Effect<ExtensionHost.ShutdownSummary> =>
   Effect.gen(function*() {
-    generation.stopping = true
-    const startedAt = yield* Clock.currentTimeMillis
-    yield* ctx.setStatus("Stopping")
-    yield* ctx.emit((at) => Model.Event.ShutdownStarted({ at, reason }))
+    const startedAt = yield* beginStop(ctx, generation, reason)
     const report = yield* StopSequence.run(targetOf(generation), { forced: Deferred.await(ctx.forced) }, {
       exitGrace: ctx.exitGrace,
       killGrace: ctx.killGrace,
       verifyTimeout: ctx.verifyTimeout
     })
-    yield* Scope.close(generation.scope, Exit.void)
-    const elapsed = (yield* Clock.currentTimeMillis) - startedAt
-    const summary: ExtensionHost.ShutdownSummary = {
+    return yield* finishStop(ctx, generation, startedAt, report, {
       reason,
       responded: false,
       success: false,
-      error: "not asked: it had not answered initialize yet (its start was cancelled)",
-      killed: report.signals.includes("SIGKILL"),
-      terminated: report.signals.includes("SIGTERM"),
-      exit: report.exit,
-      elapsedMillis: elapsed,
-      elapsedMs: elapsed
-    }
-    yield* ctx.emit((at) => Model.Event.ShutdownFinished({ at, summary }))
-    yield* exited(ctx, generation, report.exit ?? unknownExit, true)
-    return summary
+      error: "not asked: it had not answered initialize yet (its start was cancelled)"
+    })
   })
 
 /**
@@ -156,10 +177,7 @@ export const stopGeneration = (
   reason: HermesProtocol.ShutdownReason
 ): Effect.Effect<ExtensionHost.ShutdownSummary> =>
   Effect.gen(function*() {
-    generation.stopping = true
-    const startedAt = yield* Clock.currentTimeMillis
-    yield* ctx.setStatus("Stopping")
-    yield* ctx.emit((at) => Model.Event.ShutdownStarted({ at, reason }))
+    const startedAt = yield* beginStop(ctx, generation, reason)
     yield* FiberMap.clear(generation.windows)
     const connection = generation.connection!
     let responded = false
@@ -232,20 +250,5 @@ export const stopGeneration = (
         ? "not asked: the extension had already exited"
         : "the extension exited before it answered"
     }
-    yield* Scope.close(generation.scope, Exit.void)
-    const elapsed = (yield* Clock.currentTimeMillis) - startedAt
-    const summary: ExtensionHost.ShutdownSummary = {
-      reason,
-      responded,
-      success,
-      error,
-      killed: report.signals.includes("SIGKILL"),
-      terminated: report.signals.includes("SIGTERM"),
-      exit: report.exit,
-      elapsedMillis: elapsed,
-      elapsedMs: elapsed
-    }
-    yield* ctx.emit((at) => Model.Event.ShutdownFinished({ at, summary }))
-    yield* exited(ctx, generation, report.exit ?? unknownExit, true)
-    return summary
+    return yield* finishStop(ctx, generation, startedAt, report, { reason, responded, success, error })
   })
