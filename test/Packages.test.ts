@@ -3,10 +3,11 @@
  * applies `publishConfig.exports` and turns `workspace:*` into versions), the tarballs are installed with plain
  * `npm install` into fresh projects outside the workspace, and plain `.mjs` programs there, importing only the published
  * entry points, run on the oldest Node each package claims (its `engines`, from the registry's `node` package):
- * - Node 22.19 (`@lifeline/node` and the packages on `@effect/platform-node`): a server over `NodeChildProcess`, called
- *   through a `Connection.Service` client, draining an in-flight call on SIGTERM;
+ * - Node 22.19 (`@lifeline/node` and the packages on `@effect/platform-node`): a server over
+ *   `NodeChildProcess.layerConnection`, called through a `Connection.Service` client, draining an in-flight call on
+ *   SIGTERM;
  * - Node 20.19 (`@lifeline/jsonrpc`, `@lifeline/kernel`, `@lifeline/journal`, `@lifeline/hermes`: no Node platform
- *   module): a connection over `TestTransport`, a call and a drain.
+ *   module): a Promise program, `PromiseConnection.open` over `TestTransport.layerServe`, a call and a drain.
  * A consumer `.ts` file is type-checked against the published `.d.ts`. The `hermes-host` bin of `@lifeline/hermes-node`
  * runs with `npx` from the installed tarball: its conformance kit checks the Python example extension of this
  * repository (every check passed).
@@ -97,7 +98,7 @@ NodeSignals.runMain(main)
 
 const client = `import { Connection, Protocol } from "@lifeline/kernel"
 import { NodeChildProcess, NodeSignals } from "@lifeline/node"
-import { Effect, Fiber, Layer } from "effect"
+import { Effect, Fiber } from "effect"
 import { ChildProcess } from "effect/process"
 import { fileURLToPath } from "node:url"
 import { Server } from "./shared.mjs"
@@ -106,17 +107,20 @@ class ServerConnection extends Connection.Service()("consumer/ServerConnection",
   protocol: Protocol.flip(Server)
 }) {}
 
-const ServerLive = ServerConnection.layer({ handlers: {} }).pipe(
-  Layer.provide(NodeChildProcess.layer({
-    command: ChildProcess.make(process.execPath, [fileURLToPath(new URL("./server.mjs", import.meta.url))]),
-    name: "server"
-  }))
-)
+// The child connection as a Layer: the connection is the service, childOf gives the child behind it.
+const ServerLive = NodeChildProcess.layerConnection(ServerConnection, {
+  command: ChildProcess.make(process.execPath, [fileURLToPath(new URL("./server.mjs", import.meta.url))]),
+  protocol: Protocol.flip(Server),
+  handlers: {},
+  name: "server"
+})
 
 const say = (line) => Effect.sync(() => process.stdout.write(JSON.stringify(line) + "\\n"))
 
 const main = Effect.gen(function*() {
   yield* say({ node: process.version })
+  const child = NodeChildProcess.childOf(yield* ServerConnection)
+  yield* say({ childPid: typeof child?.child.pid })
   const client = yield* ServerConnection.client
   yield* say({ echo: yield* client.echo({ text: "hello" }) })
   const slow = yield* Effect.forkChild(client.sleep({ ms: 1500 }))
@@ -128,29 +132,24 @@ const main = Effect.gen(function*() {
 NodeSignals.runMain(main)
 `
 
-const pureProgram = `import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
+const pureProgram = `import { Method, PromiseConnection, Protocol, ShutdownPolicy } from "@lifeline/kernel"
 import { TestTransport } from "@lifeline/kernel/testing"
 import { Effect, Schema } from "effect"
 
 const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
-const Server = Protocol.make({ serves: [Add] })
+const Hello = Method.request("hello", { params: Schema.Struct({ name: Schema.String }), result: Schema.String })
+const Server = Protocol.make({ serves: [Add], calls: [Hello] })
 
-const program = Effect.gen(function*() {
-  const { transport } = yield* TestTransport.serve(Server, {
-    add: ([a, b]) => Effect.as(Effect.sleep("20 millis"), a + b)
-  })
-  const connection = yield* Connection.make({
-    protocol: Protocol.flip(Server),
-    transport,
-    handlers: {},
-    policy: ShutdownPolicy.drain("1 second")
-  })
-  const sum = yield* connection.peer.call(Add, [1, 2])
-  yield* connection.stop()
-  return { node: process.version, sum, state: (yield* connection.lifecycle.state)._tag }
-}).pipe(Effect.scoped)
-
-Effect.runPromise(program).then((result) => process.stdout.write(JSON.stringify(result)))
+// A Promise program: no Effect of its own but the far end's handler, which the test serves in memory.
+const connection = await PromiseConnection.open({
+  protocol: Protocol.flip(Server),
+  transport: TestTransport.layerServe(Server, { add: ([a, b]) => Effect.as(Effect.sleep("20 millis"), a + b) }),
+  handlers: { hello: async ({ name }) => "hello, " + name },
+  policy: ShutdownPolicy.drain("1 second")
+})
+const pending = connection.client.call(Add, [1, 2])
+const report = await connection.close()
+process.stdout.write(JSON.stringify({ node: process.version, sum: await pending, drained: report.drained }))
 `
 
 const consumerTs = `import type { Peer } from "@lifeline/kernel"
@@ -308,7 +307,7 @@ describe("the published packages, installed with npm outside the workspace", () 
         timeoutMs: 30_000
       })
       expectSuccess("pure.mjs", ranPure)
-      assert.deepStrictEqual(JSON.parse(ranPure.stdout), { node: `v${oldestNode.pure}`, sum: 3, state: "Closed" })
+      assert.deepStrictEqual(JSON.parse(ranPure.stdout), { node: `v${oldestNode.pure}`, sum: 3, drained: true })
 
       Fs.writeFileSync(
         Path.join(project, "package.json"),
@@ -412,7 +411,9 @@ describe("the published packages, installed with npm outside the workspace", () 
         const lines = stdout.trim().split("\n").map((line) => JSON.parse(line))
         assert.deepStrictEqual(
           lines,
-          [{ node: `v${oldestNode.platform}` }, { echo: "hello" }, { inFlight: true }, { slow: 1500 }],
+          [{ node: `v${oldestNode.platform}` }, { childPid: "number" }, { echo: "hello" }, { inFlight: true }, {
+            slow: 1500
+          }],
           stderr
         )
         assert.deepStrictEqual(exit, { code: 143, signal: null }, stderr)
