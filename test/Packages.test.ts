@@ -385,6 +385,14 @@ describe("the published packages, installed with npm outside the workspace", () 
         [scorecard.passed, scorecard.failed, scorecard.warned, scorecard.notApplicable],
         [checkIds.length, 0, 0, 0]
       )
+      // On a Node older than it needs, the bin says so in one line instead of failing on `node:sqlite`.
+      const tooOld = await run(
+        Path.join(pure, "node_modules", ".bin", "node"),
+        [Path.join(project, "node_modules", "@lifeline", "hermes-node", packedHermesNode.bin["hermes-host"]), "--help"],
+        { cwd: project, timeoutMs: 30_000 }
+      )
+      assert.strictEqual(tooOld.code, 2, tooOld.stderr)
+      assert.strictEqual(tooOld.stderr, `hermes-host needs Node >= 22.19; this is Node ${oldestNode.pure}\n`)
 
       const child = ChildProcess.spawn(oldNode, ["client.mjs"], {
         cwd: project,

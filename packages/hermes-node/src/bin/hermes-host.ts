@@ -10,6 +10,13 @@
  *
  * @since 0.1.0
  */
-import * as HermesHost from "../HermesHost.js"
-
+// The host records its extensions in `node:sqlite` and runs on `@effect/platform-node`: both need Node 22.19. On an
+// older Node, say so in one line (exit 2, as for bad arguments) instead of failing on a missing built-in module; the
+// host is imported only after the check for that reason.
+const [major = 0, minor = 0] = process.versions.node.split(".").map(Number)
+if (major < 22 || (major === 22 && minor < 19)) {
+  process.stderr.write(`hermes-host needs Node >= 22.19; this is Node ${process.versions.node}\n`)
+  process.exit(2)
+}
+const HermesHost = await import("../HermesHost.js")
 await HermesHost.main(process.argv.slice(2), {})
