@@ -272,4 +272,48 @@ layer(Fixtures.layer(["spawner-app"]), { excludeTestServices: true, timeout: "60
       assert.strictEqual(bystander.children.filter(isAlive).length, 4)
       assert.strictEqual(restarted.children.filter(isAlive).length, 4)
     }).pipe(Effect.scoped))
+
+  it.effect("a dead owner's file without its claim (released, its ends not written) is swept too; an empty one goes", () =>
+    Effect.gen(function*() {
+      const programs = yield* Fixtures.Programs
+      const directory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-apps-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(directory, { recursive: true, force: true })))
+      const before = process.env.LIFELINE_SPAWNER_DIR
+      process.env.LIFELINE_SPAWNER_DIR = directory
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          if (before === undefined) delete process.env.LIFELINE_SPAWNER_DIR
+          else process.env.LIFELINE_SPAWNER_DIR = before
+        })
+      )
+      const everyone: Array<number> = []
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          for (const pid of everyone) if (isAlive(pid)) process.kill(pid, "SIGKILL")
+        })
+      )
+      const start = Effect.gen(function*() {
+        const app = yield* spawnLines(node, programs.argv("spawner-app"), { cwd: process.cwd() })
+        const children = yield* app.line(
+          (line) => line.startsWith("{") ? (JSON.parse(line) as { pids: Array<number> }).pids : undefined,
+          () => new Error(`the app exited: ${app.stderr()}`)
+        ).pipe(Effect.timeout("20 seconds"))
+        everyone.push(...children)
+        return { app, children }
+      })
+      const first = yield* start
+      first.app.child.kill("SIGKILL")
+      yield* first.app.exited
+      // What a clean close leaves when its end records come after the file was closed: rows, no claim.
+      const [file] = Fs.readdirSync(directory).filter((name) => name.endsWith(".json"))
+      const content = JSON.parse(Fs.readFileSync(Path.join(directory, file), "utf8"))
+      assert.isAbove(content.rows.length, 0)
+      Fs.writeFileSync(Path.join(directory, file), JSON.stringify({ ...content, claims: [] }))
+      Fs.writeFileSync(Path.join(directory, "1-1.json"), JSON.stringify({ rows: [], claims: [] }))
+
+      yield* start
+      yield* eventually(() => first.children.every((pid) => !isAlive(pid)), "the released owner's children swept", 5000)
+      assert.isFalse(Fs.existsSync(Path.join(directory, file)))
+      assert.isFalse(Fs.existsSync(Path.join(directory, "1-1.json")))
+    }).pipe(Effect.scoped))
 })

@@ -73,10 +73,13 @@ const sweepOwner = (journal: Journal.Journal.Service, owner: string, reapGrace: 
     Effect.scoped,
     Effect.provideService(Journal.Journal, journal),
     Effect.tap((report) =>
-      Effect.logInfo(`swept the children of ${owner}, which is no longer running`, {
-        killed: report.reaped.filter((reaped) => reaped.outcome === "Killed").length,
-        errors: report.errors.length
-      })
+      // The counts as annotations: a second message argument would be a second `message=` in a logfmt line.
+      Effect.logInfo(`swept the children of ${owner}, which is no longer running`).pipe(
+        Effect.annotateLogs({
+          killed: report.reaped.filter((reaped) => reaped.outcome === "Killed").length,
+          errors: report.errors.length
+        })
+      )
     )
   )
 
@@ -84,7 +87,16 @@ const sweepOwner = (journal: Journal.Journal.Service, owner: string, reapGrace: 
 const sweepFile = (file: string, directory: string, reapGrace: Duration.Input) =>
   Effect.gen(function*() {
     const content = yield* journalFile.read(file)
-    const claim = content.claims[0]
+    if (content.rows.length === 0 && content.claims.length === 0) return Fs.rmSync(file, { force: true })
+    // A file whose owner let go of its claim (a clean close whose last end records came too late to be written) still
+    // names the owner in its rows and its process in its name (`<pid>-<startedAt>.json`): it is swept like the others.
+    const named = /^(\d+)-(\d+)\.json/.exec(Path.basename(file))
+    const claim = content.claims[0] ?? (named === null || content.rows.length === 0 ? undefined : {
+      owner: content.rows[0].owner,
+      pid: Number(named[1]),
+      startedAt: Number(named[2]) === 0 ? undefined : Number(named[2]),
+      host: Os.hostname()
+    })
     if (claim === undefined) return
     // A `.sweep` file belongs to the sweeper named in it until that process is gone.
     if (claim.host !== undefined && claim.host !== Os.hostname()) return
