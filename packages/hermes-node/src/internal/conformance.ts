@@ -82,7 +82,7 @@ export const main = async (
     }
   })()
   if (args.help) {
-    process.stdout.write(usage + "\n")
+    process.stdout.write(usage + "\n") // stdout-ok: a command-line tool's own output
     process.exit(0)
   }
   const command = args.extension ?? defaults.extension ?? fail("--extension is required")
@@ -171,7 +171,7 @@ export const main = async (
   }
   // Waited for: on a pipe the write is asynchronous, and `process.exit` would cut the report short.
   await new Promise<void>((resolve) =>
-    process.stdout.write(
+    process.stdout.write( // stdout-ok: a command-line tool's own output
       args.json
         ? json(summary)
         : scorecard(summary, process.stdout.isTTY === true && process.env.NO_COLOR === undefined),

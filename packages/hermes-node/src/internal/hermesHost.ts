@@ -88,7 +88,7 @@ const quote = (text: string, width = 96) => {
 const timeline = (json: boolean) => {
   /** Every line of the timeline goes through here, and through `visible`: nothing printed can drive the terminal. */
   const print = (text: string) => {
-    if (!json) process.stdout.write(`${visible(text)}\n`)
+    if (!json) process.stdout.write(`${visible(text)}\n`) // stdout-ok: a command-line tool's own output
   }
   const line = (at: number, what: string, text: string) =>
     print(`${String(at).padStart(6)} ms  ${what.padEnd(10)} ${text}`)
@@ -431,7 +431,7 @@ const program = (settings: Settings) =>
         },
         elapsedMs: finishedAt
       }
-      process.stdout.write(visibleJson(report, 2) + "\n")
+      process.stdout.write(visibleJson(report, 2) + "\n") // stdout-ok: a command-line tool's own output
     } else {
       print("")
       if (omitted > 0) {

@@ -147,7 +147,7 @@ export const parse = (argv: ReadonlyArray<string>, defaults: Defaults): Settings
   })()
 
   if (args.help) {
-    process.stdout.write(usage + "\n")
+    process.stdout.write(usage + "\n") // stdout-ok: a command-line tool's own output
     process.exit(0)
   }
 
