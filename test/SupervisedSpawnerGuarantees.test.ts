@@ -222,36 +222,45 @@ describe("NodeSupervisedSpawner guarantees", () => {
 })
 
 layer(Fixtures.layer(["spawner-app"]), { excludeTestServices: true, timeout: "60 seconds" })("apps", (it) => {
+  /**
+   * A journal directory of the test's own (the apps inherit it through LIFELINE_SPAWNER_DIR), every process the apps
+   * started killed at the end, and `start`: an app, with the pids of its children and grandchildren once its layer is
+   * built (the sweep of dead owners is done by then).
+   */
+  const apps = Effect.gen(function*() {
+    const programs = yield* Fixtures.Programs
+    const directory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-apps-"))
+    yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(directory, { recursive: true, force: true })))
+    const before = process.env.LIFELINE_SPAWNER_DIR
+    // The apps inherit the test's environment.
+    process.env.LIFELINE_SPAWNER_DIR = directory
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        if (before === undefined) delete process.env.LIFELINE_SPAWNER_DIR
+        else process.env.LIFELINE_SPAWNER_DIR = before
+      })
+    )
+    const everyone: Array<number> = []
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        for (const pid of everyone) if (isAlive(pid)) process.kill(pid, "SIGKILL")
+      })
+    )
+    const start = Effect.gen(function*() {
+      const app = yield* spawnLines(node, programs.argv("spawner-app"), { cwd: process.cwd() })
+      const children = yield* app.line(
+        (line) => line.startsWith("{") ? (JSON.parse(line) as { pids: Array<number> }).pids : undefined,
+        () => new Error(`the app exited: ${app.stderr()}`)
+      ).pipe(Effect.timeout("20 seconds"))
+      everyone.push(...children)
+      return { app, children }
+    })
+    return { directory, start, everyone }
+  })
+
   it.effect("two apps SIGKILLed, one restarted: only dead owners' children are swept, none left within 1 s", () =>
     Effect.gen(function*() {
-      const programs = yield* Fixtures.Programs
-      const directory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-apps-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(directory, { recursive: true, force: true })))
-      const before = process.env.LIFELINE_SPAWNER_DIR
-      // The apps inherit the test's environment.
-      process.env.LIFELINE_SPAWNER_DIR = directory
-      yield* Effect.addFinalizer(() =>
-        Effect.sync(() => {
-          if (before === undefined) delete process.env.LIFELINE_SPAWNER_DIR
-          else process.env.LIFELINE_SPAWNER_DIR = before
-        })
-      )
-      const everyone: Array<number> = []
-      yield* Effect.addFinalizer(() =>
-        Effect.sync(() => {
-          for (const pid of everyone) if (isAlive(pid)) process.kill(pid, "SIGKILL")
-        })
-      )
-      /** Starts an app; answers it and the pids of its children and grandchildren, once its layer is built. */
-      const start = Effect.gen(function*() {
-        const app = yield* spawnLines(node, programs.argv("spawner-app"), { cwd: process.cwd() })
-        const children = yield* app.line(
-          (line) => line.startsWith("{") ? (JSON.parse(line) as { pids: Array<number> }).pids : undefined,
-          () => new Error(`the app exited: ${app.stderr()}`)
-        ).pipe(Effect.timeout("20 seconds"))
-        everyone.push(...children)
-        return { app, children }
-      })
+      const { start, everyone } = yield* apps
       const first = yield* start
       const second = yield* start
       const bystander = yield* start
@@ -275,32 +284,7 @@ layer(Fixtures.layer(["spawner-app"]), { excludeTestServices: true, timeout: "60
 
   it.effect("a dead owner's file without its claim (released, its ends not written) is swept too; an empty one goes", () =>
     Effect.gen(function*() {
-      const programs = yield* Fixtures.Programs
-      const directory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-apps-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(directory, { recursive: true, force: true })))
-      const before = process.env.LIFELINE_SPAWNER_DIR
-      process.env.LIFELINE_SPAWNER_DIR = directory
-      yield* Effect.addFinalizer(() =>
-        Effect.sync(() => {
-          if (before === undefined) delete process.env.LIFELINE_SPAWNER_DIR
-          else process.env.LIFELINE_SPAWNER_DIR = before
-        })
-      )
-      const everyone: Array<number> = []
-      yield* Effect.addFinalizer(() =>
-        Effect.sync(() => {
-          for (const pid of everyone) if (isAlive(pid)) process.kill(pid, "SIGKILL")
-        })
-      )
-      const start = Effect.gen(function*() {
-        const app = yield* spawnLines(node, programs.argv("spawner-app"), { cwd: process.cwd() })
-        const children = yield* app.line(
-          (line) => line.startsWith("{") ? (JSON.parse(line) as { pids: Array<number> }).pids : undefined,
-          () => new Error(`the app exited: ${app.stderr()}`)
-        ).pipe(Effect.timeout("20 seconds"))
-        everyone.push(...children)
-        return { app, children }
-      })
+      const { directory, start } = yield* apps
       const first = yield* start
       first.app.child.kill("SIGKILL")
       yield* first.app.exited
