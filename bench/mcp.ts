@@ -17,20 +17,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { pathToFileURL } from "node:url"
 import * as Lifeline from "../packages/mcp/src/StdioClientTransport.js"
-
-interface Spread {
-  readonly median: number
-  readonly p25: number
-  readonly p75: number
-  readonly min: number
-  readonly max: number
-}
-
-const spreadOf = (values: ReadonlyArray<number>): Spread => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * (sorted.length - 1) + 0.5))]
-  return { median: at(0.5), p25: at(0.25), p75: at(0.75), min: sorted[0], max: sorted[sorted.length - 1] }
-}
+import { cell, spreadOf } from "./spread.js"
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -77,10 +64,6 @@ export const run = async (repeats = 30) => {
     rmSync(journalDirectory, { recursive: true, force: true })
   }
 }
-
-const ms = (value: number) => value.toFixed(2)
-const cell = (spread: Spread) =>
-  `${ms(spread.median)} ms (p25–p75 ${ms(spread.p25)}–${ms(spread.p75)}, min–max ${ms(spread.min)}–${ms(spread.max)})`
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   const repeats = Number(
