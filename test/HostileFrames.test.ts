@@ -12,6 +12,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { type Framed, spawnFramed } from "./support/framed.js"
+import { eventually } from "./support/processes.js"
 
 const probe = "test/fixtures/hermes-probe.ts"
 const MiB = 1024 * 1024
@@ -144,7 +145,7 @@ describe("a real extension against hostile frames", () => {
         extension.send({ jsonrpc: "2.0", id: patch.id, result: { applied: 1 } })
         extension.send({ jsonrpc: "2.0", id: 2, method: "shutdown", params: { reason: "closing" } })
         // The drain has begun once it says so; then a hostile host asks for more.
-        yield* Effect.promise(() => waitFor(() => extension.stderr().includes("draining 1 command(s)")))
+        yield* eventually(() => extension.stderr().includes("draining 1 command(s)"), "the extension drains")
         extension.send({ jsonrpc: "2.0", id: 3, method: "no/such/method" })
         extension.send({
           jsonrpc: "2.0",
@@ -167,15 +168,3 @@ describe("a real extension against hostile frames", () => {
     { timeout: 30_000 }
   )
 })
-
-/** Polls `condition` every 5 ms, for at most 10 s. */
-const waitFor = (condition: () => boolean) =>
-  new Promise<void>((resolve, reject) => {
-    const start = performance.now()
-    const check = () => {
-      if (condition()) resolve()
-      else if (performance.now() - start > 10_000) reject(new Error("timed out"))
-      else setTimeout(check, 5)
-    }
-    check()
-  })
