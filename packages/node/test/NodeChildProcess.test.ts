@@ -537,7 +537,8 @@ describe("stderr lines", () => {
       fake.writeStderr(
         "timestamp=2026-11-28T21:00:00.000Z level=INFO fiber=#7 message=\"ready on \\\"stdio\\\"\" extension=hl7\n" +
           "timestamp=2026-11-28T21:00:01.000Z level=ERROR fiber=#7 message=boom\n" +
-          "level=INFO message=\"unterminated\n"
+          "level=INFO message=\"unterminated\n" +
+          "level=INFO message=forged \u001b[2J=x\n"
       )
       fake.exit({ exitCode: 0, signal: null })
       yield* self.child.exited
@@ -545,15 +546,16 @@ describe("stderr lines", () => {
       assert.deepStrictEqual(lines.map(({ level, message }) => [level, message]), [
         ["Info", "ready on \"stdio\""],
         ["Error", "boom"], // the child's own level, higher than Info
-        ["Info", "level=INFO message=\"unterminated"] // not a logfmt line: logged as it is
+        ["Info", "level=INFO message=\"unterminated"], // not a logfmt line: logged as it is
+        ["Info", "level=INFO message=forged \u001b[2J=x"] // a key that is no plain name: logged as it is
       ])
       assert.strictEqual(lines[0].annotations["child.extension"], "hl7")
       assert.strictEqual(lines[0].annotations["child.fiber"], "#7")
       assert.strictEqual(lines[0].annotations["child.level"], "Info")
       assert.strictEqual(lines[0].annotations.child, "fake")
-      // The tail keeps the lines as the child wrote them (for PeerExited.stderrTail).
+      // The tail keeps the last 3 lines as the child wrote them (for PeerExited.stderrTail).
       assert.strictEqual(
-        (yield* self.child.stderrTail)[1],
+        (yield* self.child.stderrTail)[0],
         "timestamp=2026-11-28T21:00:01.000Z level=ERROR fiber=#7 message=boom"
       )
     }).pipe(Effect.provide(layer))

@@ -29,6 +29,8 @@ const levels: Record<string, LogLevel.Severity> = {
 
 const maxFields = 32
 
+const plainKey = /^[A-Za-z_][\w.-]{0,63}$/
+
 /** A quoted value from `at` (its opening quote) to its closing quote, as JSON reads it; `undefined` if unclosed. */
 const quoted = (line: string, at: number): { readonly value: string; readonly end: number } | undefined => {
   let i = at + 1
@@ -64,6 +66,8 @@ export const parse = (line: string): Entry | undefined => {
     const space = line.indexOf(" ", i)
     if (equals === -1 || (space !== -1 && space < equals) || equals === i) return undefined
     const key = line.slice(i, equals)
+    // Keys become annotation labels of the host's log: only plain names, else the line is logged as it is.
+    if (!plainKey.test(key)) return undefined
     let value: string
     if (line.charCodeAt(equals + 1) === 34) {
       const read = quoted(line, equals + 1)
