@@ -182,3 +182,30 @@ export const claimWait = (drain: Duration.Duration): Duration.Duration =>
  * @category defaults
  */
 export const reapGrace: Duration.Duration = Duration.seconds(2)
+
+/**
+ * The MCP profile (`@lifeline/mcp`): the stdio shutdown of the MCP specification with the official SDK's figures, and
+ * the restart of a crashed server (`Reconnect.reconnecting`). docs/mcp.md lists each as the option that reads it.
+ *
+ * - `exitTimeout` (2 s): after the end of a server's stdin, before SIGTERM to its process group (the SDK's wait).
+ * - `killGrace` (2 s): after SIGTERM, before SIGKILL (the SDK's).
+ * - `restartBudget` (5): restarts in a row, with no stable run between them, before the host is told it gave up.
+ * - `restartInitialDelay` (1 s), `restartFactor` (2), `restartMaxDelay` (30 s): the exponential backoff before each
+ *   restart (1, 2, 4, 8, 16 s by default), capped.
+ * - `restartStableAfter` (60 s): a connection that lived this long resets the budget and the backoff.
+ * - `restartConnectTimeout` (10 s, the {@link handshakeTimeout}): a restarted server's `initialize`, before the
+ *   attempt counts as failed.
+ *
+ * @since 0.2.0
+ * @category defaults
+ */
+export const mcp = {
+  exitTimeout: Duration.seconds(2),
+  killGrace: Duration.seconds(2),
+  restartBudget: 5,
+  restartInitialDelay: Duration.seconds(1),
+  restartFactor: 2,
+  restartMaxDelay: Duration.seconds(30),
+  restartStableAfter: Duration.seconds(60),
+  restartConnectTimeout: handshakeTimeout
+} as const

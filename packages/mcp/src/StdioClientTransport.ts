@@ -9,6 +9,7 @@
  *
  * @since 0.1.0
  */
+import * as Bounds from "@lifeline/kernel/Bounds"
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
 import type * as Duration from "effect/Duration"
@@ -105,8 +106,8 @@ export interface StdioServerParameters {
 }
 
 const defaultMaxBufferSize = 10 * 1024 * 1024
-const defaultExitTimeout: Duration.Input = "2 seconds"
-const defaultKillGrace: Duration.Input = "2 seconds"
+const defaultExitTimeout: Duration.Input = Bounds.mcp.exitTimeout
+const defaultKillGrace: Duration.Input = Bounds.mcp.killGrace
 const encoder = new TextEncoder()
 
 const isMessage = (value: unknown): value is JSONRPCMessage => {
