@@ -94,6 +94,36 @@ const rows: ReadonlyArray<readonly [option: string, fallback: string, bounds: st
     "reaper `grace`",
     `${s(Bounds.reapGrace)} (\`NodeReaper.reapProcess\`)`,
     "an orphan of a crashed host: after SIGTERM before SIGKILL, and after SIGKILL before `Survived`"
+  ],
+  [
+    "MCP `exitTimeout`",
+    `${s(Bounds.mcp.exitTimeout)} (\`@lifeline/mcp\`, the MCP SDK's)`,
+    "after `close()` ends an MCP server's stdin, before SIGTERM to its process group"
+  ],
+  [
+    "MCP `killGrace`",
+    `${s(Bounds.mcp.killGrace)} (the MCP SDK's)`,
+    "after SIGTERM to the server's group, before SIGKILL"
+  ],
+  [
+    "MCP `restartBudget`",
+    `${Bounds.mcp.restartBudget} restarts (\`Reconnect.reconnecting\`)`,
+    "restarts of a crashed server in a row, with no stable run between them, before giving up"
+  ],
+  [
+    "MCP `initialDelay`, `factor`, `maxDelay`",
+    `${s(Bounds.mcp.restartInitialDelay)} × ${Bounds.mcp.restartFactor}ⁿ, at most ${s(Bounds.mcp.restartMaxDelay)}`,
+    "the wait before restart n + 1 of a series: 1, 2, 4, 8, 16 s by default"
+  ],
+  [
+    "MCP `stableAfter`",
+    s(Bounds.mcp.restartStableAfter),
+    "a connection that lived this long resets the restart budget and the backoff"
+  ],
+  [
+    "MCP `connectTimeout`",
+    `${s(Bounds.mcp.restartConnectTimeout)} (the handshake timeout)`,
+    "a restarted server's `initialize`, before the restart counts as failed"
   ]
 ]
 

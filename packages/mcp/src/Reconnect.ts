@@ -42,8 +42,13 @@ export interface ReconnectOptions {
    * counts as a failed restart. Default 10 s. The first connection is the caller's and has the `Client`'s own timeout.
    */
   readonly connectTimeout?: Duration.Input | undefined
-  /** Called before the wait of each restart (it must not throw; what it throws is ignored). */
+  /** Called before the wait of each restart (what it throws is ignored). */
   readonly onRestart?: ((event: RestartEvent) => void) | undefined
+  /**
+   * Called once a restarted server has answered `initialize`, with the restart's number in its series: the moment to
+   * list its tools again (what it throws is ignored). Requests made before it go to a server not yet initialized.
+   */
+  readonly onReconnected?: ((restart: number) => void) | undefined
 }
 
 /**
@@ -93,7 +98,10 @@ export interface ReconnectableClient {
  * @category models
  */
 export interface Reconnecting<T extends Transport> {
-  /** The transport of the current connection (or the one being made); `undefined` while a restart waits. */
+  /**
+   * The transport of the current connection (or the one being made); `undefined` while a restart waits and after
+   * the give-up.
+   */
   readonly transport: T | undefined
   /** Restarts so far, over the whole life (not reset by a stable run). */
   readonly restarts: number
@@ -200,6 +208,14 @@ export const reconnecting = async <T extends Transport>(
   )
   let current: Link<T> | undefined
   let restarts = 0
+  let series = 0
+  const notify = <A>(callback: ((value: A) => void) | undefined, value: A): void => {
+    try {
+      callback?.(value)
+    } catch {
+      // The host's callback must not stop the restarts.
+    }
+  }
   const open = async (timeout: number | undefined): Promise<Link<T>> => {
     const link = new Link(makeTransport())
     current = link
@@ -213,23 +229,24 @@ export const reconnecting = async <T extends Transport>(
     Deferred.await(first.ended),
     Effect.map(
       Effect.tryPromise({ try: () => open(connectTimeout), catch: toError }),
-      (link) => Deferred.await(link.ended)
+      (link) => {
+        notify(options.onReconnected, series)
+        return Deferred.await(link.ended)
+      }
     ),
     {
       restarting: (event) => {
         current = undefined
         restarts++
-        try {
-          options.onRestart?.(event)
-        } catch {
-          // The host's callback must not stop the restarts.
-        }
+        series = event.restart
+        notify(options.onRestart, event)
       }
     }
   ))
   const closed = new Promise<void>((resolve, reject) => {
     fiber.addObserver((exit) => {
       if (Exit.isSuccess(exit) || Exit.hasInterrupts(exit)) return resolve()
+      current = undefined
       const failure = Exit.findErrorOption(exit)
       const error = failure._tag === "Some"
         ? new RestartBudgetExhausted({ restarts: failure.value.restarts, lastError: failure.value.error })

@@ -240,6 +240,54 @@ describe("reconnecting: the explicit close", () => {
     assert.strictEqual(made.length, 1)
   })
 
+  it("close() while a restart connects: no further restart, even when that connect fails afterwards", async () => {
+    const made: Array<FakeTransport> = []
+    const client = new FakeClient()
+    let release: (error: Error) => void = () => {}
+    const connect = client.connect.bind(client)
+    let connects = 0
+    client.connect = (transport) => {
+      connects++
+      if (connects === 1) return connect(transport)
+      // The restart's initialize hangs until the test fails it.
+      return new Promise<void>((_, reject) => {
+        release = reject
+      })
+    }
+    const connection = await Reconnect.reconnecting(client, () => {
+      made.push(new FakeTransport())
+      return made.at(-1)!
+    }, { initialDelay: 0 })
+    made[0]!.crash()
+    while (connects < 2) await new Promise((resolve) => setImmediate(resolve))
+    await connection.close()
+    await connection.closed
+    release(new Error("initialize failed"))
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve))
+    assert.strictEqual(connects, 2)
+    assert.strictEqual(made.length, 2)
+  })
+
+  it("onReconnected once a restart connected, with its number in the series", async () => {
+    const made: Array<FakeTransport> = []
+    const client = new FakeClient()
+    const reconnected: Array<number> = []
+    const connection = await Reconnect.reconnecting(client, () => {
+      made.push(new FakeTransport())
+      return made.at(-1)!
+    }, { initialDelay: 0, onReconnected: (restart) => reconnected.push(restart) })
+    made[0]!.crash()
+    while (made.length < 2 || reconnected.length < 1) await new Promise((resolve) => setImmediate(resolve))
+    made[1]!.crash()
+    while (made.length < 3 || reconnected.length < 2) await new Promise((resolve) => setImmediate(resolve))
+    assert.deepStrictEqual(reconnected, [1, 2])
+    assert.strictEqual(connection.restarts, 2)
+    assert.strictEqual(connection.transport, made[2])
+    await connection.close()
+    await connection.closed
+    assert.strictEqual(made[2]!.closes, 1)
+  })
+
   it("the first connection failing rejects, with no restart", async () => {
     let made = 0
     const client = new FakeClient()
