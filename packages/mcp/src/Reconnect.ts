@@ -9,7 +9,6 @@
  *
  * @since 0.2.0
  */
-import * as Bounds from "@lifeline/kernel/Bounds"
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JSONRPCMessage, MessageExtraInfo } from "@modelcontextprotocol/sdk/types.js"
 import * as Data from "effect/Data"
@@ -196,16 +195,8 @@ export const reconnecting = async <T extends Transport>(
   makeTransport: () => T,
   options: ReconnectOptions = {}
 ): Promise<Reconnecting<T>> => {
-  const settings: Internal.Settings = {
-    budget: options.restartBudget ?? Bounds.mcp.restartBudget,
-    initialDelay: Duration.fromInputUnsafe(options.initialDelay ?? Bounds.mcp.restartInitialDelay),
-    factor: options.factor ?? Bounds.mcp.restartFactor,
-    maxDelay: Duration.fromInputUnsafe(options.maxDelay ?? Bounds.mcp.restartMaxDelay),
-    stableAfter: Duration.fromInputUnsafe(options.stableAfter ?? Bounds.mcp.restartStableAfter)
-  }
-  const connectTimeout = Duration.toMillis(
-    Duration.fromInputUnsafe(options.connectTimeout ?? Bounds.mcp.restartConnectTimeout)
-  )
+  const settings = Internal.decode(options)
+  const connectTimeout = Duration.toMillis(settings.connectTimeout)
   let current: Link<T> | undefined
   let restarts = 0
   let series = 0

@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import { Bounds } from "@lifeline/kernel"
 import { Reconnect } from "@lifeline/mcp"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import * as Clock from "effect/Clock"
@@ -11,12 +12,29 @@ import * as TestClock from "effect/testing/TestClock"
 import * as Internal from "../src/internal/reconnect.js"
 
 const settings = (overrides: Partial<Internal.Settings> = {}): Internal.Settings => ({
-  budget: 5,
-  initialDelay: Duration.seconds(1),
-  factor: 2,
-  maxDelay: Duration.seconds(30),
-  stableAfter: Duration.seconds(60),
+  ...Internal.decode({}),
   ...overrides
+})
+
+describe("the defaults", () => {
+  it("come from the kernel's MCP profile of bounds", () => {
+    const defaults = Internal.decode({})
+    assert.strictEqual(defaults.budget, 5)
+    assert.strictEqual(defaults.budget, Bounds.mcp.restartBudget)
+    assert.strictEqual(Duration.toMillis(defaults.initialDelay), 1000)
+    assert.strictEqual(defaults.factor, 2)
+    assert.strictEqual(Duration.toMillis(defaults.maxDelay), 30_000)
+    assert.strictEqual(Duration.toMillis(defaults.stableAfter), 60_000)
+    assert.strictEqual(Duration.toMillis(defaults.connectTimeout), Duration.toMillis(Bounds.handshakeTimeout))
+    // The transport's stop: the SDK's figures.
+    assert.strictEqual(Duration.toMillis(Bounds.mcp.exitTimeout), 2000)
+    assert.strictEqual(Duration.toMillis(Bounds.mcp.killGrace), 2000)
+    const given = Internal.decode({ restartBudget: 0, initialDelay: "5 millis", maxDelay: "1 minute", factor: 3 })
+    assert.strictEqual(given.budget, 0)
+    assert.strictEqual(Duration.toMillis(given.initialDelay), 5)
+    assert.strictEqual(Duration.toMillis(given.maxDelay), 60_000)
+    assert.strictEqual(given.factor, 3)
+  })
 })
 
 /** Connections whose end the test decides; each connect records the clock's time, and may be told to fail. */

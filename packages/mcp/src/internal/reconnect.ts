@@ -6,6 +6,7 @@
  *
  * @internal
  */
+import * as Bounds from "@lifeline/kernel/Bounds"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -26,7 +27,22 @@ export interface Settings {
   readonly factor: number
   readonly maxDelay: Duration.Duration
   readonly stableAfter: Duration.Duration
+  readonly connectTimeout: Duration.Duration
 }
+
+/**
+ * The options with their defaults, from the kernel's MCP profile of bounds.
+ *
+ * @internal
+ */
+export const decode = (options: Reconnect.ReconnectOptions): Settings => ({
+  budget: options.restartBudget ?? Bounds.mcp.restartBudget,
+  initialDelay: Duration.fromInputUnsafe(options.initialDelay ?? Bounds.mcp.restartInitialDelay),
+  factor: options.factor ?? Bounds.mcp.restartFactor,
+  maxDelay: Duration.fromInputUnsafe(options.maxDelay ?? Bounds.mcp.restartMaxDelay),
+  stableAfter: Duration.fromInputUnsafe(options.stableAfter ?? Bounds.mcp.restartStableAfter),
+  connectTimeout: Duration.fromInputUnsafe(options.connectTimeout ?? Bounds.mcp.restartConnectTimeout)
+})
 
 /**
  * How a connection ended: closed by the host (the loop ends), or lost (the server exited, or its transport failed).
