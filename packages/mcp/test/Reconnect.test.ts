@@ -306,6 +306,38 @@ describe("reconnecting: the explicit close", () => {
     assert.strictEqual(made[2]!.closes, 1)
   })
 
+  it("the give-up: closed rejects with RestartBudgetExhausted, client.onerror gets it; a throwing onRestart is ignored", async () => {
+    const made: Array<FakeTransport> = []
+    const client = new FakeClient()
+    const errors: Array<Error> = []
+    client.onerror = (error) => errors.push(error)
+    const connection = await Reconnect.reconnecting(client, () => {
+      const transport = new FakeTransport()
+      // Every restart's server fails to start.
+      const start = made.length + 1
+      if (start > 1) transport.start = () => Promise.reject(new Error(`start ${start} failed`))
+      made.push(transport)
+      return transport
+    }, {
+      initialDelay: 0,
+      restartBudget: 2,
+      onRestart: () => {
+        throw new Error("the host's callback throws")
+      }
+    })
+    made[0]!.crash()
+    const outcome = await connection.closed.then(() => undefined, (e: unknown) => e)
+    assert.instanceOf(outcome, Reconnect.RestartBudgetExhausted)
+    const exhausted = outcome as Reconnect.RestartBudgetExhausted
+    assert.strictEqual(exhausted.restarts, 2)
+    assert.strictEqual(exhausted.lastError.message, "start 3 failed")
+    assert.match(exhausted.message, /restarted 2 times in a row/)
+    assert.deepStrictEqual(errors, [exhausted])
+    assert.strictEqual(made.length, 3)
+    assert.strictEqual(connection.restarts, 2)
+    assert.isUndefined(connection.transport)
+  })
+
   it("the first connection failing rejects, with no restart", async () => {
     let made = 0
     const client = new FakeClient()
