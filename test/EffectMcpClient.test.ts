@@ -232,6 +232,8 @@ layer(Fixtures.layer(["effect-mcp-host"]), { excludeTestServices: true, timeout:
         const first = yield* startHost(spawner, journal)
         // server-everything directly (1) and through sh -c (2), server-filesystem the same (1 + 2).
         assert.strictEqual(first.servers.length, 6)
+        // Each server leads a process group of its own (the wrapper's server is in the wrapper's): none is the host's.
+        assert.notInclude(first.servers.map(groupIdOf), first.host.child.pid)
         first.host.child.kill("SIGKILL")
         yield* first.host.exited
         yield* Effect.sleep("300 millis")
