@@ -1,109 +1,263 @@
 /**
  * Effect's own MCP client (`McpClient.layerStdio`, which starts its server through the `ChildProcessSpawner` service)
- * over `NodeSupervisedSpawner.layer`, against the MCP reference server (`@modelcontextprotocol/server-everything`,
- * protocol 2025-11-25), started directly and through an `sh -c` wrapper: tools listed and called, and nothing of the
- * server left once the layer is closed; and the example that does it (`examples/effect-mcp`) run as a program.
+ * over `NodeSupervisedSpawner.layer` and, side by side, over Effect's `NodeChildProcessSpawner.layer`, against the MCP
+ * reference servers (`@modelcontextprotocol/server-everything` and `server-filesystem`, protocol 2025-11-25), each
+ * started directly and through an `sh -c` wrapper: tools listed and called, and, read from /proc, nothing of the server
+ * (its processes, its process group) left once the layer is closed; the example that does it (`examples/effect-mcp`)
+ * run as a program; and a host program (fixtures/effect-mcp-host.ts) SIGKILLed with calls in flight, then started
+ * again: the restarted host's start sweeps the first one's servers. (Two apps SIGKILLed and one restarted, only dead
+ * owners' children swept: test/SupervisedSpawnerGuarantees.test.ts.) Effect's layer's figures are printed on stderr
+ * as `[effect-mcp measured]` lines (docs/supervising-effect-children.md's table); ours are asserted.
  */
-import { NodeFileSystem, NodePath } from "@effect/platform-node"
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { NodeChildProcessSpawner, NodeFileSystem, NodePath } from "@effect/platform-node"
+import { afterAll, assert, describe, it, layer } from "@effect/vitest"
 import { NodeSupervisedSpawner } from "@lifeline/node"
 import { Effect, Layer } from "effect"
 import { McpClient, McpProtocol } from "effect/ai"
-import { ChildProcess } from "effect/process"
+import { ChildProcess, type ChildProcessSpawner } from "effect/process"
 import * as NodeProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
-import { isAlive } from "./support/processes.js"
+import * as Fixtures from "./support/fixtures.js"
+import { alive, everything, filesystem, groupIdOf, groupOf, killAll, processesWith, treeOf } from "./support/mcp.js"
+import { eventually, spawnLines } from "./support/processes.js"
 
 const here = Path.dirname(Url.fileURLToPath(import.meta.url))
-const everything = Path.join(here, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+const node = process.execPath
 const directory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-mcp-"))
-afterAll(() => Fs.rmSync(directory, { recursive: true, force: true }))
+/** The directory server-filesystem may touch: a file to read, and FIFOs whose reads wait for a writer. */
+const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-mcp-root-"))
+Fs.writeFileSync(Path.join(root, "hello.txt"), "hello from a file\n")
+afterAll(() => {
+  Fs.rmSync(directory, { recursive: true, force: true })
+  Fs.rmSync(root, { recursive: true, force: true })
+})
+const measured = (line: string) => process.stderr.write(`[effect-mcp measured] ${line}\n`)
 
-const Spawner = NodeSupervisedSpawner.layerOptions({ directory }).pipe(
-  Layer.provide(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))
-)
+const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
+const layers: ReadonlyArray<readonly [string, Layer.Layer<ChildProcessSpawner.ChildProcessSpawner>]> = [
+  ["NodeSupervisedSpawner", NodeSupervisedSpawner.layerOptions({ directory }).pipe(Layer.provide(platform))],
+  ["Effect's NodeChildProcessSpawner", NodeChildProcessSpawner.layer.pipe(Layer.provide(platform))]
+]
 
-/** The live processes whose command line has `word` as an argument. */
-const pidsWith = (word: string): Array<number> =>
-  Fs.readdirSync("/proc").filter((name) => /^\d+$/.test(name)).map(Number).filter((pid) => {
-    try {
-      return Fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").split("\0").some((arg) => arg.includes(word)) &&
-        isAlive(pid)
-    } catch {
-      return false
+interface Server {
+  readonly name: string
+  /** Its entry point, which is in the command line of each of its processes (the `sh -c` wrapper's too). */
+  readonly entry: string
+  readonly args: ReadonlyArray<string>
+  readonly tool: string
+  readonly arguments: Record<string, unknown>
+  readonly answer: string
+}
+
+const servers: ReadonlyArray<Server> = [
+  {
+    name: "server-everything",
+    entry: everything,
+    args: ["stdio"],
+    tool: "echo",
+    arguments: { message: "through Lifeline" },
+    answer: "through Lifeline"
+  },
+  {
+    name: "server-filesystem",
+    entry: filesystem,
+    args: [root],
+    tool: "read_text_file",
+    arguments: { path: Path.join(root, "hello.txt") },
+    answer: "hello from a file"
+  }
+]
+
+const shapes = (server: Server) =>
+  [
+    ["directly", ChildProcess.make(node, [server.entry, ...server.args])],
+    [
+      "through sh -c",
+      ChildProcess.make("sh", ["-c", `"${node}" "${server.entry}" ${server.args.join(" ")}; echo done`])
+    ]
+  ] as const
+
+describe("McpClient.layerStdio over each spawner layer", () => {
+  for (const server of servers) {
+    for (const [how, command] of shapes(server)) {
+      for (const [name, spawner] of layers) {
+        it.live(
+          `${name}: ${server.name} ${how}: tools listed and called, processes left after the close`,
+          () =>
+            Effect.gen(function*() {
+              const running = yield* Effect.gen(function*() {
+                const client = yield* McpClient.McpClient
+                const tool = (yield* client.listTools()).find((candidate) => candidate.name === server.tool)
+                assert.isDefined(tool)
+                const result = yield* client.callTool({ tool: tool!, arguments: server.arguments })
+                assert.include(JSON.stringify(result.content), server.answer)
+                return processesWith(server.entry)
+              }).pipe(
+                Effect.provide(
+                  McpClient.layerStdio({
+                    name: "lifeline-test",
+                    version: "0.1.0",
+                    command,
+                    protocol: McpProtocol.v2025_11_25
+                  })
+                    .pipe(Layer.provide(spawner))
+                )
+              )
+              const groups = [...new Set(running.map(groupIdOf))].filter((pgid) => pgid !== undefined)
+              const left = alive(running)
+              const inGroups = groups.flatMap(groupOf)
+              measured(`${name} ${server.name} ${how}: ${left.length} of ${running.length} left after the close`)
+              killAll([...left, ...inGroups])
+              assert.strictEqual(running.length, how === "directly" ? 1 : 2)
+              if (name === "NodeSupervisedSpawner") {
+                assert.deepStrictEqual(left, [])
+                assert.deepStrictEqual(inGroups, [])
+              }
+            }),
+          { timeout: 30_000 }
+        )
+      }
     }
-  })
+  }
 
-const commands = [
-  ["directly", ChildProcess.make(process.execPath, [everything, "stdio"])],
-  ["through sh -c", ChildProcess.make("sh", ["-c", `"${process.execPath}" "${everything}" stdio; echo done`])]
-] as const
-
-describe("McpClient.layerStdio over NodeSupervisedSpawner", () => {
-  for (const [how, command] of commands) {
+  for (const server of servers) {
     it.live(
-      `server-everything started ${how}: tools listed and called, nothing left after the close`,
+      `examples/effect-mcp lists and calls ${server.name}'s tools through sh -c, and leaves no server`,
       () =>
         Effect.gen(function*() {
-          const seen = yield* Effect.gen(function*() {
-            const client = yield* McpClient.McpClient
-            const tools = yield* client.listTools()
-            const echo = tools.find((tool) => tool.name === "echo")
-            assert.isDefined(echo)
-            const result = yield* client.callTool({ tool: echo!, arguments: { message: "through Lifeline" } })
-            assert.include(JSON.stringify(result.content), "through Lifeline")
-            return pidsWith(everything)
-          }).pipe(
-            Effect.provide(
-              McpClient.layerStdio({
-                name: "lifeline-test",
-                version: "0.1.0",
-                command,
-                protocol: McpProtocol.v2025_11_25
-              }).pipe(Layer.provide(Spawner))
+          const repository = Path.join(here, "..")
+          const run = yield* Effect.promise(() =>
+            new Promise<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }>(
+              (resolve) => {
+                const child = NodeProcess.spawn(node, [
+                  Path.join(repository, "scripts", "run-bundled.mjs"),
+                  Path.join(repository, "examples", "effect-mcp", "effect-mcp.ts"),
+                  "--server",
+                  `"${node}" "${server.entry}" ${server.args.join(" ")}`,
+                  "--tool",
+                  server.tool,
+                  "--arguments",
+                  JSON.stringify(server.arguments)
+                ], {
+                  cwd: repository,
+                  env: { ...process.env, XDG_STATE_HOME: directory },
+                  stdio: ["ignore", "pipe", "pipe"]
+                })
+                let stdout = ""
+                let stderr = ""
+                child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
+                child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
+                child.on("exit", (code) => resolve({ code, stdout, stderr }))
+              }
             )
           )
-          assert.isAbove(seen.length, 0)
-          assert.deepStrictEqual(pidsWith(everything), [])
+          assert.strictEqual(run.code, 0, run.stderr)
+          const printed = JSON.parse(run.stdout) as { protocolVersion: string; tools: Array<string>; result: unknown }
+          assert.strictEqual(printed.protocolVersion, "2025-11-25")
+          assert.include(printed.tools, server.tool)
+          assert.include(JSON.stringify(printed.result), server.answer)
+          assert.deepStrictEqual(processesWith(server.entry), [])
         }),
       { timeout: 60_000 }
     )
   }
+})
 
-  it.live(
-    "examples/effect-mcp lists and calls server-everything's tools through sh -c, and leaves no server",
-    () =>
-      Effect.gen(function*() {
-        const root = Path.join(here, "..")
-        const run = yield* Effect.promise(() =>
-          new Promise<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }>((resolve) => {
-            const child = NodeProcess.spawn(process.execPath, [
-              Path.join(root, "scripts", "run-bundled.mjs"),
-              Path.join(root, "examples", "effect-mcp", "effect-mcp.ts"),
-              "--server",
-              `"${process.execPath}" "${everything}" stdio`,
-              "--tool",
-              "echo",
-              "--arguments",
-              JSON.stringify({ message: "from the example" })
-            ], { cwd: root, env: { ...process.env, XDG_STATE_HOME: directory }, stdio: ["ignore", "pipe", "pipe"] })
-            let stdout = ""
-            let stderr = ""
-            child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
-            child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
-            child.on("exit", (code) => resolve({ code, stdout, stderr }))
-          })
-        )
-        assert.strictEqual(run.code, 0, run.stderr)
-        const printed = JSON.parse(run.stdout) as { protocolVersion: string; tools: Array<string>; result: unknown }
-        assert.strictEqual(printed.protocolVersion, "2025-11-25")
-        assert.include(printed.tools, "echo")
-        assert.include(JSON.stringify(printed.result), "from the example")
-        assert.deepStrictEqual(pidsWith(everything), [])
-      }),
-    { timeout: 60_000 }
+layer(Fixtures.layer(["effect-mcp-host"]), { excludeTestServices: true, timeout: "60 seconds" })("a host", (it) => {
+  /**
+   * Starts the host (over `spawner`: `lifeline` or `effect`) with its journal in `journal`; once its four servers are
+   * each in a call, answers the processes of its servers (read from /proc, the host left out) and the writers held on
+   * the FIFOs server-filesystem reads, which keep those calls waiting. With `sweeps`, the processes a dead host left
+   * must be gone within 1 s of the moment its spawner layer is built (the sweep is done then): `sweptAfter` is how
+   * long after that they were, `built` how long after the spawn it was.
+   */
+  const startHost = (spawner: "lifeline" | "effect", journal: string, sweeps: ReadonlyArray<number> = []) =>
+    Effect.gen(function*() {
+      const programs = yield* Fixtures.Programs
+      const host = yield* spawnLines(node, programs.argv("effect-mcp-host"), {
+        cwd: here,
+        env: {
+          ...process.env,
+          MCP_LAYER: spawner,
+          LIFELINE_SPAWNER_DIR: journal,
+          MCP_EVERYTHING: everything,
+          MCP_FILESYSTEM: filesystem,
+          MCP_ROOT: root
+        }
+      })
+      const line = (key: string) =>
+        host.line(
+          (text) => text.startsWith(`{"${key}"`) ? performance.now() : undefined,
+          () => new Error(`the host exited: ${host.stderr()}`)
+        ).pipe(Effect.timeout("30 seconds"))
+      const spawned = performance.now()
+      const built = yield* line("built")
+      yield* eventually(() => alive(sweeps).length === 0, "the dead host's servers swept", 1000)
+      const sweptAfter = performance.now() - built
+      yield* line("calling")
+      // The reads are in flight once a writer can open each FIFO without waiting (ENXIO while no reader has it).
+      const writers: Array<number> = []
+      for (const fifo of ["fifo-0", "fifo-1"]) {
+        yield* eventually(() => {
+          try {
+            writers.push(Fs.openSync(Path.join(root, fifo), Fs.constants.O_WRONLY | Fs.constants.O_NONBLOCK))
+            return true
+          } catch {
+            return false
+          }
+        }, `server-filesystem reading ${fifo}`)
+      }
+      yield* Effect.addFinalizer(() => Effect.sync(() => writers.forEach((fd) => Fs.closeSync(fd))))
+      const servers = treeOf(host.child.pid!).filter((pid) => pid !== host.child.pid)
+      // What a failing test leaves is killed at the end.
+      yield* Effect.addFinalizer(() => Effect.sync(() => killAll(alive(servers))))
+      return { host, servers, built: built - spawned, sweptAfter }
+    })
+
+  const fifos = Effect.acquireRelease(
+    Effect.sync(() => {
+      for (const fifo of ["fifo-0", "fifo-1"]) NodeProcess.execFileSync("mkfifo", [Path.join(root, fifo)])
+    }),
+    () => Effect.sync(() => ["fifo-0", "fifo-1"].forEach((fifo) => Fs.rmSync(Path.join(root, fifo), { force: true })))
   )
+
+  for (const spawner of ["lifeline", "effect"] as const) {
+    it.effect(`${spawner}: SIGKILLed with a call in flight on each server, then started again`, () =>
+      Effect.gen(function*() {
+        yield* fifos
+        const journal = Fs.mkdtempSync(Path.join(directory, "journal-"))
+        const first = yield* startHost(spawner, journal)
+        // server-everything directly (1) and through sh -c (2), server-filesystem the same (1 + 2).
+        assert.strictEqual(first.servers.length, 6)
+        // Each server leads a process group of its own (the wrapper's server is in the wrapper's): none is the host's.
+        assert.notInclude(first.servers.map(groupIdOf), first.host.child.pid)
+        first.host.child.kill("SIGKILL")
+        yield* first.host.exited
+        yield* Effect.sleep("300 millis")
+        // In process groups of their own, the servers outlive the host.
+        const survivors = alive(first.servers)
+        assert.deepStrictEqual(survivors, first.servers)
+
+        if (spawner === "lifeline") {
+          const restarted = yield* startHost(spawner, journal, first.servers)
+          measured(
+            `lifeline host SIGKILL: ${survivors.length} of 6 left 300 ms after the kill; 0 left ` +
+              `${restarted.sweptAfter.toFixed(0)} ms after the next host's layer was built ` +
+              `(${restarted.built.toFixed(0)} ms after its spawn; the first host's: ${first.built.toFixed(0)} ms)`
+          )
+          assert.strictEqual(restarted.servers.length, 6)
+          assert.deepStrictEqual(alive(restarted.servers), restarted.servers)
+        } else {
+          yield* startHost(spawner, journal)
+          yield* Effect.sleep("1 second")
+          measured(
+            `effect host SIGKILL: ${survivors.length} of 6 left 300 ms after the kill; ` +
+              `${alive(first.servers).length} left 1 s after the next host's servers were in their calls`
+          )
+        }
+      }).pipe(Effect.scoped))
+  }
 })

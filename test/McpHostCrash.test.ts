@@ -1,5 +1,5 @@
 /**
- * A host program written with Promises only (fixtures/mcp-host.ts: the SDK's `Client` to four servers, two of which
+ * A host program written with Promises only (fixtures/mcp-host.ts: the SDK's `Client` to six servers, two of which
  * ignore the end of their stdin and SIGTERM) SIGKILLed: with `@lifeline/mcp`'s transport, the next start of a host
  * sweeps the first host's servers (0 left within 1 s), and a host that runs meanwhile keeps its own; with the SDK's
  * transport, what survives the kill survives the next start too. The figures are printed on stderr (docs/mcp.md).
@@ -11,7 +11,7 @@ import { createRequire } from "node:module"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
-import { alive, everything, killAll, stubborn, type Which } from "./support/mcp.js"
+import { alive, everything, filesystem, killAll, stubborn, type Which } from "./support/mcp.js"
 
 const here = Path.dirname(Url.fileURLToPath(import.meta.url))
 const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-mcp-hosts-"))
@@ -52,7 +52,7 @@ interface Host {
   readonly exited: Promise<void>
 }
 
-/** Starts a host; resolves with its servers' processes once all four are connected. */
+/** Starts a host; resolves with its servers' processes once all six are connected. */
 const startHost = (
   transport: Which,
   journal: string,
@@ -65,6 +65,8 @@ const startHost = (
         MCP_TRANSPORT: transport,
         MCP_JOURNAL: journal,
         MCP_EVERYTHING: everything,
+        MCP_FILESYSTEM: filesystem,
+        MCP_ROOT: work,
         MCP_STUBBORN: stubborn,
         MCP_FORWARD: String(options.forward ?? true),
         MCP_OWN_SIGINT: String(options.ownSigint ?? false)
@@ -102,7 +104,8 @@ describe("a host SIGKILLed, then started again", () => {
     const journal = Path.join(work, "lifeline-journal")
     const first = await startHost("lifeline", journal)
     const bystander = await startHost("lifeline", journal)
-    assert.strictEqual(first.pids.length, 8)
+    // server-everything and server-filesystem: 1 directly, 2 through sh -c; the stubborn server: 2 and 3 (its helper).
+    assert.strictEqual(first.pids.length, 11)
     await kill(first)
     await sleep(300)
     const survivors = alive(first.pids)
@@ -117,7 +120,7 @@ describe("a host SIGKILLed, then started again", () => {
     measured(
       `lifeline host SIGKILL: ${survivors.length} of ${first.pids.length} left 300 ms after the kill, ` +
         `${left.length} left after the next host started: swept ${sweptAfter.toFixed(0)} ms after its spawn ` +
-        `(its four servers connected after ${readyAfter.toFixed(0)} ms)`
+        `(its six servers connected after ${readyAfter.toFixed(0)} ms)`
     )
     assert.deepStrictEqual(left, [])
     assert.isBelow(sweptAfter, readyAfter)

@@ -1,10 +1,10 @@
 /**
  * The MCP SDK's `Client` over each transport (the SDK's `StdioClientTransport` and `@lifeline/mcp`'s), with real
- * servers: server-everything started directly and through `sh -c` (tools listed and called, the processes of the
- * server counted after `close()`), a server behind `sh -c` that ignores the end of its stdin and SIGTERM and has a
- * helper (close time, processes left, messages delivered after `close()` returned), and a server that crashes with a
- * call in flight (the call fails, `onclose` once, its helper). Ours is held to 0 processes left and nothing late; the
- * SDK's figures are measured and printed on stderr (docs/mcp.md's table).
+ * servers: server-everything and server-filesystem, each started directly and through `sh -c` (tools listed and
+ * called, the processes of the server counted after `close()`), a server behind `sh -c` that ignores the end of its
+ * stdin and SIGTERM and has a helper (close time, processes left, messages delivered after `close()` returned), and a
+ * server that crashes with a call in flight (the call fails, `onclose` once, its helper). Ours is held to 0 processes
+ * left and nothing late; the SDK's figures are measured and printed on stderr (docs/mcp.md's table).
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
@@ -14,6 +14,7 @@ import * as Path from "node:path"
 import {
   alive,
   everything,
+  filesystem,
   groupOf,
   killAll,
   makeTransport,
@@ -24,15 +25,48 @@ import {
 } from "./support/mcp.js"
 
 const journalDirectory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-mcp-client-"))
-afterAll(() => Fs.rmSync(journalDirectory, { recursive: true, force: true }))
+/** The directory server-filesystem may touch, with a file to read. */
+const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-mcp-root-"))
+Fs.writeFileSync(Path.join(root, "hello.txt"), "hello from a file\n")
+afterAll(() => {
+  Fs.rmSync(journalDirectory, { recursive: true, force: true })
+  Fs.rmSync(root, { recursive: true, force: true })
+})
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const measured = (line: string) => process.stderr.write(`[mcp measured] ${line}\n`)
 
 const which: ReadonlyArray<Which> = ["sdk", "lifeline"]
-const shapes: ReadonlyArray<readonly [string, Parameters]> = [
-  ["directly", { command: process.execPath, args: [everything, "stdio"] }],
-  ["through sh -c", { command: "sh", args: ["-c", `"${process.execPath}" "${everything}" stdio; echo done >&2`] }]
+/** A reference server, started with `args` after its entry point, and a call of one of its tools with its answer. */
+interface Server {
+  readonly name: string
+  readonly entry: string
+  readonly args: ReadonlyArray<string>
+  readonly call: { readonly name: string; readonly arguments: Record<string, unknown> }
+  readonly answer: string
+}
+const servers: ReadonlyArray<Server> = [
+  {
+    name: "everything",
+    entry: everything,
+    args: ["stdio"],
+    call: { name: "echo", arguments: { message: "over stdio" } },
+    answer: "over stdio"
+  },
+  {
+    name: "filesystem",
+    entry: filesystem,
+    args: [root],
+    call: { name: "read_text_file", arguments: { path: Path.join(root, "hello.txt") } },
+    answer: "hello from a file"
+  }
+]
+const shapes = (server: Server): ReadonlyArray<readonly [string, Parameters]> => [
+  ["directly", { command: process.execPath, args: [server.entry, ...server.args] }],
+  [
+    "through sh -c",
+    { command: "sh", args: ["-c", `"${process.execPath}" "${server.entry}" ${server.args.join(" ")}; echo done >&2`] }
+  ]
 ]
 
 const connect = async (transportOf: Which, parameters: Parameters) => {
@@ -46,35 +80,37 @@ const connect = async (transportOf: Which, parameters: Parameters) => {
 
 describe("the SDK's Client over each transport", () => {
   for (const transportOf of which) {
-    for (const [how, parameters] of shapes) {
-      it(
-        `${transportOf}: server-everything ${how}: tools listed and called, processes left after close()`,
-        async () => {
-          const { client, closes, transport } = await connect(transportOf, parameters)
-          const tools = await client.listTools()
-          assert.isTrue(tools.tools.some((tool) => tool.name === "echo"))
-          const result = await client.callTool({ name: "echo", arguments: { message: "over stdio" } })
-          assert.include(JSON.stringify(result.content), "over stdio")
-          const pid = transport.pid!
-          const tree = treeOf(pid)
-          assert.isAtLeast(tree.length, how === "directly" ? 1 : 2)
-          const start = performance.now()
-          await client.close()
-          const elapsed = performance.now() - start
-          const left = alive(tree)
-          measured(
-            `${transportOf} everything ${how}: ${tree.length} processes, ${left.length} left after close, ` +
-              `close ${elapsed.toFixed(0)} ms`
-          )
-          killAll(left)
-          assert.strictEqual(closes(), 1)
-          if (transportOf === "lifeline") {
-            assert.deepStrictEqual(left, [])
-            assert.deepStrictEqual(groupOf(pid), [])
-          }
-        },
-        20_000
-      )
+    for (const server of servers) {
+      for (const [how, parameters] of shapes(server)) {
+        it(
+          `${transportOf}: server-${server.name} ${how}: tools listed and called, processes left after close()`,
+          async () => {
+            const { client, closes, transport } = await connect(transportOf, parameters)
+            const tools = await client.listTools()
+            assert.isTrue(tools.tools.some((tool) => tool.name === server.call.name))
+            const result = await client.callTool(server.call)
+            assert.include(JSON.stringify(result.content), server.answer)
+            const pid = transport.pid!
+            const tree = treeOf(pid)
+            assert.isAtLeast(tree.length, how === "directly" ? 1 : 2)
+            const start = performance.now()
+            await client.close()
+            const elapsed = performance.now() - start
+            const left = alive(tree)
+            measured(
+              `${transportOf} ${server.name} ${how}: ${tree.length} processes, ${left.length} left after close, ` +
+                `close ${elapsed.toFixed(0)} ms`
+            )
+            killAll(left)
+            assert.strictEqual(closes(), 1)
+            if (transportOf === "lifeline") {
+              assert.deepStrictEqual(left, [])
+              assert.deepStrictEqual(groupOf(pid), [])
+            }
+          },
+          20_000
+        )
+      }
     }
 
     it(

@@ -8,6 +8,10 @@
  *
  *   pnpm tsx examples/effect-mcp/effect-mcp.ts --server "npx -y @modelcontextprotocol/server-everything" --tool echo \
  *     --arguments '{"message":"hi"}'
+ *   pnpm tsx examples/effect-mcp/effect-mcp.ts --server "npx -y @modelcontextprotocol/server-filesystem /tmp" \
+ *     --tool list_allowed_directories
+ *
+ * `test/EffectMcpClient.test.ts` runs it against both servers (installed, started with `node`).
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"

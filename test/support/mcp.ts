@@ -1,6 +1,6 @@
 /**
- * What the MCP transport tests share: the two transports side by side, the reference server, and the processes a
- * server is made of, read from /proc.
+ * What the MCP tests share: the two transports side by side, the reference servers, and the processes a server is
+ * made of, read from /proc.
  *
  * @since 0.1.0
  */
@@ -21,6 +21,20 @@ export const everything = Path.join(
   "node_modules",
   "@modelcontextprotocol",
   "server-everything",
+  "dist",
+  "index.js"
+)
+
+/**
+ * `@modelcontextprotocol/server-filesystem`'s entry point (protocol 2025-11-25), run with plain `node` and the
+ * directories it may touch as arguments.
+ */
+export const filesystem = Path.join(
+  here,
+  "..",
+  "node_modules",
+  "@modelcontextprotocol",
+  "server-filesystem",
   "dist",
   "index.js"
 )
@@ -71,6 +85,23 @@ export const treeOf = (pid: number): Array<number> => {
 /** The live members of process group `pgid` (zombies are not counted). */
 export const groupOf = (pgid: number): Array<number> =>
   allPids().filter((pid) => statOf(pid)?.[2] === String(pgid) && isAlive(pid))
+
+/** The process group of `pid`, while it runs. */
+export const groupIdOf = (pid: number): number | undefined => {
+  const pgid = statOf(pid)?.[2]
+  return pgid === undefined ? undefined : Number(pgid)
+}
+
+/** The live processes one of whose arguments contains `word` (a server's entry point, also inside an `sh -c` line). */
+export const processesWith = (word: string): Array<number> =>
+  allPids().filter((pid) => {
+    try {
+      return Fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").split("\0").some((arg) => arg.includes(word)) &&
+        isAlive(pid)
+    } catch {
+      return false
+    }
+  })
 
 /** Those of `pids` still alive. */
 export const alive = (pids: ReadonlyArray<number>): Array<number> => pids.filter(isAlive)

@@ -85,11 +85,15 @@ export interface Lines {
 export const spawnLines = (
   command: string,
   args: ReadonlyArray<string>,
-  options: { readonly cwd: string }
+  options: { readonly cwd: string; readonly env?: NodeJS.ProcessEnv | undefined }
 ): Effect.Effect<Lines, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.sync((): Lines => {
-      const child = ChildProcess.spawn(command, args, { cwd: options.cwd, stdio: ["ignore", "pipe", "pipe"] })
+      const child = ChildProcess.spawn(command, args, {
+        cwd: options.cwd,
+        env: options.env,
+        stdio: ["ignore", "pipe", "pipe"]
+      })
       const lines: Array<string> = []
       const waiting = new Set<() => void>()
       let buffered = ""
