@@ -155,6 +155,16 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
    * - `true`: both, always. `false`: neither.
    */
   readonly tracing?: boolean | "auto" | undefined
+  /**
+   * Overrides the protocol's `traceContext` (`"propagate"` for MCP, `"off"` otherwise; see `Protocol.make`). With
+   * `"propagate"`, an outbound request or notification made in a span carries it as `params._meta.traceparent` (and
+   * the `tracestate` and `baggage` its trace arrived with), unless its params are an array or already have a
+   * `_meta.traceparent`; and a valid inbound `traceparent` becomes the parent of the `rpc.serve` span (and of the
+   * handler's own calls, even without that span). Inbound values are checked against the W3C formats and bounds
+   * (`tracestate` 32 members and 512 characters, `baggage` 180 members and 8192 bytes); an invalid one is ignored and
+   * counted in `traceContextInvalid` (docs/mcp.md, "Tracing").
+   */
+  readonly traceContext?: Protocol.TraceContext | undefined
   /** Put the pretty-printed cause of a handler defect in the -32603 answer's `data`. Default false. */
   readonly exposeDefects?: boolean | undefined
   /**
@@ -233,6 +243,8 @@ export interface Stats {
   readonly readsHeld: number
   /** 1 once the connection ended because the reader was held longer than `stallTimeout`, else 0. */
   readonly unresponsive: number
+  /** Inbound `_meta.traceparent`, `tracestate` or `baggage` values ignored because they are not valid W3C values. */
+  readonly traceContextInvalid: number
   readonly pendingOutbound: number
   readonly activeInbound: number
   readonly tombstones: number
