@@ -162,7 +162,7 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
    * `_meta.traceparent`; and a valid inbound `traceparent` becomes the parent of the `rpc.serve` span (and of the
    * handler's own calls, even without that span). Inbound values are checked against the W3C formats and bounds
    * (`tracestate` 32 members and 512 characters, `baggage` 180 members and 8192 bytes); an invalid one is ignored and
-   * counted in `traceContextInvalid` (docs/mcp.md, "Tracing").
+   * counted in `traceContextInvalid` (docs/tracing.md).
    */
   readonly traceContext?: Protocol.TraceContext | undefined
   /** Put the pretty-printed cause of a handler defect in the -32603 answer's `data`. Default false. */

@@ -26,7 +26,7 @@ export interface Protocol<out Serves extends Method.Any, out Calls extends Metho
   /**
    * Whether a peer carries W3C trace context in `params._meta` (`traceparent`, `tracestate`, `baggage`, as MCP
    * 2026-07-28 reserves them): `"propagate"` puts the caller's span into each outbound request and notification, and
-   * continues a valid inbound `traceparent` as the parent of the `rpc.serve` span (docs/mcp.md, "Tracing"). Absent
+   * continues a valid inbound `traceparent` as the parent of the `rpc.serve` span (docs/tracing.md). Absent
    * means `"off"`. `make` turns it on for MCP.
    */
   readonly traceContext?: TraceContext | undefined

@@ -1,6 +1,6 @@
 /**
  * One trace across the process boundary: host → server → host over two kernel peers, each side with an in-memory
- * exporter (`traceScenario.ts`, the scenario docs/mcp.md's waterfall is drawn from). The parent of each side's
+ * exporter (`traceScenario.ts`, the scenario docs/tracing.md's waterfall is drawn from). The parent of each side's
  * `rpc.serve` span is the other side's `rpc.call` span, known only by the `_meta.traceparent` it sent.
  */
 import { assert, describe, it } from "@effect/vitest"

@@ -1,5 +1,5 @@
 /**
- * W3C trace context in `params._meta` (docs/mcp.md, "Tracing"): the formats an inbound value must have, what an
+ * W3C trace context in `params._meta` (docs/tracing.md): the formats an inbound value must have, what an
  * outbound message gets (and what it never loses), the default per protocol, and what an invalid value costs: nothing
  * but a count and a line that does not repeat it.
  */

@@ -1,6 +1,6 @@
 /**
  * One trace across the process boundary, as a scenario the trace test asserts and `scripts/trace-waterfall.ts` draws
- * (docs/mcp.md, "Tracing"): a host calls `server/work` on a server, whose handler calls `host/lookup` back on the host
+ * (docs/tracing.md): a host calls `server/work` on a server, whose handler calls `host/lookup` back on the host
  * before it answers. Two kernel peers over a `TestTransport` pair, each side with a tracer of its own that keeps the
  * spans it makes in memory (an in-memory exporter), the protocol MCP's (trace context on by default). Everything runs
  * on the `TestClock`: each message takes 1 ms on its link and the handlers' work is given in milliseconds, so every run

@@ -1,6 +1,6 @@
 /**
  * W3C trace context in `params._meta` (MCP 2026-07-28 reserves `traceparent`, `tracestate` and `baggage` there; see
- * docs/mcp.md, "Tracing"): what an outbound request carries of the caller's span, and the inbound values, validated
+ * docs/tracing.md): what an outbound request carries of the caller's span, and the inbound values, validated
  * and bounded, continued as the parent of the `rpc.serve` span.
  *
  * The `traceparent` itself is parsed by Effect's `HttpTraceContext.w3c` (version `00`, lowercase hex, ids not all
