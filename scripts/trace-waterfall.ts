@@ -74,20 +74,19 @@ export const render = (spans: ReadonlyArray<Recorded>): string => {
     out.push(
       `<text x="${12 + depth * 18}" y="${y + 15}" font-weight="bold" fill="${colours[span.side]}">${span.side}</text>`,
       `<text x="${62 + depth * 18}" y="${y + 15}">${escape(span.name)}</text>`,
-      `<text x="${62 + depth * 18}" y="${y + 29}" fill="#888" font-size="10">${span.kind} · span ${span.spanId}</text>`,
+      `<text x="${62 + depth * 18}" y="${
+        y + 29
+      }" fill="#888" font-size="10">kind ${span.kind} · span ${span.spanId}</text>`,
       `<rect x="${fixed(from)}" y="${y}" width="${fixed(w)}" height="20" fill="${colours[span.side]}" rx="3"/>`,
       `<text x="${fixed(from + w + 6)}" y="${y + 15}" fill="#333">${span.endMillis - span.startMillis} ms</text>`
     )
     if (span.parent === undefined) return
     const parentRow = rowOf.get(span.parent.spanId)
     if (parentRow === undefined) return
-    // The link from the parent's bar down to this one; dashed when it crossed the wire as a traceparent.
-    const px = fixed(from - 4)
-    const py = barY(parentRow) + 20
+    // The link from the parent's bar down into this one; dashed when it crossed the wire as a traceparent.
+    const px = fixed(from + 6)
     out.push(
-      `<path d="M${px},${py} L${px},${y + 10} L${fixed(from - 1)},${
-        y + 10
-      }" fill="none" stroke="#555" stroke-width="1.2"${
+      `<path d="M${px},${barY(parentRow) + 20} L${px},${y}" fill="none" stroke="#555" stroke-width="1.2"${
         span.parent.external ? ` stroke-dasharray="4 3"` : ""
       } marker-end="url(#arrow)"/>`
     )
