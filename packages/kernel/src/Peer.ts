@@ -153,6 +153,9 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
    *   installed (an exporter such as `OtlpTracer` from `effect/observability`), because nothing can see the built-in
    *   tracer's spans and one costs ~2.5 µs per request, more than ten times the fork that runs the handler.
    * - `true`: both, always. `false`: neither.
+   *
+   * With `traceContext: "propagate"` and spans on, every outbound call made through Effect also runs in an
+   * `rpc.call <method>` span (kind `client`, attribute `rpc.id`), the parent the other side's `rpc.serve` gets.
    */
   readonly tracing?: boolean | "auto" | undefined
   /**
