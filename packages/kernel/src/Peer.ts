@@ -153,8 +153,21 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
    *   installed (an exporter such as `OtlpTracer` from `effect/observability`), because nothing can see the built-in
    *   tracer's spans and one costs ~2.5 µs per request, more than ten times the fork that runs the handler.
    * - `true`: both, always. `false`: neither.
+   *
+   * With `traceContext: "propagate"` and spans on, every outbound call made through Effect also runs in an
+   * `rpc.call <method>` span (kind `client`, attribute `rpc.id`), the parent the other side's `rpc.serve` gets.
    */
   readonly tracing?: boolean | "auto" | undefined
+  /**
+   * Overrides the protocol's `traceContext` (`"propagate"` for MCP, `"off"` otherwise; see `Protocol.make`). With
+   * `"propagate"`, an outbound request or notification made in a span carries it as `params._meta.traceparent` (and
+   * the `tracestate` and `baggage` its trace arrived with), unless its params are an array or already have a
+   * `_meta.traceparent`; and a valid inbound `traceparent` becomes the parent of the `rpc.serve` span (and of the
+   * handler's own calls, even without that span). Inbound values are checked against the W3C formats and bounds
+   * (`tracestate` 32 members and 512 characters, `baggage` 180 members and 8192 bytes); an invalid one is ignored and
+   * counted in `traceContextInvalid` (docs/tracing.md).
+   */
+  readonly traceContext?: Protocol.TraceContext | undefined
   /** Put the pretty-printed cause of a handler defect in the -32603 answer's `data`. Default false. */
   readonly exposeDefects?: boolean | undefined
   /**
@@ -233,6 +246,8 @@ export interface Stats {
   readonly readsHeld: number
   /** 1 once the connection ended because the reader was held longer than `stallTimeout`, else 0. */
   readonly unresponsive: number
+  /** Inbound `_meta.traceparent`, `tracestate` or `baggage` values ignored because they are not valid W3C values. */
+  readonly traceContextInvalid: number
   readonly pendingOutbound: number
   readonly activeInbound: number
   readonly tombstones: number

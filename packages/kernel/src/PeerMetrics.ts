@@ -173,6 +173,26 @@ export const unresponsive: Metric.Counter<number> = Metric.counter("lifeline.unr
 })
 
 /**
+ * Inbound W3C trace context values (`params._meta.traceparent`, `tracestate`, `baggage`) ignored because they are not
+ * valid or over their bounds (`traceContextInvalid`; only with trace context on, as for MCP). Observed.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Metric } from "effect"
+ * import { PeerMetrics } from "@lifeline/kernel"
+ *
+ * // Invalid trace context the other side sent, per connection.
+ * const series = Effect.map(Metric.snapshot, (all) => all.filter((s) => s.id === PeerMetrics.traceContextInvalid.id))
+ * ```
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export const traceContextInvalid: Metric.Counter<number> = Metric.counter("lifeline.trace_context.invalid", {
+  description: "Inbound W3C trace context values in params._meta ignored as invalid"
+})
+
+/**
  * Per method (`rpc.method`), outbound calls made through Effect (`peer.call`, `Protocol.client`), counted when they
  * end. Updated per call: only with `perMethod`.
  *
@@ -352,7 +372,8 @@ export const register = (
       observe(active, gauge((stats) => stats.activeInbound)),
       observe(pendingAnswers, gauge((stats) => stats.pendingAnswers)),
       observe(readsHeld, counter((stats) => stats.readsHeld)),
-      observe(unresponsive, counter((stats) => stats.unresponsive))
+      observe(unresponsive, counter((stats) => stats.unresponsive)),
+      observe(traceContextInvalid, counter((stats) => stats.traceContextInvalid))
     ]
     return Effect.addFinalizer(() =>
       Effect.sync(() => {

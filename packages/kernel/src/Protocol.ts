@@ -23,7 +23,23 @@ export interface Protocol<out Serves extends Method.Any, out Calls extends Metho
    * notification cancels a request it serves. `Cancellation.none` unless the protocol opts in.
    */
   readonly cancellation: Cancellation.Cancellation
+  /**
+   * Whether a peer carries W3C trace context in `params._meta` (`traceparent`, `tracestate`, `baggage`, as MCP
+   * 2026-07-28 reserves them): `"propagate"` puts the caller's span into each outbound request and notification, and
+   * continues a valid inbound `traceparent` as the parent of the `rpc.serve` span (docs/tracing.md). Absent
+   * means `"off"`. `make` turns it on for MCP.
+   */
+  readonly traceContext?: TraceContext | undefined
 }
+
+/**
+ * Whether W3C trace context travels in `params._meta`: `"off"` (plain JSON-RPC, Hermes, LSP: their params have no
+ * `_meta`) or `"propagate"` (MCP).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type TraceContext = "off" | "propagate"
 
 /**
  * @since 0.1.0
@@ -37,6 +53,9 @@ export type Any = Protocol<Method.Any, Method.Any>
  * `cancellation` defaults to `Cancellation.none`: JSON-RPC 2.0 defines no cancellation, so a peer that speaks plain
  * JSON-RPC must never receive `$/cancelRequest`. A protocol that has one says so: `Cancellation.lsp` (LSP's
  * `$/cancelRequest`), `Cancellation.mcp` (MCP's `notifications/cancelled`), or a `Cancellation.Spelling` of its own.
+ *
+ * `traceContext` defaults to `"propagate"` for MCP (a protocol whose cancellation is `Cancellation.mcp`: MCP reserves
+ * `params._meta.traceparent`) and to `"off"` for every other protocol, whose params may have no `_meta`.
  *
  * @example
  * ```ts
@@ -62,14 +81,17 @@ export const make = <
   readonly serves?: Serves | undefined
   readonly calls?: Calls | undefined
   readonly cancellation?: Cancellation.Cancellation | undefined
+  readonly traceContext?: TraceContext | undefined
 }): Protocol<Serves[number], Calls[number]> => ({
   serves: groups.serves ?? [],
   calls: groups.calls ?? [],
-  cancellation: groups.cancellation ?? Cancellation.none
+  cancellation: groups.cancellation ?? Cancellation.none,
+  traceContext: groups.traceContext ?? (groups.cancellation === Cancellation.mcp ? "propagate" : "off")
 })
 
 /**
- * The same protocol seen from the other side. Cancellation is the protocol's, so both sides keep it.
+ * The same protocol seen from the other side. Cancellation and trace context are the protocol's, so both sides keep
+ * them.
  *
  * @since 0.1.0
  * @category combinators
@@ -77,7 +99,8 @@ export const make = <
 export const flip = <S extends Method.Any, C extends Method.Any>(self: Protocol<S, C>): Protocol<C, S> => ({
   serves: self.calls,
   calls: self.serves,
-  cancellation: self.cancellation
+  cancellation: self.cancellation,
+  traceContext: self.traceContext
 })
 
 /**

@@ -133,7 +133,7 @@ describe("PeerMetrics", () => {
         const on = yield* serveCalculator
         yield* Connection.make({ protocol: Client, transport: on.transport, handlers: {} })
         const names = (yield* Metric.snapshot).map((s) => (s.attributes as any)?.["lifeline.peer"])
-        assert.isTrue(names.length === 8 && names.every((name) => /^connection-\d+$/.test(name)))
+        assert.isTrue(names.length === 9 && names.every((name) => /^connection-\d+$/.test(name)))
       }).pipe(Effect.scoped)
     ))
 

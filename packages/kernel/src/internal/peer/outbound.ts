@@ -14,6 +14,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Result from "effect/Result"
+import type * as Tracer from "effect/Tracer"
 import type * as Method from "../../Method.js"
 import type * as Peer from "../../Peer.js"
 import type * as PeerError from "../../PeerError.js"
@@ -22,6 +23,7 @@ import { answerExit, type CallCodecs, codecsOf, notificationEncoderOf } from "./
 import { failPending } from "./detach.js"
 import { requestTimeout } from "./errors.js"
 import { type CallExit, complete, type PendingCall, type State, wakeIdle, warnAboutPeer } from "./state.js"
+import * as TraceContext from "./traceContext.js"
 import { frameOf, offerNow, unsafeWrite, wakeWriter, write } from "./writer.js"
 
 // A lost connection says how it was lost; a shutdown is best described by the lifecycle's current phase.
@@ -185,16 +187,45 @@ export const issue = (
   return call
 }
 
-/** Run inside the caller's `Effect.suspend`. */
+/** Run inside the caller's `Effect.suspend` (or `withCaller`); `span` is the caller's, when trace context travels. */
 const startCall = (
   s: State,
   method: string,
   params: Message.Params | null | undefined,
   timeoutMillis: number,
-  codecs: CallCodecs | undefined
+  codecs: CallCodecs | undefined,
+  span: Tracer.AnySpan | undefined
 ): Effect.Effect<unknown, unknown> => {
-  const issued = issue(s, method, params, timeoutMillis, codecs)
-  return Exit.isExit(issued) ? issued : awaitCall(s, issued)
+  const issued = issue(
+    s,
+    method,
+    span === undefined ? params : TraceContext.inject(span, params),
+    timeoutMillis,
+    codecs
+  )
+  if (Exit.isExit(issued)) return issued
+  // With `tracing` on, `span` is this call's own `rpc.call` span (see `withCaller`).
+  if (s.spans && span?._tag === "Span") span.attribute("rpc.id", issued.id)
+  return awaitCall(s, issued)
+}
+
+/**
+ * Runs `body` in the caller's fiber with the caller's current span, when the peer propagates trace context; with
+ * `tracing` on too, inside an `rpc.call <method>` client span of its own, whose id is what the other side's
+ * `rpc.serve` span gets as its parent. Without trace context this is the plain `Effect.suspend` it always was: no
+ * span is read and nothing is added to the params.
+ */
+const withCaller = <A, E>(
+  s: State,
+  method: string,
+  request: boolean,
+  body: (span: Tracer.AnySpan | undefined) => Effect.Effect<A, E>
+): Effect.Effect<A, E> => {
+  if (!s.propagate) return Effect.suspend(() => body(undefined))
+  const run = Effect.withFiber((fiber) => body(fiber.cache.span))
+  return request && s.spans
+    ? Effect.withSpan(run, `rpc.call ${method}`, { kind: "client", captureStackTrace: false })
+    : run
 }
 
 /** @internal */
@@ -204,10 +235,12 @@ export const callUntyped = (s: State) =>
   params?: Message.Params | null | undefined,
   options?: Peer.CallOptions | undefined
 ): Effect.Effect<unknown, Peer.CallError> =>
-  Effect.suspend(() => startCall(s, method, params, timeoutMillisOf(s, options?.timeout), undefined)) as Effect.Effect<
-    unknown,
-    Peer.CallError
-  >
+  withCaller(
+    s,
+    method,
+    true,
+    (span) => startCall(s, method, params, timeoutMillisOf(s, options?.timeout), undefined, span)
+  ) as Effect.Effect<unknown, Peer.CallError>
 
 /**
  * A typed call's params encoded with its Schema, or the -32602 it fails with locally (nothing is sent).
@@ -226,11 +259,12 @@ export const encodeParams = (
 
 /** @internal */
 export const call = (s: State) => (method: Method.AnyRequest, params: unknown, options?: Peer.CallOptions) =>
-  Effect.suspend(() => {
+  withCaller(s, method.name, true, (span) => {
     const codecs = codecsOf(method)
     const encoded = encodeParams(codecs, params)
     if (Result.isFailure(encoded)) return Effect.fail(encoded.failure)
-    return startCall(s, method.name, encoded.success, timeoutMillisOf(s, options?.timeout ?? method.timeout), codecs)
+    const timeoutMillis = timeoutMillisOf(s, options?.timeout ?? method.timeout)
+    return startCall(s, method.name, encoded.success, timeoutMillis, codecs, span)
   })
 
 // -- notifications -----------------------------------------------------------------------------------------------
@@ -257,16 +291,27 @@ export const notifyUntyped = (s: State) =>
 (
   method: string,
   params?: Message.Params | null | undefined
-): Effect.Effect<void, PeerError.Disconnect> => Effect.suspend(() => sendNotification(s, method, params))
+): Effect.Effect<void, PeerError.Disconnect> =>
+  withCaller(
+    s,
+    method,
+    false,
+    (span) => sendNotification(s, method, span === undefined ? params : TraceContext.inject(span, params))
+  )
 
 /** @internal */
 export const notify = (s: State) => (method: Method.AnyNotification, params: unknown) =>
-  Effect.suspend(() => {
+  withCaller(s, method.name, false, (span) => {
     const encoded = notificationEncoderOf(method)(params)
     if (Result.isFailure(encoded)) {
       return Effect.die(new Error(`${method.name}: params do not match their Schema: ${encoded.failure}`))
     }
-    return sendNotification(s, method.name, encoded.success as Message.Params | undefined)
+    const encodedParams = encoded.success as Message.Params | undefined
+    return sendNotification(
+      s,
+      method.name,
+      span === undefined ? encodedParams : TraceContext.inject(span, encodedParams)
+    )
   })
 
 // -- answers -----------------------------------------------------------------------------------------------------

@@ -96,6 +96,7 @@ export interface Counters {
   handlerDefects: number
   readsHeld: number
   unresponsive: number
+  traceContextInvalid: number
 }
 
 /** @internal */
@@ -135,6 +136,8 @@ export interface State {
   readonly annotate: boolean
   readonly logAnnotations: Readonly<Record<string, unknown>>
   readonly spans: boolean
+  /** W3C trace context in `params._meta` (`traceContext.ts`): read from outbound callers' spans, continued inbound. */
+  readonly propagate: boolean
   readonly serves: ReadonlyMap<string, Serve>
   readonly notifies: ReadonlyMap<string, Notify>
   readonly onUnknownRequest: Peer.Options<any, any, any>["onUnknownRequest"]
@@ -247,6 +250,7 @@ export const make = Effect.fnUntraced(function*<R>(
     annotate: tracing !== false,
     logAnnotations: Context.get(context, References.CurrentLogAnnotations),
     spans: tracing === true || (tracing === "auto" && (yield* Effect.tracer) !== builtInTracer),
+    propagate: (options.traceContext ?? options.protocol.traceContext ?? "off") === "propagate",
     serves,
     notifies,
     onUnknownRequest: options.onUnknownRequest,
@@ -275,7 +279,8 @@ export const make = Effect.fnUntraced(function*<R>(
       failedByDisconnect: 0,
       handlerDefects: 0,
       readsHeld: 0,
-      unresponsive: 0
+      unresponsive: 0,
+      traceContextInvalid: 0
     },
     nextId: 1,
     pending: new Map(),
