@@ -121,7 +121,28 @@ layer(Fixtures.layer(["mcp-2026-server", "mcp-server"]), { excludeTestServices: 
         assert.include(report.stderrTail, "server/discover: cancelled", "the probe was cancelled on the wire")
       }))
 
-    it.effect("--protocol 2026-07-28 against an older server: a clear error, no initialize, and the server closed", () =>
+    it.effect("under 2026-07-28 a server's request on stdio is refused (-32601); under 2025-11-25 it is answered", () =>
+      Effect.gen(function*() {
+        const args = [
+          "--server",
+          yield* line("mcp-server"),
+          "--tool",
+          "echo",
+          "--arguments",
+          JSON.stringify({ text: "r" })
+        ]
+        const modern = yield* runClient(args, { MCP_MODERN: "1" })
+        assert.strictEqual(modern.code, 0)
+        assert.strictEqual(modern.report.protocolVersion, "2026-07-28")
+        assert.deepStrictEqual(modern.report.serverRequests, ["roots/list"])
+        assert.include(modern.report.stderrTail, "roots/list: refused (-32601)")
+        const legacy = yield* runClient([...args, "--protocol", "legacy"], { MCP_MODERN: "1" })
+        assert.strictEqual(legacy.report.protocolVersion, "2025-06-18")
+        assert.deepStrictEqual(legacy.report.probe, { _tag: "Skipped" })
+        assert.include(legacy.report.stderrTail, "roots/list: answered")
+      }))
+
+    it.effect("--protocol 2026-07-28 against an older server: a NegotiationError (UnsupportedVersion), exit code 1", () =>
       Effect.gen(function*() {
         const { code, stdout } = yield* runClient(["--server", everything, "--protocol", "2026-07-28"])
         assert.strictEqual(code, 1)
