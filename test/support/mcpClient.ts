@@ -13,7 +13,7 @@ import * as Path from "node:path"
 import * as Url from "node:url"
 
 const here = Path.dirname(Url.fileURLToPath(import.meta.url))
-const client = Path.join(here, "..", "..", "examples", "mcp-client", "bin", "mcp-client")
+export const client = Path.join(here, "..", "..", "examples", "mcp-client", "bin", "mcp-client")
 
 /** `@modelcontextprotocol/server-everything`'s stdio entry point (up to 2025-11-25), run with this test's Node. */
 export const everythingMain = Path.join(
@@ -61,7 +61,7 @@ export interface Report {
   readonly stderrTail: ReadonlyArray<string>
 }
 
-const journalDirectory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-mcp-client-"))
+export const journalDirectory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-mcp-client-"))
 process.once("exit", () => Fs.rmSync(journalDirectory, { recursive: true, force: true }))
 
 /** Runs the client to its end; its stdout is what a terminal would receive. */
