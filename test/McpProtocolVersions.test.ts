@@ -121,6 +121,21 @@ layer(Fixtures.layer(["mcp-2026-server", "mcp-server"]), { excludeTestServices: 
         assert.include(report.stderrTail, "server/discover: cancelled", "the probe was cancelled on the wire")
       }))
 
+    it.effect("a server that exits on server/discover: started again, and spoken to with initialize alone", () =>
+      Effect.gen(function*() {
+        const { code, report } = yield* runClient(
+          ["--server", yield* line("mcp-server"), "--tool", "echo", "--arguments", JSON.stringify({ text: "again" })],
+          { MCP_EXIT_ON_DISCOVER: "1" }
+        )
+        assert.strictEqual(code, 0)
+        assert.isTrue(report.ok)
+        assert.isTrue(report.restartedAfterProbe)
+        assert.deepStrictEqual(report.probe, { _tag: "Skipped" })
+        assert.strictEqual(report.protocolVersion, "2025-06-18")
+        assert.deepStrictEqual(report.call?.result, { content: [{ type: "text", text: "again" }] })
+        assert.strictEqual(report.serverExit.needed, "eof")
+      }))
+
     it.effect("under 2026-07-28 a server's request on stdio is refused (-32601); under 2025-11-25 it is answered", () =>
       Effect.gen(function*() {
         const args = [

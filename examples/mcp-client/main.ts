@@ -201,45 +201,65 @@ const program = Effect.gen(function*() {
   const opened: { era?: "modern" | "legacy" } = {}
   const [program, ...programArgs] = serverLine
   const executable = program!.includes("/") ? Path.resolve(program!) : program!
-  const server = yield* Server.spawn(executable, programArgs, {
-    exitGrace: closeTimeout,
-    killGrace: closeTimeout,
-    onStderrLine: args.verbose ? (line) => process.stderr.write(`server: ${visible(line)}\n`) : undefined
-  })
-  const peer = yield* Peer.make({
-    // MCP's `notifications/cancelled`; a request the server cancels gets no answer.
-    protocol: Protocol.make({ cancellation: Cancellation.mcp }),
-    transport: server.transport,
-    handlers: {},
-    framing: Framing.ndjson,
-    requestTimeout: "15 seconds",
-    onUnknownRequest: (method) => {
-      serverRequestCount++
-      keep(serverRequests, method)
-      log(`← ${method}`)
-      const answered = answer(method, opened.era)
-      if (method === "roots/list" && rootsAskedMs === null) rootsAskedMs = elapsed(started)
-      return Effect.tap(answered, () => method === "roots/list" ? Deferred.succeed(rootsAsked, void 0) : Effect.void)
-    },
-    onUnknownNotification: (method, params) =>
-      Effect.sync(() => {
-        notificationCount++
-        keep(notifications, { method, params })
-        log(`← ${method}${params === undefined ? "" : ` ${visibleJson(params)}`}`)
-      }).pipe(Effect.andThen(Deferred.succeed(notified, void 0)), Effect.asVoid)
-  })
-  log(`spawned ${serverLine.join(" ")} (pid ${server.pid})`)
-
   const negotiateStart = performance.now()
-  const session = yield* Negotiation.negotiate(peer, {
-    clientInfo: { name: "lifeline-mcp-client", version: "0.2.0" },
-    // Only what the client offers: a server told that the client has roots asks for them, maybe later (the reference
-    // server, 350 ms after `notifications/initialized`), and a session closed before it asks leaves the request
-    // pending in the server, which then does not exit at the end of its input.
-    capabilities: roots.length > 0 ? { roots: { listChanged: false } } : {},
-    mode,
-    discoverTimeout
-  })
+  /** Spawns the server, starts the peer on its stdio and negotiates; a server that fails it is closed at once. */
+  const connect = (mode: Negotiation.Options["mode"]) =>
+    Effect.gen(function*() {
+      const server = yield* Server.spawn(executable, programArgs, {
+        exitGrace: closeTimeout,
+        killGrace: closeTimeout,
+        onStderrLine: args.verbose ? (line) => process.stderr.write(`server: ${visible(line)}\n`) : undefined
+      })
+      const peer = yield* Peer.make({
+        // MCP's `notifications/cancelled`; a request the server cancels gets no answer.
+        protocol: Protocol.make({ cancellation: Cancellation.mcp }),
+        transport: server.transport,
+        handlers: {},
+        framing: Framing.ndjson,
+        requestTimeout: "15 seconds",
+        onUnknownRequest: (method) => {
+          serverRequestCount++
+          keep(serverRequests, method)
+          log(`← ${method}`)
+          const answered = answer(method, opened.era)
+          if (method === "roots/list" && rootsAskedMs === null) rootsAskedMs = elapsed(started)
+          return Effect.tap(
+            answered,
+            () => method === "roots/list" ? Deferred.succeed(rootsAsked, void 0) : Effect.void
+          )
+        },
+        onUnknownNotification: (method, params) =>
+          Effect.sync(() => {
+            notificationCount++
+            keep(notifications, { method, params })
+            log(`← ${method}${params === undefined ? "" : ` ${visibleJson(params)}`}`)
+          }).pipe(Effect.andThen(Deferred.succeed(notified, void 0)), Effect.asVoid)
+      })
+      log(`spawned ${serverLine.join(" ")} (pid ${server.pid})`)
+      const session = yield* Negotiation.negotiate(peer, {
+        clientInfo: { name: "lifeline-mcp-client", version: "0.2.0" },
+        // Only what the client offers: a server told that the client has roots asks for them, maybe later (the
+        // reference server, 350 ms after `notifications/initialized`), and a session closed before it asks leaves the
+        // request pending in the server, which then does not exit at the end of its input.
+        capabilities: roots.length > 0 ? { roots: { listChanged: false } } : {},
+        mode,
+        discoverTimeout
+      }).pipe(Effect.tapError(() => server.close))
+      return { server, peer, session }
+    })
+  // Some older servers exit on a first request they do not know: such a server is started again and spoken to with
+  // `initialize` alone.
+  let restartedAfterProbe = false
+  const { peer, server, session } = yield* connect(mode).pipe(
+    Effect.catchIf(
+      (error) => mode === "auto" && error instanceof Negotiation.NegotiationError && error.reason === "ClosedOnProbe",
+      () => {
+        restartedAfterProbe = true
+        log("   the server ended on server/discover: starting it again for initialize")
+        return connect("legacy")
+      }
+    )
+  )
   opened.era = session.era
   const negotiationMs = elapsed(negotiateStart)
   const how = session.probe._tag === "Answered"
@@ -338,6 +358,7 @@ const program = Effect.gen(function*() {
     protocolVersion: session.protocolVersion,
     era: session.era,
     probe: session.probe,
+    restartedAfterProbe,
     supportedVersions: session.supportedVersions,
     serverInfo: session.serverInfo,
     negotiationMs,

@@ -120,8 +120,10 @@ export interface Negotiated {
 
 /**
  * The server cannot be spoken to: it speaks no version this client does (`UnsupportedVersion`), or its answer to
- * `server/discover` or `initialize` is not what the specification says or is over a bound (`InvalidResult`). What the
- * server sent is shown escaped and cut (`UntrustedText.shown`).
+ * `server/discover` or `initialize` is not what the specification says or is over a bound (`InvalidResult`), or the
+ * connection ended while the probe waited for its answer (`ClosedOnProbe`: some older servers exit on a request they
+ * do not know; start the server again and negotiate with `mode: "legacy"`). What the server sent is shown escaped and
+ * cut (`UntrustedText.shown`).
  *
  * @since 0.2.0
  * @category errors
@@ -129,7 +131,7 @@ export interface Negotiated {
 export class NegotiationError extends Schema.TaggedError<NegotiationError>("@lifeline/mcp/NegotiationError")(
   "NegotiationError",
   {
-    reason: Schema.Literals(["UnsupportedVersion", "InvalidResult"]),
+    reason: Schema.Literals(["UnsupportedVersion", "InvalidResult", "ClosedOnProbe"]),
     detail: Schema.String
   }
 ) {
@@ -172,8 +174,8 @@ const shownList = (values: ReadonlyArray<string>) =>
  * Opens the conversation: `server/discover` (unless `mode` is `"legacy"`), and `initialize` +
  * `notifications/initialized` when the probe says the server is older. The probe counts as refused on any JSON-RPC
  * error but -32022, and as silent on no answer within `discoverTimeout` (or the peer's own request timeout); a
- * connection that ends fails with the peer's error (a server that exits on a request it does not know cannot be
- * spoken to on the same process).
+ * connection that ends during the probe is `ClosedOnProbe` (a server that exits on a request it does not know cannot
+ * be spoken to on the same process), and during `initialize` the peer's own error.
  *
  * @example
  * ```ts
@@ -219,6 +221,13 @@ export const negotiate = (
           onNone: (): Answer => ({ _tag: "Silent", timeoutMillis: Duration.toMillis(timeout) }),
           onSome: (result): Answer => ({ _tag: "Answered", result })
         })),
+        Effect.catchTag(["PeerClosed", "PeerExited"], (error: PeerError.PeerClosed | PeerError.PeerExited) =>
+          Effect.fail(
+            new NegotiationError({
+              reason: "ClosedOnProbe",
+              detail: `the connection ended before server/discover was answered: ${UntrustedText.shown(error.message)}`
+            })
+          )),
         Effect.catchTag("RequestTimeout", (error: PeerError.RequestTimeout) =>
           Effect.succeed<Answer>({ _tag: "Silent", timeoutMillis: error.timeoutMillis })),
         Effect.catchTag("RpcError", (error: RpcError.RpcError) => {

@@ -128,13 +128,15 @@ describe("Negotiation.negotiate", () => {
       assert.deepStrictEqual(server.methods(), ["server/discover"])
     }))
 
-  it.effect("a connection that ends during the probe fails with the peer's error; nothing else is sent", () =>
+  it.effect("a connection that ends during the probe: ClosedOnProbe, nothing else sent; during initialize: its error", () =>
     Effect.gen(function*() {
       const closed = new PeerError.PeerClosed({ reason: "TransportClosed" })
       const server = scripted({ "server/discover": () => Effect.fail(closed), ...legacyServer })
       const error = yield* Effect.flip(Negotiation.negotiate(server.caller, { clientInfo }))
-      assert.strictEqual(error, closed)
+      assert.strictEqual((error as Negotiation.NegotiationError).reason, "ClosedOnProbe")
       assert.deepStrictEqual(server.methods(), ["server/discover"])
+      const dying = scripted({ initialize: () => Effect.fail(closed) })
+      assert.strictEqual(yield* Effect.flip(Negotiation.negotiate(dying.caller, { clientInfo })), closed)
     }))
 
   it.effect("mode legacy: no probe; mode modern: an older server is UnsupportedVersion", () =>
