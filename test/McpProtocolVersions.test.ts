@@ -59,6 +59,23 @@ layer(Fixtures.layer(["mcp-2026-server", "mcp-server"]), { excludeTestServices: 
         assert.deepStrictEqual(report.exit, { code: 0, signal: null })
       }))
 
+    it.effect("a 2026-07-28 server that answers later than --discover-timeout: initialize refused (-32022), asked again", () =>
+      Effect.gen(function*() {
+        const { code, report } = yield* runClient([
+          "--server",
+          yield* line("mcp-2026-server"),
+          "--tool",
+          "echo",
+          "--arguments",
+          JSON.stringify({ text: "x" }),
+          "--discover-timeout",
+          "1ms"
+        ])
+        assert.strictEqual(code, 0)
+        assert.strictEqual(report.protocolVersion, "2026-07-28")
+        assert.deepStrictEqual(report.probe, { _tag: "AnsweredOnRetry", timeoutMillis: 1 })
+      }))
+
     it.effect("the reference server (up to 2025-11-25): server/discover refused, initialize, 2025-11-25", () =>
       Effect.gen(function*() {
         const { code, report } = yield* runClient([

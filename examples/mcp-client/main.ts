@@ -186,6 +186,8 @@ const program = Effect.gen(function*() {
   const negotiationMs = elapsed(negotiateStart)
   const how = session.probe._tag === "Answered"
     ? "server/discover"
+    : session.probe._tag === "AnsweredOnRetry"
+    ? `server/discover, asked again after initialize was refused (-32022)`
     : session.probe._tag === "Skipped"
     ? "initialize"
     : `initialize, after server/discover ${

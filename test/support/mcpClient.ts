@@ -42,7 +42,7 @@ export interface Report {
   readonly probe:
     | { readonly _tag: "Answered" | "Skipped" }
     | { readonly _tag: "Refused"; readonly code: number; readonly message: string }
-    | { readonly _tag: "Silent"; readonly timeoutMillis: number }
+    | { readonly _tag: "Silent" | "AnsweredOnRetry"; readonly timeoutMillis: number }
   readonly restartedAfterProbe: boolean
   readonly supportedVersions: ReadonlyArray<string>
   readonly serverInfo: { readonly name: string; readonly version: string } | null

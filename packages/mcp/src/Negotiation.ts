@@ -93,6 +93,8 @@ export interface Options {
  */
 export type Probe =
   | { readonly _tag: "Answered" }
+  /** No answer in time, then `initialize` refused with -32022: a 2026-07-28 server slow to start, asked again. */
+  | { readonly _tag: "AnsweredOnRetry"; readonly timeoutMillis: number }
   | { readonly _tag: "Refused"; readonly code: number; readonly message: string }
   | { readonly _tag: "Silent"; readonly timeoutMillis: number }
   | { readonly _tag: "Skipped" }
@@ -211,6 +213,29 @@ export const negotiate = (
       "io.modelcontextprotocol/clientCapabilities": capabilities
     }
     const mode = options.mode ?? "auto"
+    const discovered = (answered: unknown, probe: Probe) =>
+      Effect.gen(function*() {
+        const result = yield* Effect.mapError(
+          Effect.fromResult(decode.discover(answered)),
+          (e) => invalid("server/discover", e)
+        )
+        if (!result.supportedVersions.includes(modernVersion)) {
+          return yield* unsupported(`the server speaks ${shownList(result.supportedVersions)}, not ${modernVersion}`)
+        }
+        return {
+          protocolVersion: modernVersion,
+          era: "modern",
+          serverInfo: result._meta?.["io.modelcontextprotocol/serverInfo"] ?? null,
+          capabilities: result.capabilities,
+          instructions: result.instructions ?? null,
+          supportedVersions: result.supportedVersions,
+          probe,
+          params: (params) => ({
+            ...params,
+            _meta: { ...meta, ...(params._meta as Readonly<Record<string, unknown>> | undefined) }
+          })
+        } satisfies Negotiated
+      })
     let probe: Probe = { _tag: "Skipped" }
     if (mode !== "legacy") {
       const timeout = Duration.fromInputUnsafe(options.discoverTimeout ?? "10 seconds")
@@ -228,8 +253,11 @@ export const negotiate = (
               detail: `the connection ended before server/discover was answered: ${UntrustedText.shown(error.message)}`
             })
           )),
-        Effect.catchTag("RequestTimeout", (error: PeerError.RequestTimeout) =>
-          Effect.succeed<Answer>({ _tag: "Silent", timeoutMillis: error.timeoutMillis })),
+        Effect.catchTag(
+          "RequestTimeout",
+          (error: PeerError.RequestTimeout) =>
+            Effect.succeed<Answer>({ _tag: "Silent", timeoutMillis: error.timeoutMillis })
+        ),
         Effect.catchTag("RpcError", (error: RpcError.RpcError) => {
           if (error.code !== unsupportedProtocolVersionCode) {
             return Effect.succeed<Answer>({
@@ -239,34 +267,13 @@ export const negotiate = (
             })
           }
           const supported = Option.match(decode.rejection(error.data), {
-            onNone: () =>
-              "none given",
-            onSome: (data) =>
-              shownList(data.supported)
+            onNone: () => "none given",
+            onSome: (data) => shownList(data.supported)
           })
           return Effect.fail(unsupported(`the server speaks ${supported}, not ${modernVersion}`))
         })
       )
-      if (answer._tag === "Answered") {
-        const result = yield* Effect.mapError(Effect.fromResult(decode.discover(answer.result)), (e) =>
-          invalid("server/discover", e))
-        if (!result.supportedVersions.includes(modernVersion)) {
-          return yield* unsupported(`the server speaks ${shownList(result.supportedVersions)}, not ${modernVersion}`)
-        }
-        return {
-          protocolVersion: modernVersion,
-          era: "modern",
-          serverInfo: result._meta?.["io.modelcontextprotocol/serverInfo"] ?? null,
-          capabilities: result.capabilities,
-          instructions: result.instructions ?? null,
-          supportedVersions: result.supportedVersions,
-          probe: { _tag: "Answered" },
-          params: (params) => ({
-            ...params,
-            _meta: { ...meta, ...(params._meta as Readonly<Record<string, unknown>> | undefined) }
-          })
-        } satisfies Negotiated
-      }
+      if (answer._tag === "Answered") return yield* discovered(answer.result, { _tag: "Answered" })
       probe = answer
       if (mode === "modern") {
         return yield* unsupported(
@@ -276,16 +283,34 @@ export const negotiate = (
         )
       }
     }
-    const answered = yield* caller.callUntyped("initialize", {
+    const silent = probe
+    const initialized = yield* caller.callUntyped("initialize", {
       protocolVersion: legacyVersions[0],
       capabilities,
       clientInfo: options.clientInfo
-    })
-    const result = yield* Effect.mapError(Effect.fromResult(decode.initialize(answered)), (e) =>
-      invalid("initialize", e))
-    const version = legacyVersions.find((known) =>
-      known === result.protocolVersion
+    }).pipe(
+      Effect.map((answered) => ({ _tag: "Initialized" as const, answered })),
+      // A probe left unanswered only because the server was slow to start, by a server that has no `initialize`.
+      Effect.catchIf(
+        (error) =>
+          silent._tag === "Silent" && error._tag === "RpcError" && error.code === unsupportedProtocolVersionCode,
+        () =>
+          Effect.map(
+            caller.callUntyped("server/discover", { _meta: meta }),
+            (answered) => ({ _tag: "Discovered" as const, answered })
+          )
+      )
     )
+    if (initialized._tag === "Discovered") {
+      const timeoutMillis = silent._tag === "Silent" ? silent.timeoutMillis : 0
+      return yield* discovered(initialized.answered, { _tag: "AnsweredOnRetry", timeoutMillis })
+    }
+    const answered = initialized.answered
+    const result = yield* Effect.mapError(
+      Effect.fromResult(decode.initialize(answered)),
+      (e) => invalid("initialize", e)
+    )
+    const version = legacyVersions.find((known) => known === result.protocolVersion)
     if (version === undefined) {
       // The specification has the client disconnect from a server whose version it does not speak.
       return yield* unsupported(`initialize answered ${shownList([result.protocolVersion])}`)
@@ -305,4 +330,4 @@ export const negotiate = (
 
 type Answer =
   | { readonly _tag: "Answered"; readonly result: unknown }
-  | Exclude<Probe, { readonly _tag: "Answered" | "Skipped" }>
+  | Exclude<Probe, { readonly _tag: "Answered" | "AnsweredOnRetry" | "Skipped" }>

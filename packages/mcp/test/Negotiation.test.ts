@@ -94,6 +94,30 @@ describe("Negotiation.negotiate", () => {
       assert.deepStrictEqual(server.methods(), ["server/discover", "initialize", "notifications/initialized"])
     }))
 
+  it.effect("no answer in time, then initialize refused with -32022: a slow 2026-07-28 server, asked again", () =>
+    Effect.gen(function*() {
+      let probes = 0
+      const server = scripted({
+        "server/discover": () => ++probes === 1 ? Effect.never : Effect.succeed(discovered),
+        initialize: () => Effect.fail(new RpcError.RpcError({ code: -32022, message: "initialize is not supported" }))
+      })
+      const fiber = yield* Effect.forkChild(
+        Negotiation.negotiate(server.caller, { clientInfo, discoverTimeout: "1 second" })
+      )
+      yield* TestClock.adjust("1 second")
+      const session = yield* Fiber.join(fiber)
+      assert.strictEqual(session.protocolVersion, "2026-07-28")
+      assert.deepStrictEqual(session.probe, { _tag: "AnsweredOnRetry", timeoutMillis: 1000 })
+      assert.deepStrictEqual(server.methods(), ["server/discover", "initialize", "server/discover"])
+      // A refused probe is an older server for good: its -32022 on initialize is an error, not a retry.
+      const refused = scripted({
+        initialize: () => Effect.fail(new RpcError.RpcError({ code: -32022, message: "no" }))
+      })
+      const error = yield* Effect.flip(Negotiation.negotiate(refused.caller, { clientInfo }))
+      assert.strictEqual((error as RpcError.RpcError).code, -32022)
+      assert.deepStrictEqual(refused.methods(), ["server/discover", "initialize"])
+    }))
+
   it.effect("the default discoverTimeout is 10 seconds", () =>
     Effect.gen(function*() {
       const server = scripted({ "server/discover": () => Effect.never, ...legacyServer })
