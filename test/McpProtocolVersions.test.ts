@@ -47,12 +47,12 @@ layer(Fixtures.layer(["mcp-2026-server", "mcp-server"]), { excludeTestServices: 
           isError: false
         })
         assert.strictEqual(report.cancelled?.outcome, "Cancelled")
-        // The server's own word: its slow handler was interrupted by notifications/cancelled while the connection
-        // was open, about 200 ms after it started (a close's interruption would say "stdin ended", 700 ms or more).
+        // The server's own word: its slow handler (10 s) was interrupted while its input was still open, so by
+        // notifications/cancelled (the close that follows 500 ms later would have ended stdin first, and it says so).
         const interrupted = report.stderrTail.find((entry) => entry.startsWith("slow: interrupted after"))
         assert.isDefined(interrupted, `the server's stderr: ${JSON.stringify(report.stderrTail)}`)
         assert.match(interrupted!, /, stdin open$/)
-        assert.isBelow(Number(/after (\d+) ms/.exec(interrupted!)![1]), 650)
+        assert.isBelow(Number(/after (\d+) ms/.exec(interrupted!)![1]), 5_000)
         assert.strictEqual(report.lateResponses, 0, "no answer to the cancelled call")
         assert.deepStrictEqual(report.serverRequests, [])
         assert.strictEqual(report.stop.endedBy, "EndOfInput")
