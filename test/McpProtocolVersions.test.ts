@@ -174,6 +174,18 @@ layer(Fixtures.layer(["mcp-2026-server", "mcp-server"]), { excludeTestServices: 
         assert.include(legacy.report.stderrTail, "roots/list: answered")
       }))
 
+    it.effect("a message over 10 MiB ends the connection with the peer's framing error (TransportFailed), exit code 1", () =>
+      Effect.gen(function*() {
+        const { code, stdout } = yield* runClient([
+          "--server",
+          [process.execPath, ...(yield* Fixtures.Programs).argv("mcp-huge-line.mjs")].join(" ")
+        ])
+        assert.strictEqual(code, 1)
+        const report = JSON.parse(stdout) as { ok: boolean; error: { _tag: string; message: string } }
+        assert.deepStrictEqual([report.ok, report.error._tag], [false, "PeerClosed"])
+        assert.include(report.error.message, "TransportFailed")
+      }))
+
     it.effect("--protocol 2026-07-28 against an older server: a NegotiationError (UnsupportedVersion), exit code 1", () =>
       Effect.gen(function*() {
         const { code, stdout } = yield* runClient(["--server", everything, "--protocol", "2026-07-28"])

@@ -138,6 +138,7 @@ const program = Effect.gen(function*() {
         transport: server.transport,
         handlers: {},
         framing: Framing.ndjson,
+        limits: { maxBodyBytes: Results.maxMessageBytes },
         requestTimeout: "15 seconds",
         onUnknownRequest: (method) => {
           serverRequestCount++

@@ -5,6 +5,12 @@
  */
 import * as Schema from "effect/Schema"
 
+/**
+ * The longest message the server may write (one NDJSON line): 10 MiB, the MCP SDK's `maxBufferSize` and
+ * `@lifeline/mcp`'s default. A longer one ends the connection with the kernel's framing error, before the line ends.
+ */
+export const maxMessageBytes = 10 * 1024 * 1024
+
 /** The most tools one `tools/list` may return, and the longest tool name. */
 export const maxTools = 1000
 export const maxToolNameLength = 256

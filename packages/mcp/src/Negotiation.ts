@@ -246,13 +246,21 @@ export const negotiate = (
           onNone: (): Answer => ({ _tag: "Silent", timeoutMillis: Duration.toMillis(timeout) }),
           onSome: (result): Answer => ({ _tag: "Answered", result })
         })),
-        Effect.catchTag(["PeerClosed", "PeerExited"], (error: PeerError.PeerClosed | PeerError.PeerExited) =>
-          Effect.fail(
-            new NegotiationError({
-              reason: "ClosedOnProbe",
-              detail: `the connection ended before server/discover was answered: ${UntrustedText.shown(error.message)}`
-            })
-          )),
+        // The server's end of the connection closed (it exited): not a refusal. A connection that failed (a frame over
+        // its bound) or stalled keeps the peer's own error.
+        Effect.catchIf(
+          (error): error is PeerError.PeerClosed | PeerError.PeerExited =>
+            error._tag === "PeerExited" || (error._tag === "PeerClosed" && error.reason === "TransportClosed"),
+          (error) =>
+            Effect.fail(
+              new NegotiationError({
+                reason: "ClosedOnProbe",
+                detail: `the connection ended before server/discover was answered: ${
+                  UntrustedText.shown(error.message)
+                }`
+              })
+            )
+        ),
         Effect.catchTag(
           "RequestTimeout",
           (error: PeerError.RequestTimeout) =>

@@ -161,6 +161,10 @@ describe("Negotiation.negotiate", () => {
       assert.deepStrictEqual(server.methods(), ["server/discover"])
       const dying = scripted({ initialize: () => Effect.fail(closed) })
       assert.strictEqual(yield* Effect.flip(Negotiation.negotiate(dying.caller, { clientInfo })), closed)
+      // A connection that failed (a frame over its bound) is not a server that ended: the peer's error as it is.
+      const failed = new PeerError.PeerClosed({ reason: "TransportFailed", detail: "frame too long" })
+      const broken = scripted({ "server/discover": () => Effect.fail(failed) })
+      assert.strictEqual(yield* Effect.flip(Negotiation.negotiate(broken.caller, { clientInfo })), failed)
     }))
 
   it.effect("mode legacy: no probe; mode modern: an older server is UnsupportedVersion", () =>
