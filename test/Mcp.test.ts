@@ -4,7 +4,9 @@
  * run as a user runs it), over stdio with newline-delimited JSON: the whole lifecycle, the cancellation of a slow call,
  * a close by the end of stdin, and a close that escalates to SIGKILL within its bounds when the server will not stop.
  * The client runs as its own process, as a user runs it, and prints a JSON report whose `ok` is about the client's own
- * steps and whose `serverExit` says what the server needed to exit.
+ * steps and whose `serverExit` says what the server needed to exit. Both servers speak up to 2025-11-25: the client
+ * probes with `server/discover` (MCP 2026-07-28), is refused, and falls back to `initialize`; the 2026-07-28 side is
+ * test/McpProtocolVersions.test.ts.
  */
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
@@ -12,60 +14,12 @@ import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 import * as Url from "node:url"
 import * as Fixtures from "./support/fixtures.js"
+import { everything, everythingMain, runClient, runTranscript } from "./support/mcpClient.js"
 
 const here = Path.dirname(Url.fileURLToPath(import.meta.url))
-const client = Path.join(here, "..", "examples", "mcp-client", "bin", "mcp-client")
-// The reference server's bin (`dist/index.js`; `stdio` selects the stdio transport), run by this test's Node.
-const everythingMain = Path.join(here, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
-const everything = `${process.execPath} ${everythingMain} stdio`
-
-interface Report {
-  readonly ok: boolean
-  readonly serverExit: {
-    readonly code: number | null
-    readonly signal: string | null
-    readonly after: number | null
-    readonly needed: "eof" | "SIGTERM" | "SIGKILL" | "none" | "unkillable"
-  }
-  readonly roots: { readonly declared: boolean; readonly askedAtMs: number | null }
-  readonly serverRequests: ReadonlyArray<string>
-  readonly protocolVersion: string | null
-  readonly initializeMs: number
-  readonly tools: ReadonlyArray<string>
-  readonly call: { readonly name: string; readonly result: unknown } | null
-  readonly cancelled: {
-    readonly outcome: string
-    readonly afterMs: number
-    readonly serverNotifiedMs: number | null
-  } | null
-  readonly notifications: ReadonlyArray<{ readonly method: string; readonly params: unknown }>
-  readonly lateResponses: number
-  readonly closeMs: number
-  readonly stop: { readonly endedBy: string }
-  readonly exit: { readonly code: number | null; readonly signal: string | null } | null
-}
 
 const serverLine = (env: string = "") =>
   Effect.map(Fixtures.Programs, (programs) => `${env}${[process.execPath, ...programs.argv("mcp-server")].join(" ")}`)
-
-/** Runs the client to its end; its stdout is what a terminal would receive. */
-const runTranscript = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
-  Effect.callback<{ readonly code: number | null; readonly stdout: string }>((resume) => {
-    const child = ChildProcess.execFile(
-      client,
-      args,
-      { timeout: 20_000, env: { ...process.env, ...env } },
-      (_error, stdout) => resume(Effect.sync(() => ({ code: child.exitCode, stdout })))
-    )
-    return Effect.sync(() => child.kill("SIGKILL"))
-  })
-
-/** Runs the client to its end and reads its report; its exit code says whether the report is ok. */
-const runClient = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
-  Effect.map(
-    runTranscript([...args, "--json"], env),
-    ({ code, stdout }) => ({ code, report: JSON.parse(stdout) as Report, stdout })
-  )
 
 /** Runs the client against the reference server, with its `echo` tool called with `message`; `args` follow. */
 const echoOnEverything = (message: string, ...args: Array<string>) =>
@@ -168,6 +122,12 @@ layer(Fixtures.layer(["mcp-server"]), { excludeTestServices: true, timeout: "60 
       assert.strictEqual(code, 0)
       assert.isTrue(report.ok)
       assert.strictEqual(report.protocolVersion, "2025-06-18")
+      assert.strictEqual(report.era, "legacy")
+      assert.deepStrictEqual(report.probe, {
+        _tag: "Refused",
+        code: -32601,
+        message: "Method not found: server/discover"
+      })
       assert.deepStrictEqual(report.tools, ["echo", "slow"])
       assert.deepStrictEqual(report.call, {
         ...report.call!,
@@ -259,7 +219,7 @@ layer(Fixtures.layer(["mcp-server"]), { excludeTestServices: true, timeout: "60 
       const { code, report } = yield* echoOnEverything("hello, everything")
       assert.strictEqual(code, 0)
       assert.isTrue(report.ok)
-      assert.strictEqual(report.protocolVersion, "2025-06-18")
+      assert.strictEqual(report.protocolVersion, "2025-11-25")
       assert.includeMembers([...report.tools], ["echo", "get-sum"])
       assert.deepStrictEqual(report.call?.result, { content: [{ type: "text", text: "Echo: hello, everything" }] })
       assert.deepStrictEqual(report.roots, { declared: false, askedAtMs: null })
