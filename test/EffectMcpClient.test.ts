@@ -42,6 +42,28 @@ const layers: ReadonlyArray<readonly [string, Layer.Layer<ChildProcessSpawner.Ch
   ["Effect's NodeChildProcessSpawner", NodeChildProcessSpawner.layer.pipe(Layer.provide(platform))]
 ]
 
+/** Runs examples/effect-mcp as a program (bundled, as `pnpm tsx` would run it), its journal under `directory`. */
+const runExample = (args: ReadonlyArray<string>) =>
+  Effect.promise(() =>
+    new Promise<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }>((resolve) => {
+      const repository = Path.join(here, "..")
+      const child = NodeProcess.spawn(node, [
+        Path.join(repository, "scripts", "run-bundled.mjs"),
+        Path.join(repository, "examples", "effect-mcp", "effect-mcp.ts"),
+        ...args
+      ], {
+        cwd: repository,
+        env: { ...process.env, XDG_STATE_HOME: directory },
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      let stdout = ""
+      let stderr = ""
+      child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
+      child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
+      child.on("exit", (code) => resolve({ code, stdout, stderr }))
+    })
+  )
+
 interface Server {
   readonly name: string
   /** Its entry point, which is in the command line of each of its processes (the `sh -c` wrapper's too). */
@@ -128,32 +150,14 @@ describe("McpClient.layerStdio over each spawner layer", () => {
       `examples/effect-mcp lists and calls ${server.name}'s tools through sh -c, and leaves no server`,
       () =>
         Effect.gen(function*() {
-          const repository = Path.join(here, "..")
-          const run = yield* Effect.promise(() =>
-            new Promise<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }>(
-              (resolve) => {
-                const child = NodeProcess.spawn(node, [
-                  Path.join(repository, "scripts", "run-bundled.mjs"),
-                  Path.join(repository, "examples", "effect-mcp", "effect-mcp.ts"),
-                  "--server",
-                  `"${node}" "${server.entry}" ${server.args.join(" ")}`,
-                  "--tool",
-                  server.tool,
-                  "--arguments",
-                  JSON.stringify(server.arguments)
-                ], {
-                  cwd: repository,
-                  env: { ...process.env, XDG_STATE_HOME: directory },
-                  stdio: ["ignore", "pipe", "pipe"]
-                })
-                let stdout = ""
-                let stderr = ""
-                child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
-                child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
-                child.on("exit", (code) => resolve({ code, stdout, stderr }))
-              }
-            )
-          )
+          const run = yield* runExample([
+            "--server",
+            `"${node}" "${server.entry}" ${server.args.join(" ")}`,
+            "--tool",
+            server.tool,
+            "--arguments",
+            JSON.stringify(server.arguments)
+          ])
           assert.strictEqual(run.code, 0, run.stderr)
           const printed = JSON.parse(run.stdout) as { protocolVersion: string; tools: Array<string>; result: unknown }
           assert.strictEqual(printed.protocolVersion, "2025-11-25")
@@ -165,6 +169,87 @@ describe("McpClient.layerStdio over each spawner layer", () => {
     )
   }
 })
+
+/**
+ * The same over MCP 2026-07-28: Effect's client with `McpProtocol.v2026_07_28` (`server/discover`, no `initialize`)
+ * against a server built on Effect's own `McpServer` speaking it (fixtures/mcp-2026-server.ts), directly and through
+ * `sh -c`, and the example with `--protocol 2026-07-28`.
+ */
+layer(Fixtures.layer(["mcp-2026-server"]), { excludeTestServices: true, timeout: "60 seconds" })(
+  "McpClient.layerStdio at 2026-07-28 against Effect's McpServer",
+  (it) => {
+    const modern = (programs: Fixtures.Programs["Service"]) => {
+      const argv = programs.argv("mcp-2026-server")
+      return { argv, entry: argv[argv.length - 1]! }
+    }
+    for (const how of ["directly", "through sh -c"] as const) {
+      for (const [name, spawner] of layers) {
+        it.effect(`${name}: ${how}: discovered, tools listed and called, processes left after the close`, () =>
+          Effect.gen(function*() {
+            const { argv, entry } = modern(yield* Fixtures.Programs)
+            const command = how === "directly"
+              ? ChildProcess.make(node, [...argv], { cwd: Fixtures.fixturesDir })
+              : ChildProcess.make("sh", ["-c", `"${node}" ${argv.map((arg) => `"${arg}"`).join(" ")}; echo done`], {
+                cwd: Fixtures.fixturesDir
+              })
+            const running = yield* Effect.gen(function*() {
+              const client = yield* McpClient.McpClient
+              assert.strictEqual(client.protocolVersion, "2026-07-28")
+              const tools = yield* client.listTools()
+              assert.includeMembers(tools.map((tool) => tool.name), ["echo", "add", "slow"])
+              const result = yield* client.callTool({
+                tool: tools.find((tool) => tool.name === "add")!,
+                arguments: { a: 20, b: 22 }
+              })
+              assert.include(JSON.stringify(result.content), "42")
+              return processesWith(entry)
+            }).pipe(
+              Effect.provide(
+                McpClient.layerStdio({
+                  name: "lifeline-test",
+                  version: "0.1.0",
+                  command,
+                  protocol: McpProtocol.v2026_07_28
+                })
+                  .pipe(Layer.provide(spawner))
+              )
+            )
+            const groups = [...new Set(running.map(groupIdOf))].filter((pgid) => pgid !== undefined)
+            const left = alive(running)
+            const inGroups = groups.flatMap(groupOf)
+            measured(`${name} mcp-2026-server (Effect's McpServer) ${how}: ${left.length} of ${running.length} left`)
+            killAll([...left, ...inGroups])
+            assert.strictEqual(running.length, how === "directly" ? 1 : 2)
+            if (name === "NodeSupervisedSpawner") {
+              assert.deepStrictEqual(left, [])
+              assert.deepStrictEqual(inGroups, [])
+            }
+          }))
+      }
+    }
+
+    it.effect("examples/effect-mcp --protocol 2026-07-28 lists and calls the fixture's tools, and leaves no server", () =>
+      Effect.gen(function*() {
+        const { argv, entry } = modern(yield* Fixtures.Programs)
+        const run = yield* runExample([
+          "--protocol",
+          "2026-07-28",
+          "--server",
+          `"${node}" ${argv.map((arg) => `"${arg}"`).join(" ")}`,
+          "--tool",
+          "echo",
+          "--arguments",
+          JSON.stringify({ text: "at 2026-07-28" })
+        ])
+        assert.strictEqual(run.code, 0, run.stderr)
+        const printed = JSON.parse(run.stdout) as { protocolVersion: string; tools: Array<string>; result: unknown }
+        assert.strictEqual(printed.protocolVersion, "2026-07-28")
+        assert.includeMembers(printed.tools, ["echo", "add", "slow"])
+        assert.include(JSON.stringify(printed.result), "at 2026-07-28")
+        assert.deepStrictEqual(processesWith(entry), [])
+      }))
+  }
+)
 
 layer(Fixtures.layer(["effect-mcp-host"]), { excludeTestServices: true, timeout: "60 seconds" })("a host", (it) => {
   /**

@@ -10,8 +10,14 @@
  *     --arguments '{"message":"hi"}'
  *   pnpm tsx examples/effect-mcp/effect-mcp.ts --server "npx -y @modelcontextprotocol/server-filesystem /tmp" \
  *     --tool list_allowed_directories
+ *   pnpm tsx examples/effect-mcp/effect-mcp.ts --protocol 2026-07-28 \
+ *     --server "pnpm tsx test/fixtures/mcp-2026-server.ts" --tool add --arguments '{"a":1,"b":2}'
  *
- * `test/EffectMcpClient.test.ts` runs it against both servers (installed, started with `node`).
+ * `--protocol` picks the MCP version Effect's client speaks: `2025-11-25` (the default: `initialize`, what the
+ * reference servers speak) or `2026-07-28` (`server/discover`, no `initialize`; Effect's client does not fall back, so
+ * the server must speak it, as test/fixtures/mcp-2026-server.ts, built on Effect's own `McpServer`, does).
+ *
+ * `test/EffectMcpClient.test.ts` runs it against the three (installed or bundled, started with `node`).
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
@@ -25,11 +31,21 @@ import * as ChildProcess from "effect/process/ChildProcess"
 import * as Util from "node:util"
 
 const { values } = Util.parseArgs({
-  options: { server: { type: "string" }, tool: { type: "string" }, arguments: { type: "string" } },
+  options: {
+    server: { type: "string" },
+    tool: { type: "string" },
+    arguments: { type: "string" },
+    protocol: { type: "string", default: "2025-11-25" }
+  },
   strict: true
 })
-if (values.server === undefined) {
-  process.stderr.write("usage: effect-mcp.ts --server \"<command line>\" [--tool NAME] [--arguments JSON]\n")
+const protocols = { "2025-11-25": McpProtocol.v2025_11_25, "2026-07-28": McpProtocol.v2026_07_28 } as const
+const isProtocol = (name: string): name is keyof typeof protocols => Object.hasOwn(protocols, name)
+if (values.server === undefined || !isProtocol(values.protocol)) {
+  process.stderr.write(
+    "usage: effect-mcp.ts --server \"<command line>\" [--protocol 2025-11-25|2026-07-28] [--tool NAME] " +
+      "[--arguments JSON]\n"
+  )
   process.exit(2)
 }
 
@@ -39,7 +55,7 @@ const Client = McpClient.layerStdio({
   name: "lifeline-effect-mcp",
   version: "0.1.0",
   command: ChildProcess.make("sh", ["-c", values.server]),
-  protocol: McpProtocol.v2025_11_25
+  protocol: protocols[values.protocol]
 }).pipe(Layer.provide(Spawner))
 
 const main = Effect.gen(function*() {
