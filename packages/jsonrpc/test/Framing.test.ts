@@ -65,6 +65,8 @@ const run = (
     }
     if (step.error !== undefined) {
       assert.instanceOf(step.error, Framing.FramingError)
+      // Its message names the reason and the detail: a PeerClosed that carries it on says what went wrong.
+      assert.strictEqual(step.error.message, `${step.error.reason}: ${step.error.detail}`)
       error = step.error
     }
   }

@@ -24,4 +24,9 @@ export class FramingError extends Schema.TaggedError<FramingError>("@lifeline/js
     "TruncatedFrame"
   ]),
   detail: Schema.String
-}) {}
+}) {
+  /** What went wrong, for a log line or a `PeerClosed` that carries it on (the fields alone leave `message` empty). */
+  override get message(): string {
+    return `${this.reason}: ${this.detail}`
+  }
+}
