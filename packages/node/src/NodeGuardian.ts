@@ -20,9 +20,7 @@
  *
  * @since 0.2.0
  */
-import * as ChildProcess from "node:child_process"
-import type { Writable } from "node:stream"
-import { source } from "./internal/guardianScript.js"
+import * as internal from "./internal/guardian.js"
 
 /**
  * @since 0.2.0
@@ -33,58 +31,6 @@ export interface WatchOptions {
   readonly startedAt?: number | undefined
   /** After the guardian's SIGTERM to the group, how long before SIGKILL. Default 1 s (the kernel's `killGrace`). */
   readonly graceMillis?: number | undefined
-}
-
-const defaultGrace = 1000
-
-interface Guardian {
-  readonly child: ChildProcess.ChildProcess
-  readonly input: Writable
-}
-
-let guardian: Guardian | undefined
-/** What is watched now, by leader pid: sent again to a guardian that replaces one that died. */
-const watched = new Map<number, string>()
-
-const spawnGuardian = (): Guardian | undefined => {
-  let child: ChildProcess.ChildProcess
-  try {
-    child = ChildProcess.spawn(process.execPath, ["-e", source], {
-      // A session of its own: the terminal's SIGINT and SIGHUP to the host's job do not reach it.
-      detached: true,
-      // No output: a guardian that held the host's stdout or stderr would keep a reader of the host waiting.
-      stdio: ["pipe", "ignore", "ignore"],
-      // Nothing of the host's `NODE_OPTIONS` (a loader, `--inspect`) and no directory kept busy.
-      env: {},
-      cwd: "/"
-    })
-  } catch {
-    return undefined
-  }
-  const input = child.stdin
-  if (input === null) return undefined
-  const self: Guardian = { child, input }
-  const lost = () => {
-    if (guardian === self) guardian = undefined
-  }
-  // A guardian that failed to start, or was killed: the next watch starts another and tells it everything again.
-  child.once("error", lost)
-  child.once("exit", lost)
-  input.on("error", lost)
-  child.unref()
-  ;(input as Writable & { unref?: () => void }).unref?.()
-  return self
-}
-
-const send = (line: string): void => {
-  if (guardian === undefined) {
-    guardian = spawnGuardian()
-    // A new guardian is told everything watched now, this line included.
-    for (const watch of watched.values()) guardian?.input.write(watch)
-    return
-  }
-  // A pipe write is tried at once, in this call: the line is in the pipe before a SIGKILL can come.
-  guardian.input.write(line)
 }
 
 /**
@@ -105,22 +51,7 @@ const send = (line: string): void => {
  * @since 0.2.0
  * @category constructors
  */
-export const watch = (pid: number, options?: WatchOptions): () => void => {
-  if (process.platform === "win32") return () => {}
-  const line = `+ ${pid} ${Math.round(options?.startedAt ?? Date.now())} ${
-    Math.max(0, Math.round(options?.graceMillis ?? defaultGrace))
-  }\n`
-  watched.set(pid, line)
-  send(line)
-  let done = false
-  return () => {
-    if (done) return
-    done = true
-    if (watched.get(pid) !== line) return
-    watched.delete(pid)
-    guardian?.input.write(`- ${pid}\n`)
-  }
-}
+export const watch: (pid: number, options?: WatchOptions) => () => void = internal.watch
 
 /**
  * The pid of this process's guardian while one runs, for tests and diagnostics.
@@ -128,4 +59,4 @@ export const watch = (pid: number, options?: WatchOptions): () => void => {
  * @since 0.2.0
  * @category combinators
  */
-export const guardianPid = (): number | undefined => guardian?.child.pid
+export const guardianPid: () => number | undefined = internal.guardianPid
