@@ -468,7 +468,7 @@ describe("the published packages, installed with npm outside the workspace", () 
 
       expectSuccess(
         "tsc on the consumer against the published .d.ts",
-        await run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: project, timeoutMs: 60_000 })
+        await run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: project, timeoutMs: 120_000 })
       )
 
       // A CommonJS MCP host on the oldest Node: `require` of @lifeline/mcp (and of what it depends on), the SDK's

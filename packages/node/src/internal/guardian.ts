@@ -27,8 +27,12 @@ const spawnGuardian = (): Guardian | undefined => {
       detached: true,
       // No output: a guardian that held the host's stdout or stderr would keep a reader of the host waiting.
       stdio: ["pipe", "ignore", "ignore"],
-      // Nothing of the host's `NODE_OPTIONS` (a loader, `--inspect`) and no directory kept busy.
-      env: {},
+      // Nothing of the host's `NODE_OPTIONS` (a loader, `--inspect`) and no directory kept busy; `PATH` for `ps`
+      // (systems without /proc). Under Electron, `process.execPath` is the app: it runs the program as Node.
+      env: {
+        PATH: process.env.PATH ?? "/usr/bin:/bin",
+        ...(process.versions.electron === undefined ? {} : { ELECTRON_RUN_AS_NODE: "1" })
+      },
       cwd: "/"
     })
   } catch {
