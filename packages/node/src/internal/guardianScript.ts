@@ -21,7 +21,7 @@ const fs = require("node:fs")
 const childProcess = require("node:child_process")
 const startTolerance = 3000
 const poll = 25
-const hasProc = process.platform === "linux" && fs.existsSync("/proc/self/stat")
+const procFound = process.platform === "linux" && fs.existsSync("/proc/self/stat")
 const watched = new Map()
 let buffer = ""
 let swept = false
@@ -30,7 +30,9 @@ const bootMillis = () => {
   const match = /^btime (\d+)$/m.exec(fs.readFileSync("/proc/stat", "latin1"))
   return match === null ? undefined : Number(match[1]) * 1000
 }
-const boot = hasProc ? bootMillis() : undefined
+const boot = procFound ? bootMillis() : undefined
+// Start times from /proc need the boot time: without it, the ps path (a running leader only).
+const hasProc = boot !== undefined
 
 // Fields from the state on, counted from the last ")": the command name may hold spaces and parentheses.
 const stat = (pid) => {
@@ -149,8 +151,12 @@ process.stdin.on("data", (chunk) => {
   while ((end = buffer.indexOf("\n")) >= 0) {
     const [op, pid, startedAt, grace] = buffer.slice(0, end).split(" ")
     buffer = buffer.slice(end + 1)
-    if (op === "+") watched.set(Number(pid), { startedAt: Number(startedAt), grace: Number(grace) })
-    else if (op === "-") watched.delete(Number(pid))
+    // A line that does not parse is dropped: a NaN start time would pass every comparison of the checks, and pid 1
+    // (or less) would make kill(-pid) signal every process.
+    const numbers = [Number(pid), Number(startedAt), Number(grace)]
+    if (op === "+" && numbers.every(Number.isFinite) && numbers[0] > 1) {
+      watched.set(numbers[0], { startedAt: numbers[1], grace: numbers[2] })
+    } else if (op === "-") watched.delete(Number(pid))
   }
 })
 process.stdin.on("end", () => void sweep())
