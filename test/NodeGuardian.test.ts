@@ -118,4 +118,23 @@ describe("a host SIGKILLed and never started again", () => {
     },
     30_000
   )
+
+  it("NodeGuardian: a guardian killed while the host runs is replaced, and the replacement sweeps", async () => {
+    const { child, report } = await startHost("watch")
+    const { reused, unwatched, watched } = report as Record<string, number>
+    const first = report.guardian as number
+    // A guardian that ran less than a second is not replaced at once (no loop of guardians that cannot run).
+    await sleep(1100)
+    process.kill(first, "SIGKILL")
+    const killedAt = performance.now()
+    while (alive([first]).length > 0 && performance.now() - killedAt < 2000) await sleep(10)
+    // The host sees the exit and starts another, which it tells what is watched now.
+    await sleep(300)
+    await killHost(child)
+    const start = performance.now()
+    while (alive([watched]).length > 0 && performance.now() - start < 3000) await sleep(5)
+    assert.deepStrictEqual(alive([watched]), [], "the replacement stopped the watched process")
+    await sleep(200)
+    assert.deepStrictEqual(alive([reused, unwatched]), [reused, unwatched])
+  }, 30_000)
 })

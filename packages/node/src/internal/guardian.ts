@@ -9,6 +9,8 @@ import type { WatchOptions } from "../NodeGuardian.js"
 import { source } from "./guardianScript.js"
 
 const defaultGrace = 1000
+/** How long a guardian must have run for its loss to start another at once. */
+const respawnAfter = 1000
 
 interface Guardian {
   readonly child: ChildProcess.ChildProcess
@@ -41,10 +43,14 @@ const spawnGuardian = (): Guardian | undefined => {
   const input = child.stdin
   if (input === null) return undefined
   const self: Guardian = { child, input }
+  const spawnedAt = Date.now()
   const lost = () => {
-    if (guardian === self) guardian = undefined
+    if (guardian !== self) return
+    guardian = undefined
+    // A guardian killed while groups are watched is replaced at once (and told everything again), unless it did not
+    // live a second: then the next watch tries again, so that a guardian that cannot run is not started in a loop.
+    if (watched.size > 0 && Date.now() - spawnedAt >= respawnAfter) replace()
   }
-  // A guardian that failed to start, or was killed: the next watch starts another and tells it everything again.
   child.once("error", lost)
   child.once("exit", lost)
   input.on("error", lost)
@@ -53,13 +59,14 @@ const spawnGuardian = (): Guardian | undefined => {
   return self
 }
 
+/** A new guardian, told everything watched now. */
+const replace = (): void => {
+  guardian = spawnGuardian()
+  for (const watch of watched.values()) guardian?.input.write(watch)
+}
+
 const send = (line: string): void => {
-  if (guardian === undefined) {
-    guardian = spawnGuardian()
-    // A new guardian is told everything watched now, this line included.
-    for (const watch of watched.values()) guardian?.input.write(watch)
-    return
-  }
+  if (guardian === undefined) return replace()
   // A pipe write is tried at once, in this call: the line is in the pipe before a SIGKILL can come.
   guardian.input.write(line)
 }
