@@ -9,7 +9,7 @@
  * per group it starts and per group that ended; when the host dies, however it dies, the kernel closes that end, the
  * guardian reads the end of its input, stops each watched group still there (SIGTERM, SIGKILL after the group's grace,
  * with `NodeReaper`'s checks against reused pids), and exits. A host that exits cleanly has forgotten its groups:
- * the guardian then exits at once.
+ * the guardian then exits at once. A guardian that dies while its host runs is replaced, and told what is watched.
  *
  * Linux has `PR_SET_PDEATHSIG` for this, but Node cannot set it in a child (no hook between fork and exec), it exists
  * on Linux only, and it names one signal for the direct child only, not its group. A guardian works wherever there are
