@@ -9,6 +9,7 @@ import type { WatchOptions } from "../NodeGuardian.js"
 import { source } from "./guardianScript.js"
 
 const defaultGrace = 1000
+const maxGrace = 2_147_483_647
 /** How long a guardian must have run for its loss to start another at once. */
 const respawnAfter = 1000
 
@@ -76,9 +77,12 @@ const send = (line: string): void => {
  */
 export const watch = (pid: number, options?: WatchOptions): () => void => {
   if (process.platform === "win32") return () => {}
-  const line = `+ ${pid} ${Math.round(options?.startedAt ?? Date.now())} ${
-    Math.max(0, Math.round(options?.graceMillis ?? defaultGrace))
-  }\n`
+  const grace = options?.graceMillis ?? defaultGrace
+  // An infinite grace (a `killGrace` of "infinity") is the longest the guardian's timer takes: a line with `Infinity`
+  // or `NaN` in it would not parse, and the group would not be watched at all.
+  const graceMillis = Number.isNaN(grace) ? defaultGrace : Math.min(maxGrace, Math.max(0, Math.round(grace)))
+  const startedAt = Math.round(options?.startedAt ?? Date.now())
+  const line = `+ ${pid} ${Number.isFinite(startedAt) ? startedAt : Date.now()} ${graceMillis}\n`
   watched.set(pid, line)
   send(line)
   let done = false
