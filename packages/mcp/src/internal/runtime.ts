@@ -6,7 +6,7 @@
  *
  * One runtime per journal (a directory of files, or a journal layer given by the host) and per process, not one per
  * transport: the journal's owner is the process, and its file is named after it, so two runtimes of one process would
- * write one file. It is built when the first
+ * write one file (and two on one SQLite or Postgres journal would claim one owner twice). It is built when the first
  * transport starts and disposed when the last one has closed, so that an idle host keeps no timer and no claim: the
  * runtime's journal file goes with it when nothing is left in it.
  *
