@@ -88,6 +88,13 @@ const check = (path) => {
     failures.push("exports[\".\"] is not in dist/")
   }
   if (manifest.exports?.["./internal/*"] !== null) failures.push("exports[\"./internal/*\"] is not null")
+  // `require` matches `default`, not `import`: without it a CommonJS program cannot load the package (Node >= 20.19
+  // and >= 22.12 load an ES module graph from `require`).
+  for (const [subpath, target] of Object.entries(manifest.exports ?? {})) {
+    if (target !== null && typeof target === "object" && target.default !== target.import) {
+      failures.push(`exports["${subpath}"] has no default condition equal to its import condition`)
+    }
+  }
   if (manifest.publishConfig !== undefined) failures.push("publishConfig is left in the packed manifest")
   for (const target of [entry?.types, entry?.import, `${entry?.import}.map`]) {
     if (typeof target === "string" && !files.has(`package/${target.slice(2)}`)) failures.push(`${target} is missing`)

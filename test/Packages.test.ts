@@ -8,7 +8,11 @@
  *   SIGTERM;
  * - Node 20.19 (`@lifeline/jsonrpc`, `@lifeline/kernel`, `@lifeline/journal`, `@lifeline/hermes`: no Node platform
  *   module): a Promise program, `PromiseConnection.open` over `TestTransport.layerServe`, a call and a drain.
- * A consumer `.ts` file is type-checked against the published `.d.ts`. The `hermes-host` bin of `@lifeline/hermes-node`
+ * CommonJS programs load the same packages with `require` (Node >= 20.19 and >= 22.12 load an ES module graph without
+ * top-level await from `require`; the packages' `default` export condition lets them): on Node 22.19 a `.cjs` host
+ * connects the MCP SDK's `Client` (itself CommonJS there) over `@lifeline/mcp`'s transport and lists a server's tools;
+ * on Node 20.19 a `.cjs` program calls through `PromiseConnection`. A consumer `.ts` file (and a `.cts` one, as
+ * CommonJS) is type-checked against the published `.d.ts`. The `hermes-host` bin of `@lifeline/hermes-node`
  * runs with `npx` from the installed tarball: its conformance kit checks the Python example extension of this
  * repository (every check passed).
  *
@@ -152,6 +156,100 @@ const report = await connection.close()
 process.stdout.write(JSON.stringify({ node: process.version, sum: await pending, drained: report.drained }))
 `
 
+// The same Promise program, as CommonJS: \`require\` of the ES module packages.
+const pureCjs = `const { Method, PromiseConnection, Protocol, ShutdownPolicy } = require("@lifeline/kernel")
+const { TestTransport } = require("@lifeline/kernel/testing")
+const { Effect, Schema } = require("effect")
+
+const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
+const Server = Protocol.make({ serves: [Add] })
+
+const main = async () => {
+  const connection = await PromiseConnection.open({
+    protocol: Protocol.flip(Server),
+    transport: TestTransport.layerServe(Server, { add: ([a, b]) => Effect.succeed(a + b) }),
+    handlers: {},
+    policy: ShutdownPolicy.drain("1 second")
+  })
+  const sum = await connection.client.call(Add, [1, 2])
+  await connection.close()
+  process.stdout.write(JSON.stringify({ node: process.version, sum }))
+}
+main().catch((error) => {
+  process.stderr.write(String((error && error.stack) || error))
+  process.exit(1)
+})
+`
+
+// A minimal MCP server over stdio (NDJSON): \`initialize\`, \`tools/list\`; it exits at the end of its stdin.
+const mcpServerCjs = `let buffer = ""
+process.stdin.setEncoding("utf8")
+process.stdin.on("data", (chunk) => {
+  buffer += chunk
+  let end
+  while ((end = buffer.indexOf("\\n")) >= 0) {
+    const message = JSON.parse(buffer.slice(0, end))
+    buffer = buffer.slice(end + 1)
+    if (message.id === undefined || message.method === undefined) continue
+    const result = message.method === "initialize"
+      ? {
+        protocolVersion: message.params.protocolVersion,
+        capabilities: { tools: {} },
+        serverInfo: { name: "cjs-server", version: "1.0.0" }
+      }
+      : message.method === "tools/list"
+      ? { tools: [{ name: "echo", inputSchema: { type: "object" } }] }
+      : {}
+    process.stdout.write(JSON.stringify({ jsonrpc: "2.0", id: message.id, result }) + "\\n")
+  }
+})
+process.stdin.on("end", () => process.exit(0))
+`
+
+// A CommonJS MCP host: the SDK's \`Client\` (CommonJS) over \`@lifeline/mcp\`'s transport, loaded with \`require\`.
+const mcpHostCjs = `const { StdioClientTransport } = require("@lifeline/mcp/StdioClientTransport")
+const barrel = require("@lifeline/mcp")
+const { Client } = require("@modelcontextprotocol/sdk/client/index.js")
+const Path = require("node:path")
+
+const main = async () => {
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [Path.join(__dirname, "mcp-server.cjs")],
+    journalDirectory: Path.join(__dirname, "journal")
+  })
+  const client = new Client({ name: "cjs-host", version: "1.0.0" })
+  await client.connect(transport)
+  const { tools } = await client.listTools()
+  const pid = transport.pid
+  await client.close()
+  let alive = true
+  try {
+    process.kill(pid, 0)
+  } catch {
+    alive = false
+  }
+  process.stdout.write(JSON.stringify({
+    node: process.version,
+    barrel: barrel.StdioClientTransport.StdioClientTransport === StdioClientTransport,
+    server: client.getServerVersion().name,
+    tools: tools.map((tool) => tool.name),
+    aliveAfterClose: alive
+  }))
+}
+main().catch((error) => {
+  process.stderr.write(String((error && error.stack) || error))
+  process.exit(1)
+})
+`
+
+// The MCP transport from a CommonJS TypeScript file (\`require\` of an ES module, which TypeScript 5.8+ allows).
+const consumerCts = `import { StdioClientTransport } from "@lifeline/mcp/StdioClientTransport"
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
+
+export const transport: Transport = new StdioClientTransport({ command: "server", args: ["--stdio"] })
+`
+
 const consumerTs = `import type { Peer } from "@lifeline/kernel"
 import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
 import { TestTransport } from "@lifeline/kernel/testing"
@@ -221,7 +319,7 @@ const consumerTsconfig = {
     noEmit: true,
     skipLibCheck: false
   },
-  files: ["consumer.ts"]
+  files: ["consumer.ts", "consumer.cts"]
 }
 
 describe("the published packages, installed with npm outside the workspace", () => {
@@ -308,6 +406,16 @@ describe("the published packages, installed with npm outside the workspace", () 
       })
       expectSuccess("pure.mjs", ranPure)
       assert.deepStrictEqual(JSON.parse(ranPure.stdout), { node: `v${oldestNode.pure}`, sum: 3, drained: true })
+      Fs.writeFileSync(Path.join(pure, "pure.cjs"), pureCjs)
+      const ranPureCjs = await run(Path.join(pure, "node_modules", ".bin", "node"), ["pure.cjs"], {
+        cwd: pure,
+        timeoutMs: 30_000
+      })
+      expectSuccess("pure.cjs (require)", ranPureCjs)
+      assert.deepStrictEqual(JSON.parse(ranPureCjs.stdout), { node: `v${oldestNode.pure}`, sum: 3 })
+      process.stderr.write(
+        `[packages] pure.cjs on Node ${oldestNode.pure}, stderr: ${JSON.stringify(ranPureCjs.stderr)}\n`
+      )
 
       Fs.writeFileSync(
         Path.join(project, "package.json"),
@@ -339,7 +447,12 @@ describe("the published packages, installed with npm outside the workspace", () 
       const kernel = JSON.parse(
         Fs.readFileSync(Path.join(project, "node_modules", "@lifeline", "kernel", "package.json"), "utf8")
       )
-      assert.deepStrictEqual(kernel.exports["."], { types: "./dist/index.d.ts", import: "./dist/index.js" })
+      // `default` next to `import`: `require` (which `import` does not match) loads the same ES module.
+      assert.deepStrictEqual(kernel.exports["."], {
+        types: "./dist/index.d.ts",
+        import: "./dist/index.js",
+        default: "./dist/index.js"
+      })
       assert.strictEqual(kernel.exports["./internal/*"], null)
       assert.strictEqual(kernel.dependencies["@lifeline/jsonrpc"], version)
       assert.isUndefined(kernel.publishConfig)
@@ -348,11 +461,29 @@ describe("the published packages, installed with npm outside the workspace", () 
       Fs.writeFileSync(Path.join(project, "server.mjs"), server)
       Fs.writeFileSync(Path.join(project, "client.mjs"), client)
       Fs.writeFileSync(Path.join(project, "consumer.ts"), consumerTs)
+      Fs.writeFileSync(Path.join(project, "consumer.cts"), consumerCts)
+      Fs.writeFileSync(Path.join(project, "mcp-server.cjs"), mcpServerCjs)
+      Fs.writeFileSync(Path.join(project, "mcp-host.cjs"), mcpHostCjs)
       Fs.writeFileSync(Path.join(project, "tsconfig.json"), JSON.stringify(consumerTsconfig, null, 2))
 
       expectSuccess(
         "tsc on the consumer against the published .d.ts",
-        await run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: project, timeoutMs: 60_000 })
+        await run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: project, timeoutMs: 120_000 })
+      )
+
+      // A CommonJS MCP host on the oldest Node: `require` of @lifeline/mcp (and of what it depends on), the SDK's
+      // CommonJS `Client`, a server's tools listed, the server gone after `close()`.
+      const ranMcpCjs = await run(oldNode, ["mcp-host.cjs"], { cwd: project, timeoutMs: 30_000 })
+      expectSuccess("mcp-host.cjs (require)", ranMcpCjs)
+      assert.deepStrictEqual(JSON.parse(ranMcpCjs.stdout), {
+        node: `v${oldestNode.platform}`,
+        barrel: true,
+        server: "cjs-server",
+        tools: ["echo"],
+        aliveAfterClose: false
+      })
+      process.stderr.write(
+        `[packages] mcp-host.cjs on Node ${oldestNode.platform}, stderr: ${JSON.stringify(ranMcpCjs.stderr)}\n`
       )
 
       // The conformance kit as an extension author outside the repository runs it: `npx hermes-host` is the package's

@@ -9,14 +9,16 @@
  *
  * @since 0.1.0
  */
+import type * as Journal from "@lifeline/journal/Journal"
 import * as Bounds from "@lifeline/kernel/Bounds"
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
 import type * as Duration from "effect/Duration"
+import type * as Layer from "effect/Layer"
 import type { IOType } from "node:child_process"
 import * as Fs from "node:fs"
 import { PassThrough, type Stream, Writable } from "node:stream"
-import * as HostSignals from "./internal/hostSignals.js"
+import * as HostDeath from "./internal/hostDeath.js"
 import * as Runtime from "./internal/runtime.js"
 import * as Server from "./internal/server.js"
 
@@ -96,6 +98,14 @@ export interface StdioServerParameters {
    */
   readonly journalDirectory?: string | undefined
   /**
+   * A journal to record this process's servers in instead of the default file, as a layer: `SqliteJournal.layer({
+   * filename })` from `@lifeline/sqlite`, `PgJournal.layer(...)` from `@lifeline/postgres` (installed by the host: not
+   * dependencies of this package). The servers of dead hosts recorded there are swept when it is opened, by the first
+   * transport of this process that names this layer object (share one object between transports: each object is
+   * one journal, opened once). `journalDirectory` is then not used. Default: none (the file journal).
+   */
+  readonly journal?: Layer.Layer<Journal.Journal, unknown> | undefined
+  /**
    * The server runs in a process group of its own, out of the terminal's job: a Ctrl-C (SIGINT), a closed terminal
    * (SIGHUP) or a `kill` (SIGTERM) of a host that has no listener for that signal would kill the host and leave the
    * server running. While the server runs, the transport listens for those signals when the host does not: it sends
@@ -103,6 +113,14 @@ export interface StdioServerParameters {
    * the host's own wins (it is expected to close the transport). Default `true`.
    */
   readonly forwardHostSignals?: boolean | undefined
+  /**
+   * The server is watched by this process's guardian (`NodeGuardian` from `@lifeline/node`: one small detached Node
+   * process per host, started with the first server): when the host dies without closing the transport, whatever
+   * kills it (SIGKILL, the out-of-memory killer, a signal it has no handler for), the guardian sends SIGTERM to the
+   * server's group, SIGKILL `killGrace` later, after checking that the pids are still the ones spawned. Without it, a
+   * dead host's servers are swept only at the next start of a host on the same journal. Default `true`.
+   */
+  readonly guardian?: boolean | undefined
 }
 
 const defaultMaxBufferSize = 10 * 1024 * 1024
@@ -198,12 +216,17 @@ export class StdioClientTransport implements Transport {
     }
     let lease: Runtime.Lease
     try {
-      lease = await Runtime.acquire(parameters.journalDirectory)
+      lease = await Runtime.acquire(
+        parameters.journal === undefined
+          ? { _tag: "Directory", directory: parameters.journalDirectory }
+          : { _tag: "Layer", layer: parameters.journal }
+      )
     } catch (error) {
       throw fail(error)
     }
     this.#lease = lease
     const sink = this.#stderrSink()
+    const startedAt = Date.now()
     try {
       this.#server = await lease.runtime.runPromise(Server.open({
         command: parameters.command,
@@ -228,7 +251,12 @@ export class StdioClientTransport implements Transport {
     // A close() called while starting has waited for this, and closes the server after it.
     this.#state = "open"
     const server = this.#server
-    if (parameters.forwardHostSignals !== false) this.#unregister = HostSignals.register(server.pid, server.endInput)
+    this.#unregister = HostDeath.register(server.pid, server.endInput, {
+      forwardHostSignals: parameters.forwardHostSignals !== false,
+      guardian: parameters.guardian !== false,
+      startedAt,
+      killGrace: parameters.killGrace ?? defaultKillGrace
+    })
     // The server exits by itself: once its last line is delivered, `onclose` is called and what is left of its group
     // stopped. During a close(), the close does both, in the other order.
     lease.runtime.runPromise(Server.exitedAndDrained(server, "100 millis")).then(

@@ -10,7 +10,7 @@ import * as NodeChildProcessSpawner from "@effect/platform-node/NodeChildProcess
 import type * as Journal from "@lifeline/journal/Journal"
 import type * as Process from "@lifeline/kernel/Process"
 import * as StopSequence from "@lifeline/kernel/StopSequence"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as FileSystem from "effect/FileSystem"
 import * as Layer from "effect/Layer"
@@ -47,6 +47,14 @@ export interface Options {
   readonly directory?: string | undefined
   /** How long the sweep at start gives a dead owner's child after SIGTERM, and again after SIGKILL. Default 1 s. */
   readonly reapGrace?: Duration.Input | undefined
+  /**
+   * Each child's group is watched by this process's guardian (`NodeGuardian`: one small detached Node process per
+   * host, started with the first child): if this process dies without stopping its children (SIGKILL, a signal it has
+   * no handler for) and no host starts again to sweep the journal, the guardian sends SIGTERM to each group still
+   * there, SIGKILL `reapGrace` later, with `NodeReaper`'s checks against reused pids. Default `false` here (one more
+   * process per host); `@lifeline/mcp`'s transport turns it on.
+   */
+  readonly guardian?: boolean | undefined
 }
 
 /**
@@ -72,7 +80,8 @@ export const make = (
     return internal.make(spawner, {
       killGrace: bounds.killGrace,
       verifyTimeout: bounds.verifyTimeout,
-      recorder
+      recorder,
+      guardianGrace: options.guardian === true ? Duration.toMillis(options.reapGrace ?? bounds.killGrace) : undefined
     })
   })
 

@@ -23,6 +23,30 @@
 export * as NodeChildProcess from "./NodeChildProcess.js"
 
 /**
+ * One guardian process per host process, so that a host that dies without running any of its code (SIGKILL, the
+ * out-of-memory killer, a signal it has no handler for) and is never started again leaves no child running. The
+ * journal's sweep runs at the next start of a host; the guardian runs at the host's death.
+ *
+ * The guardian is a small Node program (no module of its own to load: `node -e`), spawned detached (a session of its
+ * own: no terminal signal reaches it) when the first process group is watched, and kept for the host's life without
+ * keeping the host's event loop alive. Its stdin is a pipe whose write end only the host holds: the host writes a line
+ * per group it starts and per group that ended; when the host dies, however it dies, the kernel closes that end, the
+ * guardian reads the end of its input, stops each watched group still there (SIGTERM, SIGKILL after the group's grace,
+ * with `NodeReaper`'s checks against reused pids), and exits. A host that exits cleanly has forgotten its groups:
+ * the guardian then exits at once. A guardian that dies while its host runs is replaced, and told what is watched.
+ *
+ * Linux has `PR_SET_PDEATHSIG` for this, but Node cannot set it in a child (no hook between fork and exec), it exists
+ * on Linux only, and it names one signal for the direct child only, not its group. A guardian works wherever there are
+ * process groups, for any command, at the cost of one idle process per host (not one per child).
+ *
+ * Hand-written on `node:child_process`, outside Effect: it must work from Promise code, and the watch must be in
+ * place the moment a child is spawned, with no fiber or runtime between the host's death and the guardian's sweep.
+ *
+ * @since 0.2.0
+ */
+export * as NodeGuardian from "./NodeGuardian.js"
+
+/**
  * What a `Journal` needs from Node: who this process is, recorded with its owner claims (`identity`), and whether the
  * process that holds a claim on this host still runs (`liveness`). Pass both to `Journal.make` over any backend;
  * `@lifeline/sqlite`'s `SqliteJournal` does.

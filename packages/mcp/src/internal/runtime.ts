@@ -4,8 +4,9 @@
  * the whole group, every server recorded in a journal under an owner unique to this process, the servers of dead
  * owners swept when the runtime is built).
  *
- * One runtime per journal directory and per process, not one per transport: the journal's owner is the process, and
- * its file is named after it, so two runtimes of one process would write one file. It is built when the first
+ * One runtime per journal (a directory of files, or a journal layer given by the host) and per process, not one per
+ * transport: the journal's owner is the process, and its file is named after it, so two runtimes of one process would
+ * write one file (and two on one SQLite or Postgres journal would claim one owner twice). It is built when the first
  * transport starts and disposed when the last one has closed, so that an idle host keeps no timer and no claim: the
  * runtime's journal file goes with it when nothing is left in it.
  *
@@ -13,8 +14,10 @@
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
+import * as Journal from "@lifeline/journal/Journal"
 import * as NodeStdio from "@lifeline/node/NodeStdio"
 import * as NodeSupervisedSpawner from "@lifeline/node/NodeSupervisedSpawner"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as ManagedRuntime from "effect/ManagedRuntime"
@@ -23,20 +26,39 @@ import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 /**
  * @internal
  */
-export type Runtime = ManagedRuntime.ManagedRuntime<ChildProcessSpawner.ChildProcessSpawner, never>
+export type Runtime = ManagedRuntime.ManagedRuntime<ChildProcessSpawner.ChildProcessSpawner, unknown>
+
+/**
+ * Where the servers are recorded: the default file journal in `directory` (`undefined`: `NodeSupervisedSpawner`'s
+ * default directory), or the journal a layer builds (SQLite, Postgres).
+ *
+ * @internal
+ */
+export type JournalChoice =
+  | { readonly _tag: "Directory"; readonly directory: string | undefined }
+  | { readonly _tag: "Layer"; readonly layer: Layer.Layer<Journal.Journal, unknown> }
 
 interface Shared {
   readonly runtime: Runtime
   users: number
 }
 
-const shared = new Map<string, Shared>()
-/** Disposals under way, by directory: a new runtime for the same directory waits for the old one's journal to close. */
-const disposing = new Map<string, Promise<void>>()
+/** By directory, or by the layer object: one runtime, so one owner, per journal. */
+const shared = new Map<unknown, Shared>()
+/** Disposals under way, by journal: a new runtime for the same journal waits for the old one's journal to close. */
+const disposing = new Map<unknown, Promise<void>>()
 
-const build = (directory: string | undefined): Runtime =>
+const spawnerLayer = (choice: JournalChoice) =>
+  choice._tag === "Directory"
+    ? NodeSupervisedSpawner.layerOptions({ directory: choice.directory })
+    : Layer.unwrap(Effect.gen(function*() {
+      const journal = yield* Journal.Journal
+      return NodeSupervisedSpawner.layerOptions({ journal })
+    })).pipe(Layer.provide(choice.layer))
+
+const build = (choice: JournalChoice): Runtime =>
   ManagedRuntime.make(
-    NodeSupervisedSpawner.layerOptions({ directory }).pipe(
+    spawnerLayer(choice).pipe(
       Layer.provide([NodeFileSystem.layer, NodePath.layer]),
       // Logs (a sweep at start, a group that needed SIGKILL) go to stderr as logfmt lines, never to stdout: the host
       // may itself be a stdio server, whose stdout carries frames only.
@@ -45,8 +67,8 @@ const build = (directory: string | undefined): Runtime =>
   )
 
 /**
- * A lease on the shared runtime of `directory` (`undefined`: `NodeSupervisedSpawner`'s default directory). Its
- * layer (and so the sweep of dead owners) is built by the first lease of a runtime, before it is returned.
+ * A lease on the shared runtime of a journal. Its layer (and so the sweep of dead owners, and the opening of a
+ * journal layer) is built by the first lease of a runtime, before it is returned.
  *
  * @internal
  */
@@ -59,14 +81,14 @@ export interface Lease {
 /**
  * @internal
  */
-export const acquire = async (directory: string | undefined): Promise<Lease> => {
-  const key = directory ?? ""
+export const acquire = async (choice: JournalChoice): Promise<Lease> => {
+  const key = choice._tag === "Directory" ? choice.directory ?? "" : choice.layer
   let entry = shared.get(key)
   if (entry === undefined) {
     await disposing.get(key)
     entry = shared.get(key)
     if (entry === undefined) {
-      entry = { runtime: build(directory), users: 0 }
+      entry = { runtime: build(choice), users: 0 }
       shared.set(key, entry)
     }
   }

@@ -21,6 +21,7 @@ import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { argvOf } from "./childCommand.js"
+import * as Guardian from "./guardian.js"
 import type { Entry, Recorder } from "./spawnerJournal.js"
 import * as Supervisor from "./supervisor.js"
 
@@ -31,6 +32,8 @@ export interface Settings {
   readonly killGrace: Duration.Input
   readonly verifyTimeout: Duration.Input
   readonly recorder: Recorder | undefined
+  /** Each child watched by the host's guardian with this grace (ms) between its SIGTERM and SIGKILL; none: not. */
+  readonly guardianGrace: number | undefined
 }
 
 /**
@@ -124,14 +127,25 @@ export const make = (
 
       const argv = argvOf(command)
       let entry: Entry | undefined
-      const record = settings.recorder === undefined ? Effect.void : Effect.map(
-        settings.recorder.record(child.pid, argv),
-        (recorded) => {
-          entry = recorded
-        }
+      let unwatch: (() => void) | undefined
+      const guardianGrace = settings.guardianGrace
+      // Watched before the journal write: the guardian's line is in its pipe at once, a journal write takes longer.
+      const watch = guardianGrace === undefined ? Effect.void : Effect.sync(() => {
+        unwatch ??= Guardian.watch(child.pid, { graceMillis: guardianGrace })
+      })
+      const record = Effect.andThen(
+        watch,
+        settings.recorder === undefined ? Effect.void : Effect.map(
+          settings.recorder.record(child.pid, argv),
+          (recorded) => {
+            entry = recorded
+          }
+        )
       )
       const forget = (end: Process.ExitStatus | undefined) =>
         Effect.suspend(() => {
+          unwatch?.()
+          unwatch = undefined
           const recorded = entry
           entry = undefined
           return recorded === undefined ? Effect.void : recorded.exited(end)
