@@ -21,18 +21,18 @@ import * as Schedule from "effect/Schedule"
 // left so is deleted here once the journal is back: it is taken again (the journal replaces a row it left itself)
 // and let go.
 
-/** How long the deletion of a left claim is retried. */
-export const leftClaimRetryWindow: Duration.Input = "10 minutes"
+/** How long the deletion of an unreleased claim is retried. */
+export const unreleasedClaimRetryWindow: Duration.Input = "10 minutes"
 
 /** The pause between two tries. */
-export const leftClaimRetryInterval: Duration.Input = "500 millis"
+export const unreleasedClaimRetryInterval: Duration.Input = "500 millis"
 
 /**
  * Deletes the claim on `owner` that this journal (`token`) left stored when it let go of it: retried every
- * `leftClaimRetryInterval` for up to `leftClaimRetryWindow` while the journal cannot be reached. Stops as soon as the
+ * `unreleasedClaimRetryInterval` for up to `unreleasedClaimRetryWindow` while the journal cannot be reached. Stops as soon as the
  * claim is gone, held by another journal, or held by this one again (the session came back to this runner).
  */
-export const deleteLeftClaim = (
+export const deleteUnreleasedClaim = (
   journal: Journal.Journal.Service,
   owner: string,
   token: string,
@@ -70,7 +70,9 @@ export const deleteLeftClaim = (
   return attempt.pipe(
     Effect.retry({
       while: (error) => error.reason === "Storage",
-      schedule: Schedule.spaced(leftClaimRetryInterval).pipe(Schedule.upTo({ duration: leftClaimRetryWindow }))
+      schedule: Schedule.spaced(unreleasedClaimRetryInterval).pipe(
+        Schedule.upTo({ duration: unreleasedClaimRetryWindow })
+      )
     }),
     Effect.tap((outcome) =>
       outcome === "deleted"
