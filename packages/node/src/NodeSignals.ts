@@ -34,7 +34,7 @@ import type * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import * as internalLogger from "./internal/logger.js"
-import { flushWritable, unsafeGuard } from "./internal/streams.js"
+import { flushWritable, unsafeGuard } from "./internal/guardedStream.js"
 
 /**
  * The signals that stop a Lifeline process. SIGHUP (the terminal went away) is handled like SIGTERM.

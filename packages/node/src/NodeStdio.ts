@@ -24,7 +24,7 @@ import { Console } from "node:console"
 import * as internalLogger from "./internal/logger.js"
 import * as internalStream from "./internal/nodeStream.js"
 import * as Processes from "./internal/processes.js"
-import { unsafeGuard } from "./internal/streams.js"
+import { unsafeGuard } from "./internal/guardedStream.js"
 import * as NodeSignals from "./NodeSignals.js"
 
 /**

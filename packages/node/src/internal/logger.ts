@@ -8,7 +8,7 @@ import * as UntrustedText from "@lifeline/kernel/UntrustedText"
 import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import type * as Scope from "effect/Scope"
-import { type Guarded, unsafeGuard } from "./streams.js"
+import { type Guarded, unsafeGuard } from "./guardedStream.js"
 
 /**
  * The line with every control character, line or paragraph separator and bidirectional override written as a
