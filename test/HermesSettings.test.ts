@@ -4,7 +4,7 @@
  * settings of its own: it ignores them and keeps working.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ExtensionHost, MessageStore, Windows } from "@lifeline/hermes"
+import { ExtensionHost, MessageStore, WindowPresenter } from "@lifeline/hermes"
 import type { Spawner } from "@lifeline/hermes"
 import { NodeSpawner } from "@lifeline/hermes-node"
 import { Effect, Option, References } from "effect"
@@ -56,7 +56,7 @@ describe("Hermes: new settings restart a real extension with them", () => {
       }).pipe(
         Effect.scoped,
         Effect.provide(NodeSpawner.layer()),
-        Effect.provideService(Windows.Windows, { present: () => Effect.succeed({ skipped: "test" }) }),
+        Effect.provideService(WindowPresenter.WindowPresenter, { present: () => Effect.succeed({ skipped: "test" }) }),
         Effect.provideService(References.MinimumLogLevel, "Error")
       ),
     { timeout: 30_000 }

@@ -19,7 +19,7 @@ import * as ExtensionHost from "@lifeline/hermes/ExtensionHost"
 import type * as HermesProtocol from "@lifeline/hermes/HermesProtocol"
 import * as MessageStore from "@lifeline/hermes/MessageStore"
 import * as Spawner from "@lifeline/hermes/Spawner"
-import * as Windows from "@lifeline/hermes/Windows"
+import * as WindowPresenter from "@lifeline/hermes/WindowPresenter"
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import type * as Process from "@lifeline/kernel/Process"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
@@ -463,7 +463,7 @@ export const main = async (argv: ReadonlyArray<string>, defaults: Defaults): Pro
 
   const HostLive = Layer.mergeAll(
     MessageStore.layer(settings.before),
-    Windows.layerHeadless.pipe(Layer.provide(FetchHttpClient.layer))
+    WindowPresenter.layerHeadless.pipe(Layer.provide(FetchHttpClient.layer))
   )
 
   NodeSignals.runMain(

@@ -26,7 +26,7 @@ import type * as ExtensionHost from "../ExtensionHost.js"
 import * as HermesProtocol from "../HermesProtocol.js"
 import * as MessageStore from "../MessageStore.js"
 import * as Spawner from "../Spawner.js"
-import * as Windows from "../Windows.js"
+import * as WindowPresenter from "../WindowPresenter.js"
 import * as EventLog from "./extensionHostEvents.js"
 import * as Handlers from "./extensionHostHandlers.js"
 import * as Launch from "./extensionHostLaunch.js"
@@ -51,12 +51,12 @@ export const start = (
 ): Effect.Effect<
   ExtensionHost.Extension,
   never,
-  Scope.Scope | Spawner.Spawner | MessageStore.MessageStore | Windows.Windows
+  Scope.Scope | Spawner.Spawner | MessageStore.MessageStore | WindowPresenter.WindowPresenter
 > =>
   Effect.gen(function*() {
     const spawner = yield* Spawner.Spawner
     const store = yield* MessageStore.MessageStore
-    const windows = yield* Windows.Windows
+    const windows = yield* WindowPresenter.WindowPresenter
     const initializeTimeout = Duration.fromInputUnsafe(options.initializeTimeout ?? HermesProtocol.INITIALIZE_TIMEOUT)
     const shutdownTimeout = Duration.fromInputUnsafe(options.shutdownTimeout ?? HermesProtocol.SHUTDOWN_TIMEOUT)
     const exitGrace = Duration.fromInputUnsafe(options.exitGrace ?? Bounds.hostExitGrace)
