@@ -20,8 +20,8 @@
  */
 // Deep imports keep start-up short: the barrels would load every module of every package.
 import * as Journal from "@lifeline/journal/Journal"
+import * as JournaledOperation from "@lifeline/journal/JournaledOperation"
 import type * as JournalEntry from "@lifeline/journal/JournalEntry"
-import * as JournalTrack from "@lifeline/journal/JournalTrack"
 import * as ProcessRecord from "@lifeline/journal/ProcessRecord"
 import * as Recovery from "@lifeline/journal/Recovery"
 import * as DurationInput from "@lifeline/kernel/DurationInput"
@@ -274,7 +274,9 @@ const run = Effect.gen(function*() {
       yield* say(`turn ${turn.turn} llm: answered before the restart (from the journal)`)
     }
     // A completed step is not run again: `track` returns its stored answer.
-    const plan = yield* think(turn, false).pipe(JournalTrack.track("llm", llm, { turn: turn.turn }, { result: Plan }))
+    const plan = yield* think(turn, false).pipe(
+      JournaledOperation.run("llm", llm, { turn: turn.turn }, { result: Plan })
+    )
 
     const key = toolKey(turn)
     const before = yield* journal.get(key)
@@ -297,7 +299,7 @@ const run = Effect.gen(function*() {
       input: plan.input,
       attempt,
       ms: toolMs * turn.weight
-    }).pipe(JournalTrack.track("tool", key, { turn: turn.turn, tool: plan.tool, input: plan.input }, {
+    }).pipe(JournaledOperation.run("tool", key, { turn: turn.turn, tool: plan.tool, input: plan.input }, {
       result: RunTool.result
     }))
     yield* say(`turn ${turn.turn} tool: ${output}`)

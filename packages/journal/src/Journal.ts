@@ -3,7 +3,7 @@
  * and again when it ends, so that on start-up `Recovery` finds what was interrupted and resumes or fails it instead of
  * losing it. `make` builds the service on a storage backend (`JournalBackend`); `layerMemory` keeps it in memory,
  * `@lifeline/sqlite` and `@lifeline/postgres` on disk. The entries are in `JournalEntry`, the errors in
- * `JournalError`, owner claims in `JournalClaim`, and `JournalTrack.track` runs an effect as a journaled operation.
+ * `JournalError`, owner claims in `JournalClaim`, and `JournaledOperation.run` runs an effect as a journaled operation.
  *
  * @since 0.1.0
  */

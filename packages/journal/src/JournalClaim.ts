@@ -86,7 +86,7 @@ export interface Identity {
 export type Liveness = (claim: Claim) => Effect.Effect<"Alive" | "Dead" | "Unknown">
 
 /**
- * The name of the host that owns the operations this program begins: `JournalTrack.track` records it and `Recovery`
+ * The name of the host that owns the operations this program begins: `JournaledOperation.run` records it and `Recovery`
  * recovers only its operations. Hosts that share one journal (one SQL server) must use distinct, stable names; the
  * default, `"local"`, suits a journal of its own.
  *
