@@ -313,25 +313,25 @@ describe("ShutdownPolicy", () => {
             failing([ShutdownPolicy.POLICY_VARIABLE], { [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: "3x" })
           )
         )
-        assert.strictEqual(sourceMessage(policyDown), "LIFELINE_SHUTDOWN_POLICY is unreachable")
+        assert.strictEqual(sourceMessage(policyDown), `${ShutdownPolicy.POLICY_VARIABLE} is unreachable`)
         const timeoutDown = yield* Effect.flip(
           ShutdownPolicy.config.pipe(
             failing([ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE], { [ShutdownPolicy.POLICY_VARIABLE]: "nope" })
           )
         )
-        assert.strictEqual(sourceMessage(timeoutDown), "LIFELINE_DRAIN_TIMEOUT is unreachable")
+        assert.strictEqual(sourceMessage(timeoutDown), `${ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE} is unreachable`)
         const bothDown = yield* Effect.flip(
           ShutdownPolicy.config.pipe(
             failing([ShutdownPolicy.POLICY_VARIABLE, ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE], {})
           )
         )
-        assert.strictEqual(sourceMessage(bothDown), "LIFELINE_SHUTDOWN_POLICY is unreachable")
+        assert.strictEqual(sourceMessage(bothDown), `${ShutdownPolicy.POLICY_VARIABLE} is unreachable`)
         const timeoutOnly = yield* Effect.flip(
           ShutdownPolicy.config.pipe(
             failing([ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE], { [ShutdownPolicy.POLICY_VARIABLE]: "drain" })
           )
         )
-        assert.strictEqual(sourceMessage(timeoutOnly), "LIFELINE_DRAIN_TIMEOUT is unreachable")
+        assert.strictEqual(sourceMessage(timeoutOnly), `${ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE} is unreachable`)
       }))
   })
 })

@@ -188,7 +188,7 @@ const recording = <A>(step: Effect.Effect<A, JournalError.JournalError>) =>
   })
 
 /** How `drained` names what it waits for in its log line, and what it does when the interruption comes. */
-export interface DrainOptions {
+interface DrainOptions {
   readonly drainTimeout: Duration.Input
   /** Names what is drained in the log line of a drain that ran out ("operation k-1", "the recovery of session s"). */
   readonly label: string

@@ -41,7 +41,7 @@ export const resetRetryWindow: Duration.Input = "10 minutes"
 export const resetAttemptTimeout: Duration.Input = "5 seconds"
 
 /** The pause between two tries. */
-export const resetRetryInterval: Duration.Input = "500 millis"
+const resetRetryInterval: Duration.Input = "500 millis"
 
 /**
  * A reset retried every `resetRetryInterval` (each try bounded by `resetAttemptTimeout`) for up to `resetRetryWindow`,

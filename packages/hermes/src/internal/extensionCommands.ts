@@ -17,7 +17,7 @@ export interface Queued<C> {
 }
 
 /** What the queue needs of the loop. @internal */
-export interface QueueContext<C> {
+interface QueueContext<C> {
   readonly commands: FiberSet.FiberSet<void, never>
   readonly maxConcurrent: number
   readonly maxQueued: number
@@ -30,7 +30,7 @@ export interface QueueContext<C> {
 }
 
 /** @internal */
-export interface CommandQueue<C> {
+interface CommandQueue<C> {
   /** Runs `next`, queues it, or refuses it. */
   readonly offer: (next: Queued<C>) => Effect.Effect<void>
   /** Drops the commands still waiting and logs the burst of refusals under way; succeeds with how many it dropped. */

@@ -79,7 +79,7 @@ export interface LaunchContext {
  *
  * @internal
  */
-export type Launched =
+type Launched =
   | {
     readonly _tag: "Ready"
     readonly generation: Generation

@@ -18,7 +18,7 @@ import { type Guarded, unsafeGuard } from "./guardedStream.js"
  *
  * @internal
  */
-export const escapeLine: (line: string) => string = UntrustedText.escape
+const escapeLine: (line: string) => string = UntrustedText.escape
 
 /**
  * One logfmt line per entry, written straight to `stderr` (not through `console`, which user code may replace, and
@@ -46,7 +46,7 @@ export const stderrLogger: Logger.Logger<unknown, void> = makeStderrLogger(proce
  *
  * @internal
  */
-export const useLogger =
+const useLogger =
   (logger: Logger.Logger<unknown, void>) =>
   (loggers: ReadonlySet<Logger.Logger<unknown, any>>): ReadonlySet<Logger.Logger<unknown, any>> => {
     const next = new Set(loggers)

@@ -36,7 +36,7 @@ export interface Reader<E> {
  *
  * @internal
  */
-export interface ReaderOptions<E> {
+interface ReaderOptions<E> {
   /**
    * Ends the stream early with an error: given a callback that fails the stream, returns how to stop listening.
    * (A plain callback, not `Stream.interruptWhen`, which races every pull against the signal: that tripled a round
