@@ -26,8 +26,8 @@
  *
  * Measured on this 2-core machine with two CPU hogs and `vitest run --project fleet` running beside it (the conditions
  * of the full suite): 6 consecutive runs of this file passed, 39–43 s each (the first test 20.5–24.1 s, the second
- * 17.6–19.4 s). Without the retry of the reset the first test hung in 2 runs of 2, without the deletion of unreleased claims
- * the second in 1 of 1. In a run of the whole integration project (31 files) it passed in 37.9 s.
+ * 17.6–19.4 s). Without the retry of the reset the first test hung in 2 runs of 2, without the deletion of unreleased
+ * claims the second in 1 of 1. In a run of the whole integration project (31 files) it passed in 37.9 s.
  */
 import { assert, it } from "@effect/vitest"
 import { Effect } from "effect"

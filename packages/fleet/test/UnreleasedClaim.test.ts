@@ -1,8 +1,8 @@
 /**
  * A session's claim that its runner's journal could not delete when the session stopped (Postgres down): on the same
  * host it never expires while that runner lives (a live holder keeps its claim past expiry), so the session's next
- * runner waited for it as long as the first one ran. `deleteUnreleasedClaim` deletes it once the journal is back. This was
- * the hang of test/FleetOutage.test.ts in a run of the whole integration project: a runner that held all the shards
+ * runner waited for it as long as the first one ran. `deleteUnreleasedClaim` deletes it once the journal is back. This
+ * was the hang of test/FleetOutage.test.ts in a run of the whole integration project: a runner that held all the shards
  * when Postgres stopped could not release its sessions' claims, and the runners that took those sessions afterwards
  * waited for 60 s, until the test ended.
  */

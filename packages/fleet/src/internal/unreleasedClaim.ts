@@ -29,8 +29,8 @@ export const unreleasedClaimRetryInterval: Duration.Input = "500 millis"
 
 /**
  * Deletes the claim on `owner` that this journal (`token`) left stored when it let go of it: retried every
- * `unreleasedClaimRetryInterval` for up to `unreleasedClaimRetryWindow` while the journal cannot be reached. Stops as soon as the
- * claim is gone, held by another journal, or held by this one again (the session came back to this runner).
+ * `unreleasedClaimRetryInterval` for up to `unreleasedClaimRetryWindow` while the journal cannot be reached. Stops as
+ * soon as the claim is gone, held by another journal, or held by this one again (the session came back to this runner).
  */
 export const deleteUnreleasedClaim = (
   journal: Journal.Journal.Service,
