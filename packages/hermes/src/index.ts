@@ -44,7 +44,8 @@ export * as HermesProtocol from "./HermesProtocol.js"
 /**
  * HL7 v2 messages, the content Hermes edits: parse and serialise the pipe-and-hat encoding, read and write one value
  * by its path in HL7 notation (`PID-5.1`, `PID-3[2].1`, `OBX[2]-5`), and the JSON view of `editor/getMessage`. Pure:
- * every function returns a value or a `Result`.
+ * every function returns a value or a `Result`. The escape sequences' codec is in `internal/hl7Escape.ts`, the JSON
+ * view in `internal/hl7Json.ts`.
  *
  * @since 0.1.0
  */
