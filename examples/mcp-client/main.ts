@@ -16,7 +16,7 @@ import * as Framing from "@lifeline/jsonrpc/Framing"
 import type * as Message from "@lifeline/jsonrpc/Message"
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
 import * as Cancellation from "@lifeline/kernel/Cancellation"
-import * as DurationInput from "@lifeline/kernel/DurationInput"
+import * as DurationText from "@lifeline/kernel/DurationText"
 import * as Protocol from "@lifeline/kernel/Protocol"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
@@ -51,7 +51,7 @@ const usage = `mcp-client: drive an MCP server over stdio through its whole life
   --close-timeout   how long each step of the close may take: end of stdin, SIGTERM, SIGKILL (default 1s)
   --json            print one JSON report instead of the transcript
 
-  A DURATION is ${DurationInput.forms}.
+  A DURATION is ${DurationText.forms}.
   Exit code 0 when the client's own steps succeeded (ok), whatever the server needed to exit (see serverExit).`
 
 const { values: args } = Util.parseArgs({
@@ -94,9 +94,9 @@ const parseJson = (name: string, text: string): Record<string, unknown> => {
 }
 const toolArguments = parseJson("arguments", args.arguments)
 const slowArguments = parseJson("slow-arguments", args["slow-arguments"])
-/** A duration from the command line, as `DurationInput.parse` reads it. */
+/** A duration from the command line, as `DurationText.parse` reads it. */
 const duration = (name: string, text: string): Duration.Duration =>
-  Result.getOrElse(DurationInput.parse(text), (message) => fail(`--${name}: ${message}`))
+  Result.getOrElse(DurationText.parse(text), (message) => fail(`--${name}: ${message}`))
 const cancelAfter = duration("cancel-after", args["cancel-after"])
 const closeTimeout = duration("close-timeout", args["close-timeout"])
 const rootsWait = duration("roots-wait", args["roots-wait"])
