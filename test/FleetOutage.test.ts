@@ -15,19 +15,19 @@
  *   whole integration project caught it in the first test: one runner held all 30 shards when Postgres stopped (the
  *   others had just joined), and the two runners that took 20 of them after the restart waited 60 s on its claims.
  *   The second test sets that up on purpose; each session now deletes a claim it left once the journal is back
- *   (packages/fleet/src/internal/leftClaim.ts). Without that, it fails (no "finished" within 60 s).
+ *   (packages/fleet/src/internal/unreleasedClaim.ts). Without that, it fails (no "finished" within 60 s).
  * - A lost shard reset (the first test). When a runner takes its shards again, Effect's `Sharding` clears the read
  *   marks (`last_read`) of their unanswered messages once, ignoring a failure and waiting only the lock interval (1 s
  *   here: effect/src/cluster/Sharding.ts, `storage.resetShards(acquired)` in the acquisition loop), and a message
  *   still marked is not read again for ten minutes (effect/src/cluster/SqlMessageStorage.ts, `last_read <
  *   tenMinutesAgo`). Each runner reaches Postgres through a proxy of its own, which cuts the connection carrying its
  *   first reset after the restart; `FleetRunner` retries the reset past Effect's wait
- *   (packages/fleet/src/internal/durableResets.ts). Without that, it fails (no "finished" within 60 s).
+ *   (packages/fleet/src/internal/retriedResets.ts). Without that, it fails (no "finished" within 60 s).
  *
  * Measured on this 2-core machine with two CPU hogs and `vitest run --project fleet` running beside it (the conditions
  * of the full suite): 6 consecutive runs of this file passed, 39–43 s each (the first test 20.5–24.1 s, the second
- * 17.6–19.4 s). Without the retry of the reset the first test hung in 2 runs of 2, without the deletion of left claims
- * the second in 1 of 1. In a run of the whole integration project (31 files) it passed in 37.9 s.
+ * 17.6–19.4 s). Without the retry of the reset the first test hung in 2 runs of 2, without the deletion of unreleased
+ * claims the second in 1 of 1. In a run of the whole integration project (31 files) it passed in 37.9 s.
  */
 import { assert, it } from "@effect/vitest"
 import { Effect } from "effect"

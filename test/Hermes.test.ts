@@ -6,7 +6,7 @@
  * notifications during requests, restarts after crashes, and an extension whose host dies without closing its stdin.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ExtensionHost, Hl7, MessageStore, Windows } from "@lifeline/hermes"
+import { ExtensionHost, Hl7, MessageStore, WindowPresenter } from "@lifeline/hermes"
 import type { Spawner } from "@lifeline/hermes"
 import { NodeSpawner } from "@lifeline/hermes-node"
 import { Deferred, Effect, Layer, Option, References, Result } from "effect"
@@ -415,12 +415,12 @@ describe("Hermes: ExtensionHost and SDK extensions as real processes", () => {
                 return applied
               })
         }
-        const windows: Windows.Windows.Service = {
+        const windows: WindowPresenter.WindowPresenter.Service = {
           present: () => Effect.as(Deferred.await(patchPending), { skipped: "closed while a patch is pending" })
         }
         const extension = yield* ExtensionHost.start(probe, { dataDir: tempDir(), hostPid: process.pid }).pipe(
           Effect.provideService(MessageStore.MessageStore, store),
-          Effect.provideService(Windows.Windows, windows)
+          Effect.provideService(WindowPresenter.WindowPresenter, windows)
         )
         assert.strictEqual(yield* extension.status, "Ready")
         yield* extension.execute("probe.patchWhileWindowCloses")
@@ -517,7 +517,7 @@ describe("Hermes: ExtensionHost and SDK extensions as real processes", () => {
         const summary = yield* other.shutdown("closing")
         assert.isTrue(Option.isSome(summary) && summary.value.success && !summary.value.killed)
         assert.strictEqual(yield* extension.status, "Failed")
-      }).pipe(Effect.scoped, Effect.provide(Layer.merge(NodeSpawner.layer(), Windows.layerRecordOnly)), quiet),
+      }).pipe(Effect.scoped, Effect.provide(Layer.merge(NodeSpawner.layer(), WindowPresenter.layerRecordOnly)), quiet),
     {
       timeout: 60_000
     }

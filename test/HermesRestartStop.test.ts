@@ -5,7 +5,7 @@
  * start, and every later start never answers `initialize`.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ExtensionHost, MessageStore, Windows } from "@lifeline/hermes"
+import { ExtensionHost, MessageStore, WindowPresenter } from "@lifeline/hermes"
 import type { Spawner } from "@lifeline/hermes"
 import { NodeSpawner } from "@lifeline/hermes-node"
 import { Effect, Option, References } from "effect"
@@ -51,7 +51,7 @@ const run = (mode: "exits" | "stubborn") =>
   }).pipe(
     Effect.scoped,
     Effect.provide(NodeSpawner.layer()),
-    Effect.provideService(Windows.Windows, { present: () => Effect.succeed({ skipped: "test" }) }),
+    Effect.provideService(WindowPresenter.WindowPresenter, { present: () => Effect.succeed({ skipped: "test" }) }),
     Effect.provideService(References.MinimumLogLevel, "Error")
   )
 

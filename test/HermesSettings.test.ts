@@ -4,7 +4,7 @@
  * settings of its own: it ignores them and keeps working.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ExtensionHost, MessageStore, Windows } from "@lifeline/hermes"
+import { ExtensionHost, HermesProtocol, MessageStore, WindowPresenter } from "@lifeline/hermes"
 import type { Spawner } from "@lifeline/hermes"
 import { NodeSpawner } from "@lifeline/hermes-node"
 import { Effect, Option, References } from "effect"
@@ -44,7 +44,7 @@ describe("Hermes: new settings restart a real extension with them", () => {
         assert.strictEqual(pids.length, 2)
         const environ = Fs.readFileSync(`/proc/${pids[1]}/environ`, "utf8").split("\0")
         assert.include(environ, "SETTINGS_ROUND=2")
-        assert.include(environ, `HERMES_DATA_DIR=${dataDir}`)
+        assert.include(environ, `${HermesProtocol.DATA_DIR_VARIABLE}=${dataDir}`)
         const summary = Option.getOrThrow(yield* extension.shutdown("closing"))
         assert.isTrue(summary.success)
         const history = yield* extension.history
@@ -56,7 +56,7 @@ describe("Hermes: new settings restart a real extension with them", () => {
       }).pipe(
         Effect.scoped,
         Effect.provide(NodeSpawner.layer()),
-        Effect.provideService(Windows.Windows, { present: () => Effect.succeed({ skipped: "test" }) }),
+        Effect.provideService(WindowPresenter.WindowPresenter, { present: () => Effect.succeed({ skipped: "test" }) }),
         Effect.provideService(References.MinimumLogLevel, "Error")
       ),
     { timeout: 30_000 }

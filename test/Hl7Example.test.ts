@@ -5,7 +5,7 @@
  * talk to the extension's own server on 127.0.0.1.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ExtensionHost, MessageStore, Windows } from "@lifeline/hermes"
+import { ExtensionHost, MessageStore, WindowPresenter } from "@lifeline/hermes"
 import type { Spawner } from "@lifeline/hermes"
 import { NodeSpawner } from "@lifeline/hermes-node"
 import { Deferred, Effect, Exit, Option, References } from "effect"
@@ -136,15 +136,16 @@ describe("HL7 example: the report window's server", () => {
         )
         const store = yield* MessageStore.make(hostile)
         // The real headless presenter shows the window after the probes: its fetch must get the page as well.
-        const headless = yield* Effect.map(HttpClient.HttpClient, (client) => Windows.makeHeadless(client)).pipe(
-          Effect.provide(FetchHttpClient.layer)
-        )
+        const headless = yield* Effect.map(HttpClient.HttpClient, (client) => WindowPresenter.makeHeadless(client))
+          .pipe(
+            Effect.provide(FetchHttpClient.layer)
+          )
         const probed = yield* Deferred.make<Probed, Error>()
-        const shown = yield* Deferred.make<Windows.Presentation>()
+        const shown = yield* Deferred.make<WindowPresenter.Presentation>()
         // The first window is probed, then shown by the real presenter; the next one by `later`.
-        let later: (window: Windows.Window) => Effect.Effect<Windows.Presentation> = headless.present
+        let later: (window: WindowPresenter.Window) => Effect.Effect<WindowPresenter.Presentation> = headless.present
         let first = true
-        const windows: Windows.Windows.Service = {
+        const windows: WindowPresenter.WindowPresenter.Service = {
           present: (window) => {
             if (!first) return later(window)
             first = false
@@ -158,7 +159,7 @@ describe("HL7 example: the report window's server", () => {
         }
         const extension = yield* ExtensionHost.start(hl7, { dataDir, hostPid: process.pid }).pipe(
           Effect.provideService(MessageStore.MessageStore, store),
-          Effect.provideService(Windows.Windows, windows)
+          Effect.provideService(WindowPresenter.WindowPresenter, windows)
         )
         assert.strictEqual(yield* extension.status, "Ready")
         yield* extension.execute("hl7.validate")

@@ -6,7 +6,7 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { ExtensionHost, MessageStore, Windows } from "@lifeline/hermes"
+import { ExtensionHost, MessageStore, WindowPresenter } from "@lifeline/hermes"
 import type { Spawner } from "@lifeline/hermes"
 import { NodeSpawner } from "@lifeline/hermes-node"
 import { Effect, Layer, Option, References } from "effect"
@@ -101,7 +101,7 @@ describe("Host limits: real sockets and a flooding extension process", () => {
     it.live(`the presenter reads exactly 1 MiB of a body that streams 16 MiB, then closes the connection: ${name}`, () =>
       Effect.gen(function*() {
         const server = yield* serve({ total: 16 * MiB, chunk: 64 * 1024, delayMs: 0 })
-        const windows = yield* Windows.Windows
+        const windows = yield* WindowPresenter.WindowPresenter
         const shown = yield* windows.present({
           windowId: "w1",
           extension: "test",
@@ -111,7 +111,7 @@ describe("Host limits: real sockets and a flooding extension process", () => {
         assert.deepStrictEqual(shown, { status: 200, bytes: MiB })
         yield* eventually(() => server.stats.active === 0, "the connection is closed")
         assert.strictEqual(server.stats.cutShort, 1)
-      }).pipe(Effect.scoped, Effect.provide(Windows.layerHeadless.pipe(Layer.provide(client)))))
+      }).pipe(Effect.scoped, Effect.provide(WindowPresenter.layerHeadless.pipe(Layer.provide(client)))))
   }
 
   it.live(
@@ -129,7 +129,7 @@ describe("Host limits: real sockets and a flooding extension process", () => {
           hostPid: process.pid
         }).pipe(
           Effect.provideService(MessageStore.MessageStore, store),
-          Effect.provide(Windows.layerHeadless.pipe(Layer.provide(FetchHttpClient.layer)))
+          Effect.provide(WindowPresenter.layerHeadless.pipe(Layer.provide(FetchHttpClient.layer)))
         )
         assert.strictEqual(yield* extension.status, "Ready")
         yield* extension.execute("flood")

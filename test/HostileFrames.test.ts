@@ -7,6 +7,7 @@
  * arrives while the extension drains for its `shutdown` is -32003, whatever its method.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { ShutdownPolicy } from "@lifeline/kernel"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -137,7 +138,7 @@ describe("a real extension against hostile frames", () => {
       Effect.gen(function*() {
         const dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "hostile-frames-"))
         const extension = yield* spawnFramed(probe, {
-          env: { LIFELINE_SHUTDOWN_POLICY: "drain", LIFELINE_DRAIN_TIMEOUT: "1 second" }
+          env: { [ShutdownPolicy.POLICY_VARIABLE]: "drain", [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: "1 second" }
         })
         yield* initialize(extension, { dataDir, hostPid: 0, hermesVersion: "t", protocolVersion: "1.0" })
         extension.send({ jsonrpc: "2.0", method: "command/execute", params: { command: "probe.hang" } })

@@ -416,16 +416,16 @@ layer(Fixtures.layer(["server"]), { excludeTestServices: true, timeout: "60 seco
             }
           })
         )
-        process.env.LIFELINE_SHUTDOWN_POLICY = "drain"
-        process.env.LIFELINE_DRAIN_TIMEOUT = "1 second"
+        process.env[ShutdownPolicy.POLICY_VARIABLE] = "drain"
+        process.env[ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE] = "1 second"
         process.env.LIFELINE_INHERITED = "yes"
         const seen = (options: ChildProcess.CommandOptions) =>
           Effect.gen(function*() {
             const child = yield* NodeChildProcess.make({
               command: ChildProcess.make(process.execPath, [
                 "-e",
-                "const e = process.env; process.stderr.write([e.LIFELINE_SHUTDOWN_POLICY, e.LIFELINE_DRAIN_TIMEOUT, " +
-                "e.LIFELINE_INHERITED].map(String).join('|') + '\\n')"
+                `const e = process.env; process.stderr.write([e.${ShutdownPolicy.POLICY_VARIABLE}, ` +
+                `e.${ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE}, e.LIFELINE_INHERITED].map(String).join('|') + '\\n')`
               ], options)
             })
             yield* child.exit

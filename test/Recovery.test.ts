@@ -5,7 +5,7 @@
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import type { JournalClaim, JournalEntry } from "@lifeline/journal"
-import { Journal, JournalTrack, ProcessRecord, Recovery } from "@lifeline/journal"
+import { Journal, JournaledOperation, ProcessRecord, Recovery } from "@lifeline/journal"
 import * as NodeReaper from "@lifeline/node/NodeReaper"
 import * as SqliteJournal from "@lifeline/sqlite/SqliteJournal"
 import { Effect, Option } from "effect"
@@ -148,7 +148,7 @@ describe("Recovery with real processes", { timeout: processTimeout }, () => {
         assert.strictEqual(error.detail, "the tool was executing; its side effects are unknown")
         // the user retries the tool under the same key
         yield* Effect.succeed("tool output").pipe(
-          JournalTrack.track("tool", "tool/call-1", { retry: true }),
+          JournaledOperation.run("tool", "tool/call-1", { retry: true }),
           Effect.provideService(Journal.Journal, journal)
         )
         const retried = Option.getOrThrow(yield* journal.get("tool/call-1"))

@@ -515,14 +515,14 @@ const run = (row: Row) =>
     const caller = row.work === "inbound" ? other(row.side) : row.side
     const env: Record<string, string | undefined> = {
       ...process.env,
-      LIFELINE_DRAIN_TIMEOUT: undefined,
+      [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: undefined,
       ...policyEnv(hostPolicy),
       ROLE: "host",
       EVENTS: eventsPath,
-      CHILD_POLICY: childPolicy.LIFELINE_SHUTDOWN_POLICY,
-      ...(childPolicy.LIFELINE_DRAIN_TIMEOUT === undefined
+      CHILD_POLICY: childPolicy[ShutdownPolicy.POLICY_VARIABLE],
+      ...(childPolicy[ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE] === undefined
         ? {}
-        : { CHILD_DRAIN_TIMEOUT: childPolicy.LIFELINE_DRAIN_TIMEOUT }),
+        : { CHILD_DRAIN_TIMEOUT: childPolicy[ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE] }),
       CALLER: caller,
       CALL_IN: row.work === "inbound" ? "main" : row.work,
       WORK_MS: String(row.workMs),

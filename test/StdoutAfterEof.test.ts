@@ -1,7 +1,7 @@
 /**
  * The stop ladder against a child that writes to stdout after the end of its input (issue 13, item 9, found while
  * tracing the MCP reference server's exit). The close step closes the conversation, and with it the transport's
- * `incoming` stream, whose finalizer releases the stdout reader: `readable.pause()` (node `internal/streams.ts`,
+ * `incoming` stream, whose finalizer releases the stdout reader: `readable.pause()` (node `internal/streamReader.ts`,
  * `unsafeRelease`). From then until the handle's release nothing reads the child's stdout, the pipe fills (64 KiB),
  * and a child that still has more to write blocks in `write` and cannot exit at the end of its input: it needs
  * SIGTERM. A parent on `node:child_process` alone that stops listening but leaves the stream flowing (`resume()`)

@@ -6,7 +6,7 @@
  * answers every request, `shutdown` included.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ExtensionHost, MessageStore, Windows } from "@lifeline/hermes"
+import { ExtensionHost, MessageStore, WindowPresenter } from "@lifeline/hermes"
 import type { Spawner } from "@lifeline/hermes"
 import { NodeSpawner } from "@lifeline/hermes-node"
 import { Effect, Option, References } from "effect"
@@ -34,7 +34,7 @@ describe("stray output without a line break between frames, over real pipes", ()
         const store = yield* MessageStore.make(message)
         const extension = yield* ExtensionHost.start(strayOutput, { dataDir, hostPid: process.pid }).pipe(
           Effect.provideService(MessageStore.MessageStore, store),
-          Effect.provide(Windows.layerRecordOnly)
+          Effect.provide(WindowPresenter.layerRecordOnly)
         )
         // The answer to initialize came after a `50%`.
         assert.strictEqual(yield* extension.status, "Ready")

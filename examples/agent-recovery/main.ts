@@ -20,11 +20,11 @@
  */
 // Deep imports keep start-up short: the barrels would load every module of every package.
 import * as Journal from "@lifeline/journal/Journal"
+import * as JournaledOperation from "@lifeline/journal/JournaledOperation"
 import type * as JournalEntry from "@lifeline/journal/JournalEntry"
-import * as JournalTrack from "@lifeline/journal/JournalTrack"
 import * as ProcessRecord from "@lifeline/journal/ProcessRecord"
 import * as Recovery from "@lifeline/journal/Recovery"
-import * as DurationInput from "@lifeline/kernel/DurationInput"
+import * as DurationText from "@lifeline/kernel/DurationText"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as NodeReaper from "@lifeline/node/NodeReaper"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
@@ -59,7 +59,7 @@ const usage = `agent-recovery: an agent you can kill at any moment; start it aga
   --json      also print a JSON summary as the last line
   --verbose   show the library's logs and the worker's stderr (on stderr)
 
-  A DURATION is a number of milliseconds (800) or ${DurationInput.forms}.
+  A DURATION is a number of milliseconds (800) or ${DurationText.forms}.
 
 One agent at a time per data dir: recovery claims the journal's owner, so a second agent exits with code 2 while
 the first runs, instead of taking its running steps for a crash's leftovers (and killing its worker). A killed
@@ -96,7 +96,7 @@ const count = (name: string, text: string, min: number): number => {
 const turnCount = count("turns", args.turns, 1)
 /** Milliseconds from a flag whose name says so: `800` is 800 ms; `1.5s`, `250ms`, "2 seconds" work too. */
 const millis = (name: string, text: string): number =>
-  Result.match(DurationInput.parse(text, { unitless: "millis" }), {
+  Result.match(DurationText.parse(text, { unitless: "millis" }), {
     onFailure: (message) => fail(`--${name}: ${message}`),
     onSuccess: Duration.toMillis
   })
@@ -274,7 +274,9 @@ const run = Effect.gen(function*() {
       yield* say(`turn ${turn.turn} llm: answered before the restart (from the journal)`)
     }
     // A completed step is not run again: `track` returns its stored answer.
-    const plan = yield* think(turn, false).pipe(JournalTrack.track("llm", llm, { turn: turn.turn }, { result: Plan }))
+    const plan = yield* think(turn, false).pipe(
+      JournaledOperation.run("llm", llm, { turn: turn.turn }, { result: Plan })
+    )
 
     const key = toolKey(turn)
     const before = yield* journal.get(key)
@@ -297,7 +299,7 @@ const run = Effect.gen(function*() {
       input: plan.input,
       attempt,
       ms: toolMs * turn.weight
-    }).pipe(JournalTrack.track("tool", key, { turn: turn.turn, tool: plan.tool, input: plan.input }, {
+    }).pipe(JournaledOperation.run("tool", key, { turn: turn.turn, tool: plan.tool, input: plan.input }, {
       result: RunTool.result
     }))
     yield* say(`turn ${turn.turn} tool: ${output}`)

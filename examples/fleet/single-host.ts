@@ -1,6 +1,6 @@
 /**
  * The single-host baseline of the fleet's throughput figure: one process, no cluster, the same extension (one child
- * per session) and the same Postgres journal; each operation is journaled (`JournalTrack.track`: begin, then
+ * per session) and the same Postgres journal; each operation is journaled (`JournaledOperation.run`: begin, then
  * complete) around one `work` call to its session's child. Sends `<operations>` over `<sessions>` sessions at once
  * after a warm-up call per session, and prints `throughput <operations> <ms> <first send, epoch ms> <last reply, epoch
  * ms>`.
@@ -8,7 +8,7 @@
  * Usage: `node scripts/run-bundled.mjs examples/fleet/single-host.ts <postgres url> <operations> <sessions>`
  */
 import * as FleetRunner from "@lifeline/fleet/FleetRunner"
-import * as JournalTrack from "@lifeline/journal/JournalTrack"
+import * as JournaledOperation from "@lifeline/journal/JournaledOperation"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
 import * as PgJournal from "@lifeline/postgres/PgJournal"
@@ -45,7 +45,7 @@ const main = Effect.gen(function*() {
       ({ peer }) => peer
     ), { concurrency: "unbounded" })
   const run = (key: string, session: number) =>
-    peers[session]!.call(Work, { key, attempt: 1, ms: 0 }).pipe(JournalTrack.track("work", key, { key }))
+    peers[session]!.call(Work, { key, attempt: 1, ms: 0 }).pipe(JournaledOperation.run("work", key, { key }))
   yield* Effect.forEach(peers, (_, i) => run(`single-warm-${Date.now()}-${i}`, i), { concurrency: "unbounded" })
   const started = Date.now()
   const id = Date.now()

@@ -14,7 +14,7 @@ import { visible, visibleJson } from "@lifeline/hermes-node/TerminalText"
 import type * as Message from "@lifeline/jsonrpc/Message"
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
 import * as Cancellation from "@lifeline/kernel/Cancellation"
-import * as DurationInput from "@lifeline/kernel/DurationInput"
+import * as DurationText from "@lifeline/kernel/DurationText"
 import * as Protocol from "@lifeline/kernel/Protocol"
 import * as NodeChildProcess from "@lifeline/node/NodeChildProcess"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
@@ -49,7 +49,7 @@ const usage = `lsp-client: drive a language server over stdio through its whole 
                   once with workspace/didChangeConfiguration
   --json          print one JSON report instead of the transcript
 
-  A DURATION is ${DurationInput.forms}.`
+  A DURATION is ${DurationText.forms}.`
 
 const { values: args } = Util.parseArgs({
   options: {
@@ -97,9 +97,9 @@ const parseJson = (name: string, text: string | undefined): unknown => {
     return fail(`--${name} is not JSON: ${String(error)}`)
   }
 }
-/** A duration from the command line, as `DurationInput.parse` reads it. */
+/** A duration from the command line, as `DurationText.parse` reads it. */
 const parseDuration = (name: string, text: string): Duration.Duration =>
-  Result.getOrElse(DurationInput.parse(text), (message) => fail(`--${name}: ${message}`))
+  Result.getOrElse(DurationText.parse(text), (message) => fail(`--${name}: ${message}`))
 const wait = parseDuration("wait", args.wait)
 const initOptions = parseJson("init-options", args["init-options"])
 const settings = parseJson("settings", args.settings)

@@ -4,7 +4,7 @@
  */
 import { splitCommandLine } from "@lifeline/hermes-node/NodeSpawner"
 import { visible } from "@lifeline/hermes-node/TerminalText"
-import * as DurationInput from "@lifeline/kernel/DurationInput"
+import * as DurationText from "@lifeline/kernel/DurationText"
 import type * as Duration from "effect/Duration"
 import * as Result from "effect/Result"
 import * as Path from "node:path"
@@ -36,7 +36,7 @@ export const usage = `mcp-client: drive an MCP server over stdio through its who
                     (default: $XDG_STATE_HOME/lifeline/children, else ~/.local/state/lifeline/children)
   --json            print one JSON report instead of the transcript
 
-  A DURATION is ${DurationInput.forms}.
+  A DURATION is ${DurationText.forms}.
   Exit code 0 when the client's own steps succeeded (ok), whatever the server needed to exit (see serverExit).`
 
 export const { values: args } = Util.parseArgs({
@@ -82,9 +82,9 @@ const parseJson = (name: string, text: string): Record<string, unknown> => {
 }
 export const toolArguments = parseJson("arguments", args.arguments)
 export const slowArguments = parseJson("slow-arguments", args["slow-arguments"])
-/** A duration from the command line, as `DurationInput.parse` reads it. */
+/** A duration from the command line, as `DurationText.parse` reads it. */
 const duration = (name: string, text: string): Duration.Duration =>
-  Result.getOrElse(DurationInput.parse(text), (message) => fail(`--${name}: ${message}`))
+  Result.getOrElse(DurationText.parse(text), (message) => fail(`--${name}: ${message}`))
 export const cancelAfter = duration("cancel-after", args["cancel-after"])
 export const closeTimeout = duration("close-timeout", args["close-timeout"])
 export const rootsWait = duration("roots-wait", args["roots-wait"])

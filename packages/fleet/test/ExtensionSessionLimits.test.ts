@@ -9,7 +9,7 @@ import { Effect, Exit, Fiber, Layer, Option, Ref, Scope } from "effect"
 import { TestRunner } from "effect/cluster"
 import { ChildProcess } from "effect/process"
 import { TestClock } from "effect/testing"
-import * as ChildSlot from "../src/internal/child.js"
+import * as ChildSlot from "../src/internal/sessionChild.js"
 import * as validate from "../src/internal/validate.js"
 
 describe("ExtensionSession limits", () => {

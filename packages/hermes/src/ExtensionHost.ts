@@ -1,12 +1,12 @@
 /**
  * The extension host: what Hermes runs for each extension. It spawns the process, asks `initialize` within 10 s
  * (else the extension is failed and its process killed), sends `initialized`, offers the extension's commands and
- * sends `command/execute`, serves `editor/*` from the `MessageStore` and `ui/openWindow` through `Windows`, and stops
- * it with `shutdown(reason)`: 5 s for the answer, then SIGKILL; an error answer is logged and the process still
- * terminated (docs/protocol.md, `shutdown`). Every stop of a process runs the kernel's one stop ladder (`StopSequence`). Disable, reload
- * and restart after a crash (at most N restarts within a window) are published, like every step, as events. What an
- * extension sends is bounded ({@link Limits}): a request over a bound gets a typed JSON-RPC error, and the host keeps
- * serving.
+ * sends `command/execute`, serves `editor/*` from the `MessageStore` and `ui/openWindow` through `WindowPresenter`,
+ * and stops it with `shutdown(reason)`: 5 s for the answer, then SIGKILL; an error answer is logged and the process
+ * still terminated (docs/protocol.md, `shutdown`). Every stop of a process runs the kernel's one stop ladder
+ * (`StopSequence`). Disable, reload and restart after a crash (at most N restarts within a window) are published,
+ * like every step, as events. What an extension sends is bounded ({@link Limits}): a request over a bound gets a typed
+ * JSON-RPC error, and the host keeps serving.
  *
  * @since 0.1.0
  */
@@ -26,7 +26,7 @@ import * as model from "./internal/extensionHostModel.js"
 import type { CommandRefused, SettingsRefused } from "./internal/extensionHostModel.js"
 import type * as MessageStore from "./MessageStore.js"
 import type * as Spawner from "./Spawner.js"
-import type * as Windows from "./Windows.js"
+import type * as WindowPresenter from "./WindowPresenter.js"
 
 /**
  * Where an extension is in its life.
@@ -116,7 +116,7 @@ export type Event = Data.TaggedEnum<{
     readonly url: string
     readonly title: string | undefined
   }
-  WindowShown: { readonly at: number; readonly windowId: string; readonly presentation: Windows.Presentation }
+  WindowShown: { readonly at: number; readonly windowId: string; readonly presentation: WindowPresenter.Presentation }
   WindowClosed: { readonly at: number; readonly windowId: string }
   ShutdownStarted: { readonly at: number; readonly reason: HermesProtocol.ShutdownReason }
   ShutdownFinished: { readonly at: number; readonly summary: ShutdownSummary }
@@ -416,5 +416,5 @@ export const start: (
 ) => Effect.Effect<
   Extension,
   never,
-  Scope.Scope | Spawner.Spawner | MessageStore.MessageStore | Windows.Windows
+  Scope.Scope | Spawner.Spawner | MessageStore.MessageStore | WindowPresenter.WindowPresenter
 > = internal.start

@@ -1,12 +1,15 @@
 /**
  * HL7 v2 messages, the content Hermes edits: parse and serialise the pipe-and-hat encoding, read and write one value
  * by its path in HL7 notation (`PID-5.1`, `PID-3[2].1`, `OBX[2]-5`), and the JSON view of `editor/getMessage`. Pure:
- * every function returns a value or a `Result`.
+ * every function returns a value or a `Result`. The escape sequences' codec is in `internal/hl7Escape.ts`, the JSON
+ * view in `internal/hl7Json.ts`.
  *
  * @since 0.1.0
  */
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as escaping from "./internal/hl7Escape.js"
+import * as json from "./internal/hl7Json.js"
 
 /**
  * Why an HL7 operation was refused. It reaches the wire as the `data` of a -32602 answer, so it is a Schema error.
@@ -307,52 +310,7 @@ const noSuchSegment = (path: Path, message: Message) => {
  * @since 0.1.0
  * @category combinators
  */
-export const unescape = (text: string, delimiters: Delimiters): string => {
-  const e = delimiters.escape
-  if (!text.includes(e)) return text
-  const table: Record<string, string> = {
-    F: delimiters.field,
-    S: delimiters.component,
-    T: delimiters.subcomponent,
-    R: delimiters.repetition,
-    E: delimiters.escape
-  }
-  let out = ""
-  for (let i = 0; i < text.length; i++) {
-    if (text[i] === e && i + 2 < text.length) {
-      const named = text[i + 2] === e ? table[text[i + 1]] : undefined
-      if (named !== undefined) {
-        out += named
-        i += 2
-        continue
-      }
-      if (text[i + 1] === "X") {
-        const close = text.indexOf(e, i + 2)
-        const hex = close === -1 ? undefined : fromHex(text.slice(i + 2, close))
-        if (hex !== undefined) {
-          out += hex
-          i = close
-          continue
-        }
-      }
-    }
-    out += text[i]
-  }
-  return out
-}
-
-const hexDigits = /^(?:[0-9A-Fa-f]{2})+$/
-
-const fromHex = (hex: string): string | undefined => {
-  if (!hexDigits.test(hex)) return undefined
-  let out = ""
-  for (let i = 0; i < hex.length; i += 2) {
-    const code = parseInt(hex.slice(i, i + 2), 16)
-    if (code > 0x7f) return undefined
-    out += String.fromCharCode(code)
-  }
-  return out
-}
+export const unescape: (text: string, delimiters: Delimiters) => string = escaping.unescape
 
 /**
  * Encodes plain `text` so that it is one value and nothing more: every delimiter becomes its escape sequence (`\F\`,
@@ -371,37 +329,7 @@ const fromHex = (hex: string): string | undefined => {
  * @since 0.1.0
  * @category combinators
  */
-export const escape = (text: string, delimiters: Delimiters): string => {
-  const table = new Map([
-    [delimiters.escape, "E"],
-    [delimiters.field, "F"],
-    [delimiters.component, "S"],
-    [delimiters.subcomponent, "T"],
-    [delimiters.repetition, "R"]
-  ])
-  let out = ""
-  // By UTF-16 unit, as `parse` reads delimiters and splits on them: `parse` takes a surrogate half as a delimiter, and
-  // stepping by code point would let a character made with it (an emoji) through whole, and split a field in two.
-  for (let i = 0; i < text.length; i++) {
-    const char = text[i]
-    const code = table.get(char)
-    if (code !== undefined) {
-      out += delimiters.escape + code + delimiters.escape
-      continue
-    }
-    // CR ends a segment, and lenient parsers (`parse` here, and most receivers) end one at LF too. VT and FS frame MLLP
-    // blocks, NUL cuts C strings short, and HL7's text types allow printable characters only; so every ASCII control,
-    // U+0000 to U+001F and U+007F, is written as a hex escape. `\Xhh\` rather than `\.br\`: it gives back exactly the
-    // character written (`\.br\` is a line break in formatted text and cannot tell CR from LF), and a byte below 0x80
-    // means the same character in every character set MSH-18 may name. Other characters, including U+0085 and U+2028,
-    // are not segment ends in HL7 and are kept as they are.
-    const unit = char.charCodeAt(0)
-    out += unit < 0x20 || unit === 0x7f
-      ? delimiters.escape + "X" + (unit < 0x10 ? "0" : "") + unit.toString(16).toUpperCase() + delimiters.escape
-      : char
-  }
-  return out
-}
+export const escape: (text: string, delimiters: Delimiters) => string = escaping.escape
 
 const hasStructure = (text: string, delimiters: Delimiters) =>
   text.includes(delimiters.component) || text.includes(delimiters.repetition) || text.includes(delimiters.subcomponent)
@@ -774,24 +702,6 @@ export const patch = (
  */
 export type JsonValue = string | { readonly [index: string]: JsonValue } | ReadonlyArray<JsonValue>
 
-const jsonOfComponent = (text: string, d: Delimiters): JsonValue => {
-  if (!text.includes(d.subcomponent)) return unescape(text, d)
-  return numbered(text.split(d.subcomponent).map((s) => unescape(s, d)))
-}
-
-const numbered = (values: ReadonlyArray<JsonValue>): { readonly [index: string]: JsonValue } => {
-  const out: Record<string, JsonValue> = {}
-  values.forEach((value, i) => {
-    if (value !== "") out[String(i + 1)] = value
-  })
-  return out
-}
-
-const jsonOfRepetition = (text: string, d: Delimiters): JsonValue =>
-  text.includes(d.component)
-    ? numbered(text.split(d.component).map((c) => jsonOfComponent(c, d)))
-    : jsonOfComponent(text, d)
-
 /**
  * The JSON view of a message (`editor/getMessage` with `format: "json"`): an object keyed by segment name, each
  * segment an object keyed by field number (`"1"`, `"2"`, …), a segment that occurs more than once an array of them.
@@ -812,29 +722,4 @@ const jsonOfRepetition = (text: string, d: Delimiters): JsonValue =>
  * @since 0.1.0
  * @category combinators
  */
-export const toJson = (message: Message): { readonly [segment: string]: JsonValue } => {
-  const d = message.delimiters
-  const out: Record<string, JsonValue> = {}
-  const counts = new Map<string, number>()
-  for (const segment of message.segments) counts.set(segment.name, (counts.get(segment.name) ?? 0) + 1)
-  for (const segment of message.segments) {
-    const fields: Record<string, JsonValue> = {}
-    segment.fields.forEach((field, n) => {
-      if (n === 0 || field === "") return
-      if (segment.name === "MSH" && n <= 2) {
-        fields[String(n)] = field
-        return
-      }
-      const repetitions = field.split(d.repetition).map((r) => jsonOfRepetition(r, d))
-      fields[String(n)] = repetitions.length === 1 ? repetitions[0] : repetitions
-    })
-    if ((counts.get(segment.name) ?? 0) > 1) {
-      const list = (out[segment.name] ?? []) as Array<JsonValue>
-      list.push(fields)
-      out[segment.name] = list
-    } else {
-      out[segment.name] = fields
-    }
-  }
-  return out
-}
+export const toJson: (message: Message) => { readonly [segment: string]: JsonValue } = json.toJson

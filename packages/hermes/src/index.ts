@@ -22,12 +22,12 @@ export * as Extension from "./Extension.js"
 /**
  * The extension host: what Hermes runs for each extension. It spawns the process, asks `initialize` within 10 s
  * (else the extension is failed and its process killed), sends `initialized`, offers the extension's commands and
- * sends `command/execute`, serves `editor/*` from the `MessageStore` and `ui/openWindow` through `Windows`, and stops
- * it with `shutdown(reason)`: 5 s for the answer, then SIGKILL; an error answer is logged and the process still
- * terminated (docs/protocol.md, `shutdown`). Every stop of a process runs the kernel's one stop ladder (`StopSequence`). Disable, reload
- * and restart after a crash (at most N restarts within a window) are published, like every step, as events. What an
- * extension sends is bounded ({@link Limits}): a request over a bound gets a typed JSON-RPC error, and the host keeps
- * serving.
+ * sends `command/execute`, serves `editor/*` from the `MessageStore` and `ui/openWindow` through `WindowPresenter`,
+ * and stops it with `shutdown(reason)`: 5 s for the answer, then SIGKILL; an error answer is logged and the process
+ * still terminated (docs/protocol.md, `shutdown`). Every stop of a process runs the kernel's one stop ladder
+ * (`StopSequence`). Disable, reload and restart after a crash (at most N restarts within a window) are published,
+ * like every step, as events. What an extension sends is bounded ({@link Limits}): a request over a bound gets a typed
+ * JSON-RPC error, and the host keeps serving.
  *
  * @since 0.1.0
  */
@@ -44,7 +44,8 @@ export * as HermesProtocol from "./HermesProtocol.js"
 /**
  * HL7 v2 messages, the content Hermes edits: parse and serialise the pipe-and-hat encoding, read and write one value
  * by its path in HL7 notation (`PID-5.1`, `PID-3[2].1`, `OBX[2]-5`), and the JSON view of `editor/getMessage`. Pure:
- * every function returns a value or a `Result`.
+ * every function returns a value or a `Result`. The escape sequences' codec is in `internal/hl7Escape.ts`, the JSON
+ * view in `internal/hl7Json.ts`.
  *
  * @since 0.1.0
  */
@@ -89,8 +90,19 @@ export * as TestSpawner from "./TestSpawner.js"
  * How the host shows the windows extensions open with `ui/openWindow`. Hermes' UI opens a browser window; the
  * headless presenter records the window, fetches its URL once when it is a loopback http URL (127.0.0.1, localhost,
  * [::1]) to prove the server behind it is up, never any other address, and closes it. Its fetches are bounded: a few
- * at a time, a timeout each, and a cap on the bytes read.
+ * at a time, a timeout each, and a cap on the bytes read. (It was the module `Windows`, which
+ * remains as a deprecated alias.)
  *
  * @since 0.1.0
+ */
+export * as WindowPresenter from "./WindowPresenter.js"
+
+/**
+ * Deprecated: the module is `WindowPresenter` now (it presents the windows extensions open; the old name read like
+ * the operating system). Everything it exports is here under the same names, and `Windows` is `WindowPresenter`
+ * itself (the same service).
+ *
+ * @since 0.1.0
+ * @deprecated Use `WindowPresenter`.
  */
 export * as Windows from "./Windows.js"

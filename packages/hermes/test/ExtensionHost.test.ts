@@ -1,5 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Editor, Extension, ExtensionHost, HermesProtocol, MessageStore, Spawner, Windows } from "@lifeline/hermes"
+import {
+  Editor,
+  Extension,
+  ExtensionHost,
+  HermesProtocol,
+  MessageStore,
+  Spawner,
+  WindowPresenter
+} from "@lifeline/hermes"
 import { TestSpawner } from "@lifeline/hermes/testing"
 import { GracefulShutdown, ShutdownPolicy, Transport } from "@lifeline/kernel"
 import type { Duration } from "effect"
@@ -101,7 +109,7 @@ const layers = <A, E, R>(
     return yield* self.pipe(
       Effect.provideService(Spawner.Spawner, spawner),
       Effect.provideService(MessageStore.MessageStore, messages),
-      Effect.provideService(Windows.Windows, {
+      Effect.provideService(WindowPresenter.WindowPresenter, {
         present: (window) => Effect.succeed({ skipped: `test: ${window.url}` })
       })
     )

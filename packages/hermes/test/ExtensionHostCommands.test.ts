@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Editor, Extension, ExtensionHost, MessageStore, Spawner, Windows } from "@lifeline/hermes"
+import { Editor, Extension, ExtensionHost, MessageStore, Spawner, WindowPresenter } from "@lifeline/hermes"
 import { TestSpawner } from "@lifeline/hermes/testing"
 import { Deferred, Effect, Option } from "effect"
 import { adjust, eventually, makeMemoryFs } from "./utils.js"
@@ -52,7 +52,7 @@ describe("ExtensionHost commands", () => {
       }).pipe(
         Effect.provideService(Spawner.Spawner, spawner),
         Effect.provideService(MessageStore.MessageStore, store),
-        Effect.provideService(Windows.Windows, { present: () => Effect.succeed({ skipped: "test" }) })
+        Effect.provideService(WindowPresenter.WindowPresenter, { present: () => Effect.succeed({ skipped: "test" }) })
       )
     }))
 })

@@ -3,7 +3,7 @@
  * `editor/patchMessage`. Each over-the-bound request gets a typed error, nothing is applied, and the host keeps serving.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ExtensionHost, MessageStore, Spawner, Windows } from "@lifeline/hermes"
+import { ExtensionHost, MessageStore, Spawner, WindowPresenter } from "@lifeline/hermes"
 import { TestSpawner } from "@lifeline/hermes/testing"
 import { Transport } from "@lifeline/kernel"
 import { Deferred, Effect, Logger, Queue, Stream } from "effect"
@@ -72,7 +72,10 @@ const client = (ready: Deferred.Deferred<Client>): TestSpawner.Behaviour =>
 /** Starts the host on a `client` extension; answers the extension, its client, and the store it edits. */
 const startFlood = (
   limits: Partial<ExtensionHost.Options> = {},
-  services: { readonly windows?: Windows.Windows.Service; readonly store?: MessageStore.MessageStore.Service } = {}
+  services: {
+    readonly windows?: WindowPresenter.WindowPresenter.Service
+    readonly store?: MessageStore.MessageStore.Service
+  } = {}
 ) =>
   Effect.gen(function*() {
     const ready = yield* Deferred.make<Client>()
@@ -81,7 +84,10 @@ const startFlood = (
     const extension = yield* ExtensionHost.start(spec, { ...options, ...limits }).pipe(
       Effect.provideService(Spawner.Spawner, spawner),
       Effect.provideService(MessageStore.MessageStore, store),
-      Effect.provideService(Windows.Windows, services.windows ?? { present: () => Effect.succeed({ skipped: "test" }) })
+      Effect.provideService(
+        WindowPresenter.WindowPresenter,
+        services.windows ?? { present: () => Effect.succeed({ skipped: "test" }) }
+      )
     )
     assert.strictEqual(yield* extension.status, "Ready")
     return { extension, client: yield* Deferred.await(ready), store }

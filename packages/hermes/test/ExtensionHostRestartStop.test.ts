@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ExtensionHost, MessageStore, Spawner, Windows } from "@lifeline/hermes"
+import { ExtensionHost, MessageStore, Spawner, WindowPresenter } from "@lifeline/hermes"
 import { TestSpawner } from "@lifeline/hermes/testing"
 import { Framing } from "@lifeline/jsonrpc"
 import { GracefulShutdown, Transport } from "@lifeline/kernel"
@@ -52,7 +52,7 @@ const provide = (spawner: TestSpawner.TestSpawner) => <A, E, R>(self: Effect.Eff
     self.pipe(
       Effect.provideService(Spawner.Spawner, spawner),
       Effect.provideService(MessageStore.MessageStore, store),
-      Effect.provideService(Windows.Windows, { present: () => Effect.succeed({ skipped: "test" }) })
+      Effect.provideService(WindowPresenter.WindowPresenter, { present: () => Effect.succeed({ skipped: "test" }) })
     ))
 
 /** Starts the host, crashes generation 1 and waits until generation 2 has been sent `initialize`. */

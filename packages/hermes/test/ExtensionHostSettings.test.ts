@@ -1,5 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Editor, Extension, ExtensionHost, HermesProtocol, MessageStore, Spawner, Windows } from "@lifeline/hermes"
+import {
+  Editor,
+  Extension,
+  ExtensionHost,
+  HermesProtocol,
+  MessageStore,
+  Spawner,
+  WindowPresenter
+} from "@lifeline/hermes"
 import { TestSpawner } from "@lifeline/hermes/testing"
 import { Transport } from "@lifeline/kernel"
 import { TestTransport } from "@lifeline/kernel/testing"
@@ -46,7 +54,7 @@ const provide =
     self.pipe(
       Effect.provideService(Spawner.Spawner, spawner),
       Effect.provideService(MessageStore.MessageStore, store),
-      Effect.provideService(Windows.Windows, { present: () => Effect.succeed({ skipped: "test" }) })
+      Effect.provideService(WindowPresenter.WindowPresenter, { present: () => Effect.succeed({ skipped: "test" }) })
     )
 
 const greeted = (store: MessageStore.MessageStore.Service, value: string) =>

@@ -3,7 +3,7 @@
  * and again when it ends, so that on start-up `Recovery` finds what was interrupted and resumes or fails it instead of
  * losing it. `make` builds the service on a storage backend (`JournalBackend`); `layerMemory` keeps it in memory,
  * `@lifeline/sqlite` and `@lifeline/postgres` on disk. The entries are in `JournalEntry`, the errors in
- * `JournalError`, owner claims in `JournalClaim`, and `JournalTrack.track` runs an effect as a journaled operation.
+ * `JournalError`, owner claims in `JournalClaim`, and `JournaledOperation.run` runs an effect as a journaled operation.
  *
  * @since 0.1.0
  */
@@ -13,6 +13,7 @@ import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as internal from "./internal/journal.js"
+import * as retries from "./internal/journalRetries.js"
 import { JournalService } from "./internal/journalService.js"
 import type { Backend } from "./JournalBackend.js"
 import type { Claim, ClaimOptions, Identity, Liveness } from "./JournalClaim.js"
@@ -217,3 +218,28 @@ export const makeMemory: Effect.Effect<Journal.Service> = internal.makeMemory
  * @category layers
  */
 export const layerMemory: Layer.Layer<Journal> = Layer.effect(Journal, makeMemory)
+
+/**
+ * `journal` with its end records (`complete` and `fail`) retried while its storage cannot be reached (a `Storage`
+ * error), every 500 ms for up to `window`, each try bounded by the journal's `operationTimeout`: a short outage then
+ * does not leave an operation that finished unrecorded, to be run again or failed by the next start's recovery. Any
+ * other error is not retried, and neither is `begin` (an operation not begun has not run). The fleet records with it
+ * for `Bounds.recordRetryWindow`.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Journal } from "@lifeline/journal"
+ *
+ * const program = Effect.gen(function*() {
+ *   const journal = Journal.withRecordRetries(yield* Journal.makeMemory, "30 seconds")
+ *   yield* journal.begin({ kind: "tool", key: "k-1", payload: {}, owner: "host" })
+ *   yield* journal.complete("k-1", { ok: true })
+ * })
+ * ```
+ *
+ * @since 0.2.0
+ * @category combinators
+ */
+export const withRecordRetries: (journal: Journal.Service, window: Duration.Input) => Journal.Service =
+  retries.withRecordRetries

@@ -13,6 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as internal from "./internal/journalClaim.js"
+import * as unreleased from "./internal/journalUnreleased.js"
 import type * as Journal from "./Journal.js"
 import type { JournalError, OwnerInUse } from "./JournalError.js"
 
@@ -86,7 +87,7 @@ export interface Identity {
 export type Liveness = (claim: Claim) => Effect.Effect<"Alive" | "Dead" | "Unknown">
 
 /**
- * The name of the host that owns the operations this program begins: `JournalTrack.track` records it and `Recovery`
+ * The name of the host that owns the operations this program begins: `JournaledOperation.run` records it and `Recovery`
  * recovers only its operations. Hosts that share one journal (one SQL server) must use distinct, stable names; the
  * default, `"local"`, suits a journal of its own.
  *
@@ -148,3 +149,33 @@ export const layerOwner = (owner: string): Layer.Layer<never> => Layer.succeedCo
 export const claim: (
   options?: ClaimOptions & { readonly owner?: string | undefined }
 ) => Effect.Effect<Claim, OwnerInUse | JournalError, Journal.Journal | Scope.Scope> = internal.claim
+
+/**
+ * Deletes the claim on `owner` that the journal holding `token` (`Claim.holder`) let go of but left stored, its
+ * storage unreachable at the time. On the same host such a claim does not expire while that journal's process lives
+ * (a live holder keeps its claim past expiry), so it would hold up the owner's next claimant for as long. One try:
+ * `"held again"` when this journal holds the owner again, `"not ours"` when the claim is gone or someone else's (taken
+ * meanwhile), `"deleted"` when it was taken again and let go; a `Storage` error when the journal still cannot reach
+ * its storage, for the caller to retry (the fleet retries every 500 ms for ten minutes).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Journal, JournalClaim } from "@lifeline/journal"
+ *
+ * const program = Effect.gen(function*() {
+ *   const journal = yield* Journal.makeMemory
+ *   const token = yield* Effect.scoped(Effect.map(journal.claim("host-a", { ttl: "10 seconds" }), (c) => c.holder))
+ *   return yield* JournalClaim.deleteUnreleased(journal, "host-a", token, { ttl: "10 seconds" }) // "not ours": gone
+ * })
+ * ```
+ *
+ * @since 0.2.0
+ * @category combinators
+ */
+export const deleteUnreleased: (
+  journal: Journal.Journal.Service,
+  owner: string,
+  token: string,
+  options: ClaimOptions
+) => Effect.Effect<"deleted" | "held again" | "not ours", JournalError> = unreleased.deleteUnreleased

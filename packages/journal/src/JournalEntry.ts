@@ -123,7 +123,7 @@ export const maxKeyLength = 255
 
 /**
  * How a value is written to the journal as an error: a tagged error or an `Error` keeps its `_tag`, `name`, `message`
- * and own fields, anything that is not JSON is dropped. Used by `fail` and `JournalTrack.track`.
+ * and own fields, anything that is not JSON is dropped. Used by `fail` and `JournaledOperation.run`.
  *
  * @example
  * ```ts

@@ -5,7 +5,7 @@
  * and again when it ends, so that on start-up `Recovery` finds what was interrupted and resumes or fails it instead of
  * losing it. `make` builds the service on a storage backend (`JournalBackend`); `layerMemory` keeps it in memory,
  * `@lifeline/sqlite` and `@lifeline/postgres` on disk. The entries are in `JournalEntry`, the errors in
- * `JournalError`, owner claims in `JournalClaim`, and `JournalTrack.track` runs an effect as a journaled operation.
+ * `JournalError`, owner claims in `JournalClaim`, and `JournaledOperation.run` runs an effect as a journaled operation.
  *
  * @since 0.1.0
  */
@@ -63,12 +63,22 @@ export * as JournalError from "./JournalError.js"
 export * as JournalSql from "./JournalSql.js"
 
 /**
+ * Deprecated: the module is `JournaledOperation` now, and `track` is `JournaledOperation.run` (an effect run as a
+ * journaled operation; `JournalTrack.track` said neither).
+ *
+ * @since 0.1.0
+ * @deprecated Use `JournaledOperation`.
+ */
+export * as JournalTrack from "./JournalTrack.js"
+
+/**
  * Runs an effect as a journaled operation: recorded before it starts and when it ends, so that a crash in between
- * leaves an entry for `Recovery`, and a completed key is never run twice.
+ * leaves an entry for `Recovery`, and a completed key is never run twice. (It was the module `JournalTrack`, with
+ * `track` for `run`, which remains as a deprecated alias.)
  *
  * @since 0.1.0
  */
-export * as JournalTrack from "./JournalTrack.js"
+export * as JournaledOperation from "./JournaledOperation.js"
 
 /**
  * The host's record of the child processes it spawned, in its journal, so that a restarted host can find and kill the

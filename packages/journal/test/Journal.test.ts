@@ -3,9 +3,9 @@ import {
   Journal,
   JournalBackend,
   JournalClaim,
+  JournaledOperation,
   JournalEntry,
   JournalError,
-  JournalTrack,
   Recovery
 } from "@lifeline/journal"
 import { PeerError } from "@lifeline/kernel"
@@ -292,7 +292,7 @@ describe("Journal", () => {
       }))
   })
 
-  describe("track", () => {
+  describe("run", () => {
     const Result = Schema.Struct({ text: Schema.String })
 
     it.effect("begins before the effect starts and completes with its value", () =>
@@ -300,7 +300,7 @@ describe("Journal", () => {
         Effect.gen(function*() {
           const seen = yield* journal.get("t").pipe(
             Effect.map(Option.map((entry) => entry.status)),
-            JournalTrack.track("llm", "t", { prompt: "hi" })
+            JournaledOperation.run("llm", "t", { prompt: "hi" })
           )
           assert.deepStrictEqual(seen, Option.some("InFlight"))
           const entry = Option.getOrThrow(yield* journal.get("t"))
@@ -314,7 +314,7 @@ describe("Journal", () => {
       withJournal((journal) =>
         Effect.gen(function*() {
           const value = yield* Effect.succeed({ text: "hello" }).pipe(
-            JournalTrack.track("llm", "t", null, { result: Result }),
+            JournaledOperation.run("llm", "t", null, { result: Result }),
             Effect.provide(JournalClaim.layerOwner("hermes"))
           )
           assert.deepStrictEqual(value, { text: "hello" })
@@ -329,12 +329,12 @@ describe("Journal", () => {
         Effect.gen(function*() {
           let runs = 0
           const work = Effect.sync(() => ({ text: `run ${++runs}` })).pipe(
-            JournalTrack.track("llm", "t", null, { result: Result })
+            JournaledOperation.run("llm", "t", null, { result: Result })
           )
           assert.deepStrictEqual(yield* work, { text: "run 1" })
           assert.deepStrictEqual(yield* work, { text: "run 1" })
           assert.strictEqual(runs, 1)
-          const error = yield* Effect.flip(Effect.void.pipe(JournalTrack.track("llm", "t", null)))
+          const error = yield* Effect.flip(Effect.void.pipe(JournaledOperation.run("llm", "t", null)))
           assert.strictEqual(error._tag, "JournalError")
           assert.strictEqual((error as JournalError.JournalError).reason, "Conflict")
         })
@@ -345,7 +345,9 @@ describe("Journal", () => {
         Effect.gen(function*() {
           yield* journal.begin(op("t"))
           let ran = false
-          const error = yield* Effect.flip(Effect.sync(() => (ran = true)).pipe(JournalTrack.track("llm", "t", null)))
+          const error = yield* Effect.flip(
+            Effect.sync(() => (ran = true)).pipe(JournaledOperation.run("llm", "t", null))
+          )
           assert.isFalse(ran)
           assert.strictEqual((error as JournalError.JournalError).reason, "Conflict")
         })
@@ -354,13 +356,15 @@ describe("Journal", () => {
     it.effect("a failure is recorded with the error; tracking the key again retries it", () =>
       withJournal((journal) =>
         Effect.gen(function*() {
-          const error = yield* Effect.flip(new ToolFailed({ tool: "grep" }).pipe(JournalTrack.track("tool", "t", null)))
+          const error = yield* Effect.flip(
+            new ToolFailed({ tool: "grep" }).pipe(JournaledOperation.run("tool", "t", null))
+          )
           assert.strictEqual(error._tag, "ToolFailed")
           const failed = Option.getOrThrow(yield* journal.get("t"))
           assert.strictEqual(failed.status, "Failed")
           assert.deepStrictEqual(failed.error, { _tag: "ToolFailed", tool: "grep", message: "grep failed" })
           assert.deepStrictEqual(yield* journal.running, [])
-          yield* Effect.void.pipe(JournalTrack.track("tool", "t", null))
+          yield* Effect.void.pipe(JournaledOperation.run("tool", "t", null))
           const retried = Option.getOrThrow(yield* journal.get("t"))
           assert.strictEqual(retried.status, "Completed")
           assert.strictEqual(retried.attempts, 2)
@@ -370,7 +374,7 @@ describe("Journal", () => {
     it.effect("a defect is recorded as a Defect", () =>
       withJournal((journal) =>
         Effect.gen(function*() {
-          yield* Effect.exit(Effect.die(new Error("bug")).pipe(JournalTrack.track("tool", "t", null)))
+          yield* Effect.exit(Effect.die(new Error("bug")).pipe(JournaledOperation.run("tool", "t", null)))
           const entry = Option.getOrThrow(yield* journal.get("t"))
           assert.strictEqual(entry.status, "Failed")
           assert.strictEqual((entry.error as { _tag: string })._tag, "Defect")
@@ -384,7 +388,7 @@ describe("Journal", () => {
           const started = yield* Deferred.make<void>()
           const fiber = yield* Deferred.succeed(started, void 0).pipe(
             Effect.andThen(Effect.never),
-            JournalTrack.track("llm", "t", null),
+            JournaledOperation.run("llm", "t", null),
             Effect.forkChild
           )
           yield* Deferred.await(started)
@@ -399,7 +403,7 @@ describe("Journal", () => {
       withJournal((journal) =>
         Effect.gen(function*() {
           const cutOff = new PeerError.ShutdownError({ reason: "DrainTimeout", phase: "Closing" })
-          const error = yield* Effect.flip(Effect.fail(cutOff).pipe(JournalTrack.track("llm", "t", null)))
+          const error = yield* Effect.flip(Effect.fail(cutOff).pipe(JournaledOperation.run("llm", "t", null)))
           assert.strictEqual(error, cutOff)
           assert.strictEqual(Option.getOrThrow(yield* journal.get("t")).status, "InFlight")
           assert.deepStrictEqual(yield* journal.running, [])
@@ -409,7 +413,10 @@ describe("Journal", () => {
     it.effect("a sleeping operation records its start and end on the TestClock", () =>
       withJournal((journal) =>
         Effect.gen(function*() {
-          const fiber = yield* Effect.sleep("10 seconds").pipe(JournalTrack.track("llm", "t", null), Effect.forkChild)
+          const fiber = yield* Effect.sleep("10 seconds").pipe(
+            JournaledOperation.run("llm", "t", null),
+            Effect.forkChild
+          )
           yield* TestClock.adjust("10 seconds")
           yield* Fiber.join(fiber)
           const entry = Option.getOrThrow(yield* journal.get("t"))

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Journal, JournalBackend, JournalError, JournalTrack, Recovery } from "@lifeline/journal"
+import { Journal, JournalBackend, JournaledOperation, JournalError, Recovery } from "@lifeline/journal"
 import { Cause, Effect, Exit, Fiber, Logger, Option, References } from "effect"
 import { TestClock } from "effect/testing"
 
@@ -85,7 +85,7 @@ describe("Journal operationTimeout", () => {
     }))
 })
 
-describe("JournalTrack.track when the failure cannot be recorded", () => {
+describe("JournaledOperation.run when the failure cannot be recorded", () => {
   it.effect("the caller gets the JournalError, whose cause is the operation's own failure; the entry stays", () =>
     Effect.gen(function*() {
       const backend = yield* JournalBackend.makeMemory
@@ -99,7 +99,7 @@ describe("JournalTrack.track when the failure cannot be recorded", () => {
       const journal = yield* Journal.make(broken)
       const exit = yield* Effect.exit(
         Effect.fail("the tool broke").pipe(
-          JournalTrack.track("tool", "t-1", {}),
+          JournaledOperation.run("tool", "t-1", {}),
           Effect.provideService(Journal.Journal, journal)
         )
       )
@@ -119,7 +119,7 @@ describe("JournalTrack.track when the failure cannot be recorded", () => {
       const journal = yield* Journal.make(yield* JournalBackend.makeMemory, { maxPayloadBytes: 1000 })
       const exit = yield* Effect.exit(
         Effect.fail({ message: "too much", data: "x".repeat(2000) }).pipe(
-          JournalTrack.track("tool", "t-2", {}),
+          JournaledOperation.run("tool", "t-2", {}),
           Effect.provideService(Journal.Journal, journal)
         )
       )

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { JournalEntry } from "@lifeline/journal"
-import { Journal, JournalBackend, JournalClaim, JournalTrack, ProcessRecord, Recovery } from "@lifeline/journal"
+import { Journal, JournalBackend, JournalClaim, JournaledOperation, ProcessRecord, Recovery } from "@lifeline/journal"
 import { Connection, Method, Peer, PeerError, Protocol, ShutdownPolicy } from "@lifeline/kernel"
 import { TestTransport } from "@lifeline/kernel/testing"
 import { Deferred, Duration, Effect, Exit, Fiber, Option, Result, Schema, Scope } from "effect"
@@ -94,7 +94,7 @@ describe("Recovery", () => {
       )
       // the user retries under the same key
       const value = yield* Effect.succeed("ok").pipe(
-        JournalTrack.track("tool", "tool-3", { retry: true }),
+        JournaledOperation.run("tool", "tool-3", { retry: true }),
         Effect.provideService(Journal.Journal, journal)
       )
       assert.strictEqual(value, "ok")
@@ -454,7 +454,7 @@ describe("Recovery", () => {
         const journal = yield* Journal.makeMemory
         const error = yield* Effect.flip(
           Effect.fail(new PeerError.ShutdownError({ reason: "DrainTimeout", phase: "Closing" })).pipe(
-            JournalTrack.track("llm", "call/9", null),
+            JournaledOperation.run("llm", "call/9", null),
             Effect.provideService(Journal.Journal, journal)
           )
         )
@@ -484,7 +484,7 @@ describe("Recovery", () => {
           handlers: {
             work: ({ ms }, { id }) =>
               Effect.as(Effect.sleep(Duration.millis(ms)), ms).pipe(
-                JournalTrack.track("work", `rpc/inbound/${id}`, { ms }),
+                JournaledOperation.run("work", `rpc/inbound/${id}`, { ms }),
                 Effect.provideService(Journal.Journal, journal),
                 Effect.orDie
               )

@@ -16,7 +16,7 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SchemaIssue from "effect/SchemaIssue"
 import * as Bounds from "./Bounds.js"
-import * as DurationInput from "./DurationInput.js"
+import * as DurationText from "./DurationText.js"
 
 /**
  * The shutdown policy.
@@ -140,7 +140,7 @@ export class ShutdownPolicy extends Context.Service<ShutdownPolicy, Policy>()("@
 export const POLICY_VARIABLE = "LIFELINE_SHUTDOWN_POLICY"
 
 /**
- * The environment variable holding the drain timeout, read with `DurationInput.parse`: a compact duration (`4s`,
+ * The environment variable holding the drain timeout, read with `DurationText.parse`: a compact duration (`4s`,
  * `250ms`, `1.5s`, `1m30s`) or Effect's form (`3 seconds`, `500 millis`). A number without a unit (but `0`), a negative
  * duration and `Infinity` are refused.
  *
@@ -163,17 +163,17 @@ const invalid = (variable: string, text: string, message: string): Config.Config
     new Schema.SchemaError(new SchemaIssue.Pointer([variable], new SchemaIssue.InvalidValue({ message }, text)))
   )
 
-// The part of a `DurationInput.parse` refusal that says why; its message reads
+// The part of a `DurationText.parse` refusal that says why; its message reads
 // `not a duration: "<text>" (<why>; use <forms>)`, and the variable's message names the forms itself.
 const whyOf = (text: string, refusal: string): string => {
   const prefix = `not a duration: ${JSON.stringify(text)} (`
-  const suffix = `; use ${DurationInput.forms})`
+  const suffix = `; use ${DurationText.forms})`
   return refusal.startsWith(prefix) && refusal.endsWith(suffix)
     ? refusal.slice(prefix.length, refusal.length - suffix.length)
     : refusal
 }
 
-// Read with DurationInput.parse, so the compact forms a person types (4s, 250ms, 1m30s) work as well as Effect's own
+// Read with DurationText.parse, so the compact forms a person types (4s, 250ms, 1m30s) work as well as Effect's own
 // ("3 seconds"), which are all Config.Duration reads. A negative duration is named as such: a timeout treats it as
 // zero, and it reads like a typo that turned drain into fail-fast. "Infinity" is refused by the parser: a drain has a
 // deadline.
@@ -189,7 +189,7 @@ const drainTimeoutConfigRaw: Config.Config<Duration.Duration> = Config.schema(
     // no duration at all ("-3x").
     const negative = trimmed.startsWith("-")
     const unsigned = negative ? trimmed.slice(1) : text
-    return Result.match(DurationInput.parse(unsigned), {
+    return Result.match(DurationText.parse(unsigned), {
       onFailure: (refusal) =>
         Effect.fail(invalid(
           DRAIN_TIMEOUT_VARIABLE,

@@ -33,13 +33,23 @@ export * as Cancellation from "./Cancellation.js"
 export * as Connection from "./Connection.js"
 
 /**
+ * Deprecated: the module is `DurationText` now (durations as people type them; `DurationInput` read like Effect's
+ * `Duration.Input`, which is something else). Everything it exports is here under the same names.
+ *
+ * @since 0.1.0
+ * @deprecated Use `DurationText`.
+ */
+export * as DurationInput from "./DurationInput.js"
+
+/**
  * Durations as people type them, on a command line or in an environment variable: the compact forms `250ms`, `4s`,
  * `1.5s`, `2m`, `1h` (and runs of them, `1m30s`, `1s 500ms` as `Duration.format` prints), and Effect's own
- * `1500 millis`, `4 seconds`, which are the only ones `Duration.fromInput` (and so `Config.Duration`) reads.
+ * `1500 millis`, `4 seconds`, which are the only ones `Duration.fromInput` (and so `Config.Duration`) reads. (It was
+ * the module `DurationInput`, a name Effect's `Duration.Input` already means; that name remains as a deprecated alias.)
  *
  * @since 0.1.0
  */
-export * as DurationInput from "./DurationInput.js"
+export * as DurationText from "./DurationText.js"
 
 /**
  * The graceful shutdown of a whole program: every live connection (and every child process with its connection) that

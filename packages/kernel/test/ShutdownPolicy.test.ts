@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { DurationInput, ShutdownPolicy } from "@lifeline/kernel"
+import { DurationText, ShutdownPolicy } from "@lifeline/kernel"
 import type { Config, SchemaIssue } from "effect"
 import { ConfigProvider, Duration, Effect, Layer, Result, Schema } from "effect"
 
@@ -41,7 +41,7 @@ describe("ShutdownPolicy", () => {
       assert.deepStrictEqual(policy, ShutdownPolicy.Drain({ timeout: Duration.millis(3000) }))
     })
 
-    it("drain decodes any DurationInput once", () => {
+    it("drain decodes any DurationText once", () => {
       const fromString = ShutdownPolicy.drain("3 seconds")
       const fromMillis = ShutdownPolicy.drain(3000)
       assert.isTrue(ShutdownPolicy.isDrain(fromString) && Duration.isDuration(fromString.timeout))
@@ -248,10 +248,10 @@ describe("ShutdownPolicy", () => {
 
   describe("what an invalid environment says (mutation testing)", () => {
     const why = (text: string) => {
-      const refusal = Result.getFailure(DurationInput.parse(text))
+      const refusal = Result.getFailure(DurationText.parse(text))
       assert.isTrue(refusal._tag === "Some")
       const message = refusal._tag === "Some" ? refusal.value : ""
-      return message.slice(`not a duration: ${JSON.stringify(text)} (`.length, -`; use ${DurationInput.forms})`.length)
+      return message.slice(`not a duration: ${JSON.stringify(text)} (`.length, -`; use ${DurationText.forms})`.length)
     }
 
     it.effect("a malformed drain timeout: the parser's reason alone, between the accepted forms and the value", () =>
@@ -313,25 +313,25 @@ describe("ShutdownPolicy", () => {
             failing([ShutdownPolicy.POLICY_VARIABLE], { [ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE]: "3x" })
           )
         )
-        assert.strictEqual(sourceMessage(policyDown), "LIFELINE_SHUTDOWN_POLICY is unreachable")
+        assert.strictEqual(sourceMessage(policyDown), `${ShutdownPolicy.POLICY_VARIABLE} is unreachable`)
         const timeoutDown = yield* Effect.flip(
           ShutdownPolicy.config.pipe(
             failing([ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE], { [ShutdownPolicy.POLICY_VARIABLE]: "nope" })
           )
         )
-        assert.strictEqual(sourceMessage(timeoutDown), "LIFELINE_DRAIN_TIMEOUT is unreachable")
+        assert.strictEqual(sourceMessage(timeoutDown), `${ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE} is unreachable`)
         const bothDown = yield* Effect.flip(
           ShutdownPolicy.config.pipe(
             failing([ShutdownPolicy.POLICY_VARIABLE, ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE], {})
           )
         )
-        assert.strictEqual(sourceMessage(bothDown), "LIFELINE_SHUTDOWN_POLICY is unreachable")
+        assert.strictEqual(sourceMessage(bothDown), `${ShutdownPolicy.POLICY_VARIABLE} is unreachable`)
         const timeoutOnly = yield* Effect.flip(
           ShutdownPolicy.config.pipe(
             failing([ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE], { [ShutdownPolicy.POLICY_VARIABLE]: "drain" })
           )
         )
-        assert.strictEqual(sourceMessage(timeoutOnly), "LIFELINE_DRAIN_TIMEOUT is unreachable")
+        assert.strictEqual(sourceMessage(timeoutOnly), `${ShutdownPolicy.DRAIN_TIMEOUT_VARIABLE} is unreachable`)
       }))
   })
 })

@@ -33,8 +33,8 @@ import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
+import { flushWritable, unsafeGuard } from "./internal/guardedStream.js"
 import * as internalLogger from "./internal/logger.js"
-import { flushWritable, unsafeGuard } from "./internal/streams.js"
 
 /**
  * The signals that stop a Lifeline process. SIGHUP (the terminal went away) is handled like SIGTERM.

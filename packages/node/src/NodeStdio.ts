@@ -21,10 +21,10 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { Console } from "node:console"
+import { unsafeGuard } from "./internal/guardedStream.js"
 import * as internalLogger from "./internal/logger.js"
 import * as internalStream from "./internal/nodeStream.js"
 import * as Processes from "./internal/processes.js"
-import { unsafeGuard } from "./internal/streams.js"
 import * as NodeSignals from "./NodeSignals.js"
 
 /**

@@ -4,7 +4,8 @@ import { Transport } from "@lifeline/kernel"
 import { NodeStdio } from "@lifeline/node"
 import { Deferred, Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
 import { PassThrough, Writable } from "node:stream"
-import { makeWriter, unsafeGuard } from "../src/internal/streams.js"
+import { unsafeGuard } from "../src/internal/guardedStream.js"
+import { makeWriter } from "../src/internal/streamWriter.js"
 
 const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text)
 

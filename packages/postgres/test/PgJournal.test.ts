@@ -1,6 +1,6 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, it } from "@effect/vitest"
-import { Journal, JournalSql, JournalTrack, Recovery } from "@lifeline/journal"
+import { Journal, JournaledOperation, JournalSql, Recovery } from "@lifeline/journal"
 import { PgJournal } from "@lifeline/postgres"
 import { ConfigProvider, Deferred, Effect, Fiber, Layer, Logger, Option, Redacted, Schema } from "effect"
 import { Reactivity } from "effect/reactivity"
@@ -150,7 +150,7 @@ describePostgres(pg, "PgJournal", () => {
       const begun = yield* Deferred.make<void>()
       const host = yield* Deferred.succeed(begun, undefined).pipe(
         Effect.andThen(Effect.never),
-        JournalTrack.track("llm", "turn-1", { text: "hi" }, { result: Schema.String }),
+        JournaledOperation.run("llm", "turn-1", { text: "hi" }, { result: Schema.String }),
         Effect.provide(layer),
         Effect.forkChild
       )
@@ -164,7 +164,7 @@ describePostgres(pg, "PgJournal", () => {
           }
         })
         const again = yield* Effect.succeed("never run").pipe(
-          JournalTrack.track("llm", "turn-1", { text: "hi" }, { result: Schema.String })
+          JournaledOperation.run("llm", "turn-1", { text: "hi" }, { result: Schema.String })
         )
         const unfinished = yield* Effect.flatMap(Journal.Journal, (journal) => journal.unfinished())
         return { report, again, unfinished }

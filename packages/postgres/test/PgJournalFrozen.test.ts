@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Journal, JournalError, JournalTrack } from "@lifeline/journal"
+import { Journal, JournaledOperation, JournalError } from "@lifeline/journal"
 import { PgJournal } from "@lifeline/postgres"
 import { Context, Effect, Exit, Fiber, Layer, Redacted, Schedule, Scope } from "effect"
 import * as ChildProcess from "node:child_process"
@@ -109,7 +109,7 @@ describe.skipIf(skip !== undefined)(
             // Inside an uninterruptible region (track records its start uninterruptibly), as bounded.
             const tracked = yield* elapsed(
               Effect.succeed(1).pipe(
-                JournalTrack.track("llm", "tracked", {}),
+                JournaledOperation.run("llm", "tracked", {}),
                 Effect.provideService(Journal.Journal, journal)
               )
             )

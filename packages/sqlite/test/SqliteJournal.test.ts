@@ -190,6 +190,7 @@ describe("SqliteJournal", () => {
     }))
 
   describe("layerConfig", () => {
+    const [LIFELINE_DATA_DIR, HERMES_DATA_DIR] = SqliteJournal.DATA_DIR_VARIABLES
     const provider = (entries: ReadonlyArray<readonly [string, string]>) =>
       ConfigProvider.layer(ConfigProvider.fromEnv({ env: Object.fromEntries(entries) }))
 
@@ -197,7 +198,7 @@ describe("SqliteJournal", () => {
       Effect.gen(function*() {
         const directory = Path.join(root, "hermes-data")
         yield* Effect.flatMap(Journal.Journal, (journal) => journal.begin(op("x"))).pipe(
-          Effect.provide(SqliteJournal.layerConfig.pipe(Layer.provide(provider([["HERMES_DATA_DIR", directory]]))))
+          Effect.provide(SqliteJournal.layerConfig.pipe(Layer.provide(provider([[HERMES_DATA_DIR, directory]]))))
         )
         assert.isTrue(Fs.existsSync(Path.join(directory, "lifeline", "journal.db")))
       }))
@@ -207,8 +208,8 @@ describe("SqliteJournal", () => {
         const read = (entries: ReadonlyArray<readonly [string, string]>) =>
           SqliteJournal.config.parse(ConfigProvider.fromEnv({ env: Object.fromEntries(entries) }))
         assert.deepStrictEqual(
-          yield* read([["LIFELINE_DATA_DIR", "/l"], ["HERMES_DATA_DIR", "/h"], [
-            "LIFELINE_JOURNAL_SYNCHRONOUS",
+          yield* read([[LIFELINE_DATA_DIR, "/l"], [HERMES_DATA_DIR, "/h"], [
+            SqliteJournal.SYNCHRONOUS_VARIABLE,
             "NORMAL"
           ]]),
           { filename: "/l/lifeline/journal.db", synchronous: "NORMAL" }
@@ -221,7 +222,7 @@ describe("SqliteJournal", () => {
           (yield* read([["HOME", "/home/u"]])).filename,
           "/home/u/.local/share/lifeline/journal.db"
         )
-        const invalid = yield* Effect.flip(read([["HOME", "/h"], ["LIFELINE_JOURNAL_SYNCHRONOUS", "OFF"]]))
+        const invalid = yield* Effect.flip(read([["HOME", "/h"], [SqliteJournal.SYNCHRONOUS_VARIABLE, "OFF"]]))
         assert.strictEqual(invalid.cause._tag, "SchemaError")
       }))
   })

@@ -1,18 +1,22 @@
+/**
+ * The operations of one session still running on this runner. Effect's cluster answers a request it interrupts at
+ * once and may close the entity's scope without waiting for its handler (a forced shard release, when the runner's
+ * shard locks fail: Postgres down), but an operation's handler goes on: it finishes within its drain and records its
+ * end (packages/fleet/src/internal/operation.ts, `runEntry`). The session's claim must outlive it, or the session's
+ * next runner could claim the session, find the operation unfinished and run it again. And when the scope closes
+ * without the cluster interrupting the handlers first (a handler died and the entity is rebuilt), they are
+ * interrupted here, so that their drain starts then. A count, the fibers and a latch: Effect's `FiberSet` would fork
+ * each handler into the set and change which fiber the cluster interrupts.
+ *
+ * @internal
+ */
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Latch from "effect/Latch"
 import * as Option from "effect/Option"
 
-// The operations of one session still running on this runner. Effect's cluster answers a request it interrupts at
-// once and may close the entity's scope without waiting for its handler (a forced shard release, when the runner's
-// shard locks fail: Postgres down), but an operation's handler goes on: it finishes within its drain and records its
-// end (packages/fleet/src/internal/operation.ts, `runEntry`). The session's claim must outlive it, or the session's
-// next runner could claim the session, find the operation unfinished and run it again. And when the scope closes
-// without the cluster interrupting the handlers first (a handler died and the entity is rebuilt), they are
-// interrupted here, so that their drain starts then. A count, the fibers and a latch: Effect's `FiberSet` would fork
-// each handler into the set and change which fiber the cluster interrupts.
-
+/** @internal */
 export interface InFlight {
   /** Runs `effect` counted as an operation of the session until it ends, however it ends. */
   readonly track: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
@@ -25,6 +29,7 @@ export interface InFlight {
   readonly count: () => number
 }
 
+/** @internal */
 export const make = (): InFlight => {
   const fibers = new Map<Fiber.Fiber<unknown, unknown>, number>()
   let running = 0

@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import type * as Journal from "@lifeline/journal/Journal"
+import * as Journal from "@lifeline/journal/Journal"
 import * as JournalEntry from "@lifeline/journal/JournalEntry"
 import type * as JournalError from "@lifeline/journal/JournalError"
 import * as Recovery from "@lifeline/journal/Recovery"
@@ -18,7 +18,6 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import { ExtensionUnavailable, KeyReused, OperationFailed } from "../FleetError.js"
 import type { Operation } from "../SessionEntity.js"
@@ -145,18 +144,20 @@ const runEntry = <R>(
     Effect.flatMap(
       drain(restore, execute(entry), { drainTimeout, label: `operation ${UntrustedText.shown(entry.key)}` }),
       (exit) => {
-        if (Exit.isSuccess(exit)) return Effect.as(recording(journal.complete(entry.key, exit.value)), exit.value)
+        if (Exit.isSuccess(exit)) {
+          return Effect.as(withRecordRetries(journal).complete(entry.key, exit.value), exit.value)
+        }
         if (Cause.hasInterruptsOnly(exit.cause)) {
           return Effect.andThen(journal.release(entry.key), Effect.failCause(exit.cause as Cause.Cause<never>))
         }
         const error = Cause.squash(exit.cause)
         return Effect.flatMap(
-          recording(journal.fail(
+          withRecordRetries(journal).fail(
             entry.key,
             error instanceof ExtensionUnavailable
               ? { _tag: error._tag, sessionId: error.sessionId, reason: error.reason, detail: error.detail }
               : JournalEntry.errorToJson(error)
-          )),
+          ),
           (failed) => Effect.fail(unavailableOf(failed.error) ?? failedOf(failed))
         )
       }
@@ -171,24 +172,15 @@ const runEntry = <R>(
 export const recordRetryWindow: Duration.Input = Bounds.recordRetryWindow
 
 /**
- * The journal as a session's recovery uses it: recording the end of an operation it resumed is retried like the end
- * of one run on request (`recordRetryWindow`), so that a short outage does not leave it unrecorded, to be resumed
- * once more by the next runner.
+ * The journal as a session records with it: the end of an operation, run on request or resumed by its recovery, is
+ * retried for `recordRetryWindow` while the journal is unreachable (`Journal.withRecordRetries`), so that a short
+ * outage does not leave it unrecorded, to be run or resumed once more by the next runner.
  */
-export const withRecordRetries = (journal: Journal.Journal.Service): Journal.Journal.Service => ({
-  ...journal,
-  complete: (key, result) => recording(journal.complete(key, result)),
-  fail: (key, error, guard) => recording(journal.fail(key, error, guard))
-})
-
-const recording = <A>(step: Effect.Effect<A, JournalError.JournalError>) =>
-  Effect.retry(step, {
-    while: (error) => error.reason === "Storage",
-    schedule: Schedule.spaced("500 millis").pipe(Schedule.upTo({ duration: recordRetryWindow }))
-  })
+export const withRecordRetries = (journal: Journal.Journal.Service): Journal.Journal.Service =>
+  Journal.withRecordRetries(journal, recordRetryWindow)
 
 /** How `drained` names what it waits for in its log line, and what it does when the interruption comes. */
-export interface DrainOptions {
+interface DrainOptions {
   readonly drainTimeout: Duration.Input
   /** Names what is drained in the log line of a drain that ran out ("operation k-1", "the recovery of session s"). */
   readonly label: string

@@ -1,6 +1,6 @@
 /**
  * The layers behind `FleetRunner`: Effect's cluster sharding over Postgres (or any SQL client), the runner's socket
- * server, the client side, and the durable resets of `durableResets.ts`.
+ * server, the client side, and the retried resets of `retriedResets.ts`.
  *
  * @internal
  */
@@ -18,15 +18,15 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type * as FleetRunner from "../FleetRunner.js"
-import { durableResets } from "./durableResets.js"
 import * as migrations from "./migrations.js"
+import { withRetriedResets } from "./retriedResets.js"
 
-// Effect's SQL message storage, with its resets of read marks retried until they succeed (see ./durableResets.ts).
+// Effect's SQL message storage, with its resets of read marks retried until they succeed (see ./retriedResets.ts).
 const messageStorage = (prefix: string, config: ShardingConfig.ShardingConfig["Service"]) =>
   Layer.effect(
     MessageStorage.MessageStorage,
     Effect.gen(function*() {
-      return durableResets(yield* MessageStorage.MessageStorage, yield* Effect.scope, lockInterval(config))
+      return withRetriedResets(yield* MessageStorage.MessageStorage, yield* Effect.scope, lockInterval(config))
     })
   ).pipe(Layer.provide(SqlMessageStorage.layerStorage({ prefix }).pipe(Layer.provide(NodeCrypto.layerDigest))))
 

@@ -35,12 +35,12 @@ import {
   Operation,
   owner as ownerOf
 } from "../SessionEntity.js"
-import * as ChildSlot from "./child.js"
 import * as InFlight from "./inFlight.js"
-import { deleteLeftClaim } from "./leftClaim.js"
 import { handle, resolveDrainTimeout } from "./operation.js"
+import * as ChildSlot from "./sessionChild.js"
 import * as SessionClaim from "./sessionClaim.js"
 import { decisionsOf, recover } from "./sessionRecovery.js"
+import { deleteUnreleasedClaim } from "./unreleasedClaim.js"
 import type { Invalid } from "./validate.js"
 import { operationProblem, sessionIdProblem } from "./validate.js"
 
@@ -122,7 +122,7 @@ export const layer = <Serves extends Method.Any, Calls extends Method.Any, R>(
           ? invalid === undefined
             ? Effect.logDebug(`session ${sessionId}: stopped before its recovery took its claim`)
             : Effect.void
-          : Effect.asVoid(Effect.forkDetach(deleteLeftClaim(journal, owner, claimToken, claimOptions)))
+          : Effect.asVoid(Effect.forkDetach(deleteUnreleasedClaim(journal, owner, claimToken, claimOptions)))
       )
       if (invalid === undefined) {
         recovery = yield* Effect.gen(function*() {

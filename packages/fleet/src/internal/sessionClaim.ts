@@ -2,8 +2,8 @@
  * A fleet session's journal claim, as the session keeps it: taken by its recovery (`sessionRecovery.ts`), it is let go
  * only once the session's operations running here have ended and their ends are recorded, for at most
  * `Bounds.claimWait` (the drain, the record retries, the slack); a claim the journal could not delete when the session
- * stopped (Postgres down) is deleted later (`leftClaim.ts`). Why: Effect's cluster may close the entity's scope without
- * waiting for its handlers, and a claim let go then would let the next runner run an operation a second time.
+ * stopped (Postgres down) is deleted later (`unreleasedClaim.ts`). Why: Effect's cluster may close the entity's scope
+ * without waiting for its handlers, and a claim let go then would let the next runner run an operation a second time.
  *
  * @internal
  */

@@ -54,7 +54,7 @@ export interface Served {
 }
 
 /** A notification the kit sent while the extension waited for the answer to `request`. */
-export interface DuringRequest {
+interface DuringRequest {
   readonly at: number
   readonly notification: string
   readonly request: string
@@ -68,7 +68,7 @@ export interface Exchange {
   readonly answer: Option.Option<Received>
 }
 
-export type BeforeAnswer = (served: Served, session: Session) => "answer" | "withhold"
+type BeforeAnswer = (served: Served, session: Session) => "answer" | "withhold"
 
 export interface Session {
   readonly run: string

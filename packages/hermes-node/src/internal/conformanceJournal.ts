@@ -39,7 +39,7 @@ export const defaultJournalFile = (): string =>
 export const reapGrace = "100 millis"
 
 /** How long the records of processes that ended stay in the journal. */
-export const keepEndedMs = 24 * 60 * 60 * 1000
+const keepEndedMs = 24 * 60 * 60 * 1000
 
 /** What the kit says about its journal at the start: the orphans it swept, or why it records nothing. */
 export interface Recording {

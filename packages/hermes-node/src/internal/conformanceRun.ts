@@ -62,7 +62,7 @@ export interface Stop {
 }
 
 /** An abnormal end: the trigger, when, and the exit that followed (or the escalation that was needed). */
-export interface Abnormal {
+interface Abnormal {
   readonly trigger: string
   readonly at: number
   readonly exit: ExitStatus | undefined

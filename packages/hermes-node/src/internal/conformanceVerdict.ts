@@ -57,14 +57,14 @@ export const maxReportBytes = 2 * 1024 * 1024
 const bytesOf = (text: string): number => Buffer.byteLength(text, "utf8")
 
 /** A byte count for a person: `812 bytes`, `4.2 kB`, `12.3 MB`. */
-export const sizeText = (bytes: number): string =>
+const sizeText = (bytes: number): string =>
   bytes < 1000 ? `${bytes} bytes` : bytes < 1e6 ? `${(bytes / 1e3).toFixed(1)} kB` : `${(bytes / 1e6).toFixed(1)} MB`
 
 const leftOutText = (lines: number, bytes: number): string =>
   `… and ${lines.toLocaleString("en-US")} more (${sizeText(bytes)}) left out`
 
 /** `text` cut to at most `max` UTF-8 bytes, saying how many were left out. */
-export const cutBytes = (text: string, max = maxEvidenceLineBytes): string => {
+const cutBytes = (text: string, max = maxEvidenceLineBytes): string => {
   const bytes = bytesOf(text)
   if (bytes <= max) return text
   const note = ` … (${sizeText(bytes - max + 64)} more left out)`
@@ -134,7 +134,7 @@ export const errorCodeOf = (frame: Received): unknown => messageOf(frame).error?
 export const latency = (exchange: Exchange, frame: Received): number => Math.round(frame.at - exchange.sentAt)
 
 /** The last lines of the process's stderr, for a failure's evidence. */
-export const stderrOf = (run: Run): Array<string> => {
+const stderrOf = (run: Run): Array<string> => {
   const lines = (run.session?.child.stderrTail() ?? "").split("\n").filter((line) => line.trim() !== "")
   return lines.slice(-3).map((line) => `stderr: ${cut(line, 200)}`)
 }

@@ -12,16 +12,16 @@
  * SIGHUP shut the extension down as the end of a run does, and the report is still printed.
  *
  * Everything the extension chose (its name, version, command titles, window titles and URLs, its stderr, error
- * messages, the message text) is printed through `visible`: a control character is shown, never sent to the terminal.
+ * messages, the message text) is printed through `visible`: a control character is shown, never sent to the terminal
+ * (the timeline's printers are in `hermesHostTimeline.ts`).
  */
 // Deep imports keep start-up short: the barrels would load every module of every package.
 import * as ExtensionHost from "@lifeline/hermes/ExtensionHost"
 import type * as HermesProtocol from "@lifeline/hermes/HermesProtocol"
 import * as MessageStore from "@lifeline/hermes/MessageStore"
 import * as Spawner from "@lifeline/hermes/Spawner"
-import * as Windows from "@lifeline/hermes/Windows"
+import * as WindowPresenter from "@lifeline/hermes/WindowPresenter"
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
-import type * as Process from "@lifeline/kernel/Process"
 import * as NodeSignals from "@lifeline/node/NodeSignals"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
@@ -35,11 +35,12 @@ import * as References from "effect/References"
 import * as Stream from "effect/Stream"
 import * as Path from "node:path"
 import * as NodeSpawner from "../NodeSpawner.js"
-import { visible, visibleJson } from "../TerminalText.js"
+import { visibleJson } from "../TerminalText.js"
 import * as Conformance from "./conformance.js"
 import { openRecording, owner } from "./hermesHostJournal.js"
 import type { Defaults, Settings } from "./hermesHostSettings.js"
 import { parse } from "./hermesHostSettings.js"
+import { describeExit, isDetail, quote, segments, timeline } from "./hermesHostTimeline.js"
 
 /**
  * Why `name` may not name an extension, or undefined: docs/protocol.md, "initialize": letters, digits, ".", "_", "-"
@@ -73,46 +74,6 @@ type Outcome =
 
 /** Why the host stopped waiting and shut the extension down. */
 type Ending = "settled" | "max-duration" | "signal" | "exited" | "invalid-name" | "not-ready"
-
-// -- the timeline ----------------------------------------------------------------------------------------------
-
-const segments = (text: string) => text.split(/\r\n|\r|\n/).filter((line) => line !== "")
-
-/** Untrusted text for the timeline: control characters shown (see `visible`), cut to `width` characters. */
-const quote = (text: string, width = 96) => {
-  const shown = visible(text)
-  return shown.length > width ? shown.slice(0, width - 1) + "…" : shown
-}
-
-/** The timeline's printers: nothing at all under `--json`, whose report is one JSON document. */
-const timeline = (json: boolean) => {
-  /** Every line of the timeline goes through here, and through `visible`: nothing printed can drive the terminal. */
-  const print = (text: string) => {
-    if (!json) process.stdout.write(`${visible(text)}\n`) // stdout-ok: a command-line tool's own output
-  }
-  const line = (at: number, what: string, text: string) =>
-    print(`${String(at).padStart(6)} ms  ${what.padEnd(10)} ${text}`)
-  const more = (text: string) => print(`${" ".repeat(21)}${text}`)
-
-  const printEdit = (previous: string, next: string) => {
-    const old = segments(previous)
-    const now = segments(next)
-    for (let i = 0; i < Math.max(old.length, now.length); i++) {
-      if (old[i] === now[i]) continue
-      if (old[i] !== undefined) more(`- ${quote(old[i])}`)
-      if (now[i] !== undefined) more(`+ ${quote(now[i])}`)
-    }
-  }
-  return { line, more, print, printEdit }
-}
-
-const describeExit = (status: Process.ExitStatus) =>
-  status.signal !== null ? `killed by ${status.signal}` : `exit code ${status.exitCode}`
-
-/** The events that an extension can make as many of as it likes: printed and kept up to `detailLimit`. */
-const isDetail = (event: ExtensionHost.Event) =>
-  event._tag === "RequestServed" || event._tag === "CommandSent" || event._tag === "WindowOpened" ||
-  event._tag === "WindowShown" || event._tag === "WindowClosed"
 
 const program = (settings: Settings) =>
   Effect.gen(function*() {
@@ -463,7 +424,7 @@ export const main = async (argv: ReadonlyArray<string>, defaults: Defaults): Pro
 
   const HostLive = Layer.mergeAll(
     MessageStore.layer(settings.before),
-    Windows.layerHeadless.pipe(Layer.provide(FetchHttpClient.layer))
+    WindowPresenter.layerHeadless.pipe(Layer.provide(FetchHttpClient.layer))
   )
 
   NodeSignals.runMain(

@@ -3,7 +3,7 @@
  * stderr and exit code 2 (docs/hosting.md, "Exit codes"): no stack trace.
  */
 import * as HermesProtocol from "@lifeline/hermes/HermesProtocol"
-import * as DurationInput from "@lifeline/kernel/DurationInput"
+import * as DurationText from "@lifeline/kernel/DurationText"
 import type * as Duration from "effect/Duration"
 import * as Result from "effect/Result"
 import * as Fs from "node:fs"
@@ -36,7 +36,7 @@ export const usage = `hermes-host: run a Hermes extension without Hermes' UI
   --json             print one JSON report instead of the timeline
   --verbose          also log the host's and the extension's own log lines on stderr
 
-  A DURATION is ${DurationInput.forms}.
+  A DURATION is ${DurationText.forms}.
   hermes-host --conformance --extension "<command line>" [--json] [--html FILE] checks an extension against
   docs/protocol.md (hermes-host --conformance --help).
   SIGTERM, SIGINT or SIGHUP: the extension is shut down (reason closing) and the report printed; a second forces.
@@ -152,7 +152,7 @@ export const parse = (argv: ReadonlyArray<string>, defaults: Defaults): Settings
   }
 
   const duration = (name: string, text: string): Duration.Duration =>
-    Result.getOrElse(DurationInput.parse(text), (message) => fail(`--${name}: ${message}`))
+    Result.getOrElse(DurationText.parse(text), (message) => fail(`--${name}: ${message}`))
 
   const reason = HermesProtocol.ShutdownReason.literals.find((r) => r === args.reason) ??
     fail(`--reason must be one of ${HermesProtocol.ShutdownReason.literals.join(", ")}`)

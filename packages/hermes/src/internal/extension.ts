@@ -1,6 +1,7 @@
 /**
- * The extension runtime behind `Extension.run`: the handlers of the extension side of the protocol, the command
- * fibers, and the one shutdown checklist that every way of ending runs exactly once.
+ * The extension runtime behind `Extension.run`: the SDK's loop. It serves the extension side of the protocol, gives
+ * commands their `Editor`, and ends in the one shutdown checklist (`extensionChecklist.ts`) that every way of ending
+ * runs exactly once. The command queue is in `extensionCommands.ts`, the state file in `stateFile.ts`.
  *
  * @internal
  */
@@ -31,6 +32,7 @@ import type * as Extension from "../Extension.js"
 import * as HermesProtocol from "../HermesProtocol.js"
 import * as HostMonitor from "../HostMonitor.js"
 import * as Checklist from "./extensionChecklist.js"
+import * as Commands from "./extensionCommands.js"
 import * as StateFile from "./stateFile.js"
 
 type ExtensionPeer = Peer.Peer<
@@ -72,13 +74,6 @@ const knownReasons = HermesProtocol.ShutdownReason.literals.join(", ")
 const count = (value: number | undefined, fallback: number, min: number) => {
   const whole = Math.floor(value ?? fallback)
   return Number.isNaN(whole) ? fallback : Math.max(min, whole)
-}
-
-/** A `command/execute` accepted while every slot was taken: it starts when a running command ends. */
-interface Queued<S, Res, R> {
-  readonly id: string
-  readonly command: Extension.Command<S, Res, R>
-  readonly args: ReadonlyArray<unknown>
 }
 
 /** @internal */
@@ -136,11 +131,6 @@ export const run = <S, Res, R>(
     // `window/closed` can overtake the fiber that registers the window it names (docs/protocol.md: notifications
     // arrive at any time): remember such ids for the registration.
     const closedEarly = new Set<string>()
-    // Commands running and waiting: `command/execute` is a notification, so nothing else bounds how many a host sends.
-    const waiting: Array<Queued<S, Res, R>> = []
-    let runningCommands = 0
-    let refusedCommands = 0
-    let refusedInBurst = 0
     // Completed by a forced stop (a second signal under `NodeSignals.runMain`): a drain in progress ends at once.
     const forced = yield* Deferred.make<void>()
     const peerReady = yield* Deferred.make<ExtensionPeer>()
@@ -183,7 +173,7 @@ export const run = <S, Res, R>(
         )
     }
 
-    const runCommand = (id: string, command: Extension.Command<S, Res, R>, args: ReadonlyArray<unknown>) =>
+    const runCommand = ({ args, command, id }: Commands.Queued<Extension.Command<S, Res, R>>) =>
       Effect.suspend(() => command.run({ command: id, arguments: args, state, resources, settings })).pipe(
         Effect.scoped,
         Effect.provideService(Editor.Editor, editor),
@@ -200,46 +190,15 @@ export const run = <S, Res, R>(
         Effect.withSpan(`hermes.command ${id}`)
       )
 
-    /** Starts `next` in the set; when it ends, the first command waiting takes its slot (not once shutting down). */
-    const startCommand = (next: Queued<S, Res, R>): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        runningCommands++
-        return Effect.asVoid(FiberSet.run(
-          commands,
-          runCommand(next.id, next.command, next.args).pipe(
-            Effect.ensuring(Effect.suspend(() => {
-              runningCommands--
-              const following = accepting ? waiting.shift() : undefined
-              return following === undefined ? Effect.void : startCommand(following)
-            }))
-          ),
-          // Starts after the handler returns, as Effect 3's fork did (Effect 4 would run it here up to a wait).
-          { startImmediately: false }
-        ))
-      })
-
-    /**
-     * Says how many commands a burst of refusals refused, once it is over: a flood of notifications must not become
-     * a flood of log lines (each refusal is counted, the first one of a burst is logged with its id).
-     */
-    const endBurst = Effect.suspend(() => {
-      const refused = refusedInBurst
-      refusedInBurst = 0
-      return refused <= 1 ? Effect.void : Effect.logWarning(
-        `${refused} command(s) refused in all while ${maxConcurrent} ran and ${maxQueued} waited ` +
-          `(${refusedCommands} since the start)`
-      )
+    // Commands running and waiting (./extensionCommands.ts).
+    const queue = Commands.make<Extension.Command<S, Res, R>>({
+      commands,
+      maxConcurrent,
+      maxQueued,
+      run: runCommand,
+      accepting: () => accepting,
+      quote
     })
-
-    const refuse = (id: string) =>
-      Effect.suspend(() => {
-        refusedCommands++
-        refusedInBurst++
-        return refusedInBurst > 1 ? Effect.void : Effect.logWarning(
-          `command ${quote(id)} refused: ${maxConcurrent} command(s) run and ${maxQueued} wait ` +
-            "(maxConcurrentCommands, maxQueuedCommands); the refusals that follow are counted until one is accepted"
-        )
-      })
 
     // -- the shutdown checklist (docs/protocol.md, "shutdown"), run once whatever ends the extension ---------------
 
@@ -258,9 +217,7 @@ export const run = <S, Res, R>(
         commands,
         stopAccepting: Effect.suspend(() => {
           accepting = false
-          const dropped = waiting.length
-          waiting.length = 0
-          return Effect.as(endBurst, dropped)
+          return queue.drop
         }),
         windows,
         resources: resourcesScope,
@@ -367,13 +324,7 @@ export const run = <S, Res, R>(
           if (!accepting) return Effect.logWarning(`command ${quote(command)} ignored: shutting down`)
           const definition = Object.hasOwn(options.commands, command) ? options.commands[command] : undefined
           if (definition === undefined) return Effect.logWarning(`unknown command ${quote(command)}`)
-          const next: Queued<S, Res, R> = { id: command, command: definition, args: args ?? [] }
-          if (runningCommands < maxConcurrent) return Effect.andThen(endBurst, startCommand(next))
-          if (waiting.length < maxQueued) {
-            waiting.push(next)
-            return endBurst
-          }
-          return refuse(command)
+          return queue.offer({ id: command, command: definition, args: args ?? [] })
         }),
       "window/closed": ({ windowId }) =>
         Effect.sync(() => {
@@ -450,7 +401,7 @@ export const run = <S, Res, R>(
       reason: ending.reason,
       failures: result.failures,
       cancelled: result.cancelled,
-      refusedCommands
+      refusedCommands: queue.refused()
     }
   }).pipe(
     Effect.scoped,

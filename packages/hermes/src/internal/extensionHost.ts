@@ -1,29 +1,23 @@
 /**
  * The extension host's supervisor: one generation (process + connection) at a time, crash detection and the restart
  * budget (a shutdown during a restart cancels it, docs/protocol.md "Restarts"), the settings a start uses, and the
- * commands (`execute`, `reloadWith`, the waits). The rooms beside it: the event log (`extensionHostEvents.ts`), the
- * request handlers (`extensionHostHandlers.ts`), how one generation is stopped (`extensionHostStop.ts`), and the values
- * shared with `ExtensionHost.ts` (`extensionHostModel.ts`).
+ * commands (`execute`, `reloadWith`, the waits). The rooms beside it: how one generation starts
+ * (`extensionHostLaunch.ts`), the event log (`extensionHostEvents.ts`), the request handlers
+ * (`extensionHostHandlers.ts`), how one generation is stopped (`extensionHostStop.ts`), and the values shared with
+ * `ExtensionHost.ts` (`extensionHostModel.ts`).
  *
  * @internal
  */
-import * as RpcError from "@lifeline/jsonrpc/RpcError"
 import * as Bounds from "@lifeline/kernel/Bounds"
-import * as Connection from "@lifeline/kernel/Connection"
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
-import * as Lifecycle from "@lifeline/kernel/Lifecycle"
-import * as PeerError from "@lifeline/kernel/PeerError"
 import * as Process from "@lifeline/kernel/Process"
-import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as FiberMap from "effect/FiberMap"
 import * as Option from "effect/Option"
-import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
@@ -32,9 +26,10 @@ import type * as ExtensionHost from "../ExtensionHost.js"
 import * as HermesProtocol from "../HermesProtocol.js"
 import * as MessageStore from "../MessageStore.js"
 import * as Spawner from "../Spawner.js"
-import * as Windows from "../Windows.js"
+import * as WindowPresenter from "../WindowPresenter.js"
 import * as EventLog from "./extensionHostEvents.js"
 import * as Handlers from "./extensionHostHandlers.js"
+import * as Launch from "./extensionHostLaunch.js"
 import * as Model from "./extensionHostModel.js"
 import * as Stop from "./extensionHostStop.js"
 import type { Generation } from "./extensionHostStop.js"
@@ -49,36 +44,6 @@ const count = (value: number | undefined, fallback: number, min: number) => {
 const cut = (text: string, max: number): string =>
   text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more characters)`
 
-/** `text` quoted for a message, every character outside printable ASCII escaped, at most 64 characters of it. */
-const quote = (text: string): string => {
-  const shown = JSON.stringify(text.slice(0, 64)).replace(
-    /[^\x20-\x7e]/g,
-    (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`
-  )
-  return text.length <= 64 ? shown : `${shown}… (${text.length - 64} more characters)`
-}
-
-/**
- * Why `name` cannot name an extension, or `undefined` if it can (`HermesProtocol.isExtensionName`, the rule the SDK
- * checks too): the name becomes the extension's data directory, `<dataDir>/extensions/<name>`.
- */
-const invalidName = (name: string): string | undefined =>
-  HermesProtocol.isExtensionName(name)
-    ? undefined
-    : `initialize: ${quote(name)} is not an extension name: 1 to ${HermesProtocol.MAX_NAME_LENGTH} letters, digits, ` +
-      `".", "_" or "-", not dots only (it names the extension's data directory)`
-
-/** Why the host will not pass `settings`, or `undefined` when it may (docs/protocol.md, "initialize"). */
-const refuseSettings = (settings: HermesProtocol.Settings | undefined): ExtensionHost.SettingsRefused | undefined => {
-  if (settings === undefined) return undefined
-  const limit = HermesProtocol.MAX_SETTINGS_BYTES
-  const bytes = HermesProtocol.settingsBytes(settings)
-  if (bytes === undefined || typeof settings !== "object" || settings === null || Array.isArray(settings)) {
-    return new Model.SettingsRefused({ reason: "NotJson", limit })
-  }
-  return bytes > limit ? new Model.SettingsRefused({ reason: "TooLarge", limit, actual: bytes }) : undefined
-}
-
 /** @internal */
 export const start = (
   spec: Spawner.Spec,
@@ -86,15 +51,13 @@ export const start = (
 ): Effect.Effect<
   ExtensionHost.Extension,
   never,
-  Scope.Scope | Spawner.Spawner | MessageStore.MessageStore | Windows.Windows
+  Scope.Scope | Spawner.Spawner | MessageStore.MessageStore | WindowPresenter.WindowPresenter
 > =>
   Effect.gen(function*() {
     const spawner = yield* Spawner.Spawner
     const store = yield* MessageStore.MessageStore
-    const windows = yield* Windows.Windows
+    const windows = yield* WindowPresenter.WindowPresenter
     const initializeTimeout = Duration.fromInputUnsafe(options.initializeTimeout ?? HermesProtocol.INITIALIZE_TIMEOUT)
-    // How much later than `initializeTimeout` the kernel's handshake bound is: the host's own bound fires first.
-    const handshakeMargin = Duration.seconds(1)
     const shutdownTimeout = Duration.fromInputUnsafe(options.shutdownTimeout ?? HermesProtocol.SHUTDOWN_TIMEOUT)
     const exitGrace = Duration.fromInputUnsafe(options.exitGrace ?? Bounds.hostExitGrace)
     const killGrace = Duration.fromInputUnsafe(options.killGrace ?? Bounds.killGrace)
@@ -175,6 +138,15 @@ export const start = (
       verifyTimeout
     }
     const kill = (generation: Generation) => Stop.kill(generation, verifyTimeout)
+    const launchContext: Launch.LaunchContext = {
+      spawner,
+      generations,
+      options,
+      initializeTimeout,
+      maxOpenWindows,
+      makeHandlers,
+      stop: stopContext
+    }
     const exited = (generation: Generation, exitStatus: Process.ExitStatus, expected: boolean) =>
       Stop.exited(stopContext, generation, exitStatus, expected)
 
@@ -186,124 +158,18 @@ export const start = (
       info = Option.none()
       yield* setStatus("Starting")
       // Only the `settings` option can be refused here: `reloadWith` checks before it stops anything.
-      const refused = refuseSettings(currentSettings)
+      const refused = Launch.refuseSettings(currentSettings)
       if (refused !== undefined) {
         yield* emit((at) => Model.Event.Failed({ at, reason: refused.message }))
         return yield* setStatus("Failed")
       }
-      const scope = yield* Scope.fork(generations, "sequential")
-      const env = { ...currentSpec.env, [HermesProtocol.DATA_DIR_VARIABLE]: options.dataDir }
-      const spawned = yield* Scope.provide(spawner.spawn({ ...currentSpec, env }), scope).pipe(Effect.result)
-      if (Result.isFailure(spawned)) {
-        yield* Scope.close(scope, Exit.void)
-        yield* emit((at) => Model.Event.SpawnFailed({ at, generation: number, detail: spawned.failure.message }))
-        yield* emit((at) => Model.Event.Failed({ at, reason: spawned.failure.message }))
-        return yield* setStatus("Failed")
-      }
-      const process = spawned.success
-      yield* emit((at) => Model.Event.Spawned({ at, generation: number, pid: process.pid }))
-      const exit = yield* Deferred.make<Process.ExitStatus>()
-      yield* process.exit.pipe(Effect.flatMap((s) => Deferred.succeed(exit, s)), Effect.forkIn(scope))
-      const windowFibers = yield* Scope.provide(FiberMap.make<string>(), scope)
-      const generation: Generation = {
-        number,
-        scope,
-        process,
-        exit,
-        windows: windowFibers,
-        windowSlots: yield* Semaphore.make(maxOpenWindows),
-        connection: undefined,
-        stopping: false
-      }
-      yield* emit((at) => Model.Event.Initializing({ at, generation: number }))
-      let answer: HermesProtocol.InitializeResult | undefined
-      const params: HermesProtocol.InitializeParams = {
-        hermesVersion: options.hermesVersion ?? "0.1.0",
-        protocolVersion: HermesProtocol.PROTOCOL_VERSION,
-        dataDir: options.dataDir,
-        hostPid: options.hostPid ?? 0,
-        ...(currentSettings === undefined ? {} : { settings: currentSettings })
-      }
-      const outcome = yield* Connection.make({
-        protocol: HermesProtocol.Host,
-        transport: process.transport,
-        handlers: makeHandlers(generation),
-        handshake: Connection.initiate<HermesProtocol.HostServes, HermesProtocol.HostCalls>(
-          (peer) =>
-            peer.call(HermesProtocol.Initialize, params, { timeout: Duration.sum(initializeTimeout, handshakeMargin) })
-              .pipe(
-                // The protocol kills an extension that did not answer in time, and the kill comes first: a failed
-                // handshake closes the connection, and an extension that exits at the end of its input would
-                // otherwise win that race and look as if it had stopped by itself.
-                Effect.timeoutOrElse({
-                  duration: initializeTimeout,
-                  orElse: () =>
-                    Effect.andThen(
-                      kill(generation),
-                      Effect.fail(
-                        new Lifecycle.HandshakeTimeout({ timeoutMillis: Duration.toMillis(initializeTimeout) })
-                      )
-                    )
-                }),
-                Effect.tap((result) => {
-                  // Refused as a result that does not match its Schema is: the name is part of what the protocol says.
-                  const refused = invalidName(result.name)
-                  if (refused !== undefined) return Effect.fail(RpcError.RpcError.internalError(refused))
-                  answer = result
-                  return Effect.void
-                }),
-                Effect.tap(() => peer.notify(HermesProtocol.Initialized, undefined))
-              ),
-          // Later than the host's own bound above, which kills before it fails the handshake.
-          { timeout: Duration.sum(initializeTimeout, handshakeMargin) }
-        ),
-        policy: ShutdownPolicy.FailFast(),
-        // Not stopped by a signal on its own: the host's stop (registered in `start`) asks `shutdown` over it first.
-        gracefulShutdown: false,
-        requestTimeout: options.requestTimeout,
-        limits: options.wireLimits
-      }).pipe(
-        Scope.provide(scope),
-        Effect.result,
-        Effect.map((made) => ({ _tag: "Made" as const, made })),
-        // A shutdown while the process has not answered `initialize` yet stops it at once, without a `shutdown`
-        // request: it holds no state yet. Its connection lives in the generation's Scope, closed by that stop.
-        Effect.raceFirst(Effect.map(Deferred.await(cancel), (reason) => ({ _tag: "Cancelled" as const, reason })))
-      )
-      if (outcome._tag === "Cancelled") return yield* stopUnstarted(generation, outcome.reason)
-      const made = outcome.made
-
-      if (Result.isFailure(made) || answer === undefined) {
-        const error = Result.isFailure(made) ? made.failure : undefined
-        const hasExited = yield* Deferred.isDone(exit)
-        // A timeout first: the host's own bound kills the process before it fails the handshake, so it has exited.
-        const reason: ExtensionHost.InitializeFailure = error?._tag === "HandshakeTimeout" ||
-            error?._tag === "RequestTimeout"
-          ? "timeout"
-          : hasExited || error instanceof PeerError.PeerClosed || error instanceof PeerError.PeerExited
-          ? "exited"
-          : "error"
-        const detail = text(
-          error === undefined
-            ? "no answer"
-            : error instanceof RpcError.RpcError
-            ? Stop.describeWireError(error)
-            : error.message
-        )
-        generation.stopping = true
-        yield* emit((at) => Model.Event.InitializeFailed({ at, generation: number, reason, detail }))
-        const exitStatus = hasExited ? yield* Deferred.await(exit) : yield* kill(generation)
-        yield* Scope.close(scope, Exit.void)
-        yield* exited(generation, exitStatus, true)
-        yield* emit((at) => Model.Event.Failed({ at, reason: `initialize ${reason}: ${detail}` }))
-        return yield* setStatus("Failed")
-      }
-
-      const connection = made.success
-      generation.connection = connection
+      const launched = yield* Launch.launch(launchContext, number, currentSpec, currentSettings, cancel)
+      if (launched._tag === "Cancelled") return yield* stopUnstarted(launched.generation, launched.reason)
+      if (launched._tag === "Failed") return
+      const { connection, generation } = launched
       current = generation
-      info = Option.some(answer)
-      const result = answer
+      info = Option.some(launched.info)
+      const result = launched.info
       yield* touch
       yield* emit((at) =>
         Model.Event.Ready({
@@ -316,9 +182,9 @@ export const start = (
       )
       yield* setStatus("Ready")
       // A crash is an exit, or a connection lost, that the host did not ask for.
-      yield* Effect.raceFirst(Deferred.await(exit), connection.peer.closed).pipe(
+      yield* Effect.raceFirst(Deferred.await(generation.exit), connection.peer.closed).pipe(
         Effect.andThen(lock.withPermits(1)(onCrash(generation))),
-        Effect.forkIn(scope)
+        Effect.forkIn(generation.scope)
       )
     })
 
@@ -481,7 +347,7 @@ export const start = (
 
     const reloadWith = (changes: ExtensionHost.Reconfiguration) =>
       Effect.suspend(() => {
-        const refused = refuseSettings(changes.settings)
+        const refused = Launch.refuseSettings(changes.settings)
         if (refused !== undefined) return Effect.fail(refused)
         return Effect.andThen(
           lock.withPermits(1)(Effect.gen(function*() {

@@ -14,7 +14,7 @@ import * as Option from "effect/Option"
 import * as HermesProtocol from "../HermesProtocol.js"
 import type * as Hl7 from "../Hl7.js"
 import * as MessageStore from "../MessageStore.js"
-import type * as Windows from "../Windows.js"
+import type * as WindowPresenter from "../WindowPresenter.js"
 import type * as EventLog from "./extensionHostEvents.js"
 import * as Model from "./extensionHostModel.js"
 import * as Stop from "./extensionHostStop.js"
@@ -23,7 +23,7 @@ import type { Generation } from "./extensionHostStop.js"
 /** What the handlers need from the supervisor. @internal */
 export interface Context {
   readonly store: MessageStore.MessageStore.Service
-  readonly windows: Windows.Windows.Service
+  readonly windows: WindowPresenter.WindowPresenter.Service
   readonly emit: EventLog.EventLog["emit"]
   /** Text the extension controls, cut to `maxEventTextLength`. */
   readonly text: (value: string) => string
@@ -158,7 +158,7 @@ export const make = (context: Context) => {
             })
           }
           const windowId = `window-${++windowCount}`
-          const window: Windows.Window = {
+          const window: WindowPresenter.Window = {
             windowId,
             extension: Option.match(context.info(), { onNone: () => context.label, onSome: (i) => i.name }),
             url: params.url,

@@ -64,7 +64,7 @@ export const describeWireError = (error: RpcError.RpcError): string =>
   }`
 
 /** The status reported for a process that did not exit even after SIGKILL (`Unkillable`). @internal */
-export const unknownExit: Process.ExitStatus = { exitCode: null, signal: null }
+const unknownExit: Process.ExitStatus = { exitCode: null, signal: null }
 
 /** Records the generation's exit, with the last lines of its stderr. @internal */
 export const exited = (

@@ -14,8 +14,7 @@ import * as Schema from "effect/Schema"
 import type * as HermesProtocol from "../HermesProtocol.js"
 
 /** @internal */
-export const directoryOf = (path: Path.Path, dataDir: string, name: string): string =>
-  path.join(dataDir, "extensions", name)
+const directoryOf = (path: Path.Path, dataDir: string, name: string): string => path.join(dataDir, "extensions", name)
 
 /** @internal */
 export const fileOf = (path: Path.Path, dataDir: string, name: string): string =>

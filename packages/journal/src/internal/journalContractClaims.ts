@@ -22,7 +22,7 @@ const strangersClaim = (owner: string, expiresAt: number) => ({
 })
 
 /** @internal */
-export type WithStore = (
+type WithStore = (
   f: (store: JournalContract.Store) => Effect.Effect<void, unknown, Scope.Scope>
 ) => Effect.Effect<void, unknown, Scope.Scope>
 /** @internal */

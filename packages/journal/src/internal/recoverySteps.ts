@@ -31,7 +31,7 @@ export const toReport = (outcomes: ReadonlyArray<Outcome>): Recovery.Report => (
 })
 
 /** @internal */
-export const entryError = (entry: JournalEntry.Entry, error: unknown): Outcome => ({
+const entryError = (entry: JournalEntry.Entry, error: unknown): Outcome => ({
   error: { key: entry.key, kind: entry.kind, error }
 })
 

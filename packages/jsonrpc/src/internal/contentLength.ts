@@ -43,6 +43,9 @@
  * another charset fails that block); and in a block before its `Content-Length` line, a header whose name ends in
  * `content-length` (`X-Content-Length:`) is read as stray text glued to a `Content-Length` header.
  *
+ * The tables it reads bytes with (token characters, the names it looks for) are in `contentLengthTables.ts`, the
+ * encoder in `contentLengthEncoder.ts`, the byte helpers it shares with `ndjson.ts` in `buffers.ts`.
+ *
  * `end()`: input that stops inside a body or a committed header block is a `TruncatedFrame`; anywhere else (while
  * skipping, or in a block before its `Content-Length` name, even a lone "oops") the rest is skipped, not an error.
  *
@@ -51,6 +54,7 @@
 import type { Decoder, DecodeStep, Framing, Limits } from "../Framing.js"
 import { concat, resolveLimits } from "./buffers.js"
 import { encode, encodeString } from "./contentLengthEncoder.js"
+import { charsetOf, CONTENT_LENGTH, CONTENT_TYPE, NAME_LENGTH, SEARCH, TOKEN_LOWER } from "./contentLengthTables.js"
 import { FramingError } from "./framingError.js"
 
 const LF = 10
@@ -59,29 +63,6 @@ const SP = 32
 const HT = 9
 const COLON = 58
 const LOWER_C = 99
-
-const asciiBytes = (s: string): Uint8Array => {
-  const out = new Uint8Array(s.length)
-  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i)
-  return out
-}
-
-/** Token characters (RFC 9110 `tchar`) mapped to their lower case; 0 for every other byte. */
-const TOKEN_LOWER = ((): Uint8Array => {
-  const table = new Uint8Array(256)
-  const specials = "!#$%&'*+-.^_`|~"
-  for (let b = 48; b <= 57; b++) table[b] = b
-  for (let b = 97; b <= 122; b++) table[b] = b
-  for (let b = 65; b <= 90; b++) table[b] = b + 32
-  for (let i = 0; i < specials.length; i++) table[specials.charCodeAt(i)] = specials.charCodeAt(i)
-  return table
-})()
-
-const CONTENT_LENGTH = asciiBytes("content-length")
-const CONTENT_TYPE = asciiBytes("content-type")
-/** The name bytes the rolling search expects after `k` matched ones; 255 (no token byte) once all 14 matched. */
-const SEARCH = asciiBytes("content-length\u00ff")
-const NAME_LENGTH = CONTENT_LENGTH.length
 
 // Decoder states. Header states come first so `state <= LAST_HEADER_STATE` tests for "inside a header block".
 const LINE_START = 0
@@ -101,22 +82,6 @@ const IS_LENGTH = 1
 const IS_TYPE = 2
 
 const EMPTY: ReadonlyArray<Uint8Array> = []
-
-/** `charset` of a `Content-Type` value, lower-cased and unquoted, or `undefined` when it has none. */
-const charsetOf = (value: string): string | undefined => {
-  const params = value.split(";")
-  let charset: string | undefined
-  for (let i = 1; i < params.length; i++) {
-    const param = params[i]
-    const eq = param.indexOf("=")
-    if (eq === -1 || param.slice(0, eq).trim().toLowerCase() !== "charset") continue
-    let v = param.slice(eq + 1).trim()
-    if (v.length >= 2 && v.startsWith("\"") && v.endsWith("\"")) v = v.slice(1, -1)
-    v = v.toLowerCase()
-    if (charset === undefined || charset === "utf-8" || charset === "utf8") charset = v
-  }
-  return charset
-}
 
 class ContentLengthDecoder implements Decoder {
   readonly maxHeaderBytes: number

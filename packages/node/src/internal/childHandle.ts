@@ -17,7 +17,8 @@ import * as Stream from "effect/Stream"
 import * as ChildProcess from "node:child_process"
 import { environmentOf, isDirectory, nulCharacter, unwrap } from "./childCommand.js"
 import * as Processes from "./processes.js"
-import { makeWriter, type Reader, unsafeMakeReader, type Writer } from "./streams.js"
+import { type Reader, unsafeMakeReader } from "./streamReader.js"
+import { makeWriter, type Writer } from "./streamWriter.js"
 
 /**
  * A running child, as the stop sequence and the transport see it.

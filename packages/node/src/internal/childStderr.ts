@@ -15,7 +15,7 @@ import { LineSplitter, Tail } from "./lines.js"
 import * as LogfmtLine from "./logfmtLine.js"
 
 /** @internal */
-export interface Stderr {
+interface Stderr {
   /** The last lines read. */
   readonly tail: Tail<string>
   /** Reads `stderr` to its end, line by line; what is left at the end is a last line. */

@@ -9,7 +9,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import type { Handle } from "./childHandle.js"
-import { describeFailure } from "./streams.js"
+import { describeFailure } from "./streamWriter.js"
 
 /**
  * The transport over `handle`. At the end of stdout it waits (at most `exitGrace`) for `afterExit`, the exit handled,

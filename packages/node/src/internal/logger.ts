@@ -8,7 +8,7 @@ import * as UntrustedText from "@lifeline/kernel/UntrustedText"
 import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import type * as Scope from "effect/Scope"
-import { type Guarded, unsafeGuard } from "./streams.js"
+import { type Guarded, unsafeGuard } from "./guardedStream.js"
 
 /**
  * The line with every control character, line or paragraph separator and bidirectional override written as a
@@ -18,7 +18,7 @@ import { type Guarded, unsafeGuard } from "./streams.js"
  *
  * @internal
  */
-export const escapeLine: (line: string) => string = UntrustedText.escape
+const escapeLine: (line: string) => string = UntrustedText.escape
 
 /**
  * One logfmt line per entry, written straight to `stderr` (not through `console`, which user code may replace, and
@@ -46,7 +46,7 @@ export const stderrLogger: Logger.Logger<unknown, void> = makeStderrLogger(proce
  *
  * @internal
  */
-export const useLogger =
+const useLogger =
   (logger: Logger.Logger<unknown, void>) =>
   (loggers: ReadonlySet<Logger.Logger<unknown, any>>): ReadonlySet<Logger.Logger<unknown, any>> => {
     const next = new Set(loggers)

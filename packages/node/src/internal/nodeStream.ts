@@ -11,7 +11,8 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type { Readable, Writable } from "node:stream"
-import { describeFailure, fromReadable, makeWriter, type WriteFailure } from "./streams.js"
+import { fromReadable } from "./streamReader.js"
+import { describeFailure, makeWriter, type WriteFailure } from "./streamWriter.js"
 
 /** @internal */
 export interface Options {

@@ -92,7 +92,7 @@ const send = (target: number, name: NodeJS.Signals): Effect.Effect<void> =>
   })
 
 /** @internal */
-export const nodeSystem: System = {
+const nodeSystem: System = {
   probe,
   readProcStat: procStat,
   psStart: psStartTime,

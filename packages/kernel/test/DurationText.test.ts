@@ -1,17 +1,17 @@
 import { assert, describe, it } from "@effect/vitest"
-import { DurationInput } from "@lifeline/kernel"
+import { DurationText } from "@lifeline/kernel"
 import { Config, ConfigProvider, Duration, Effect, Result, Schema } from "effect"
 
-const millis = (text: string, options?: DurationInput.ParseOptions) =>
-  Result.map(DurationInput.parse(text, options), Duration.toMillis)
+const millis = (text: string, options?: DurationText.ParseOptions) =>
+  Result.map(DurationText.parse(text, options), Duration.toMillis)
 
-const refusal = (text: string, options?: DurationInput.ParseOptions): string =>
-  Result.match(DurationInput.parse(text, options), {
+const refusal = (text: string, options?: DurationText.ParseOptions): string =>
+  Result.match(DurationText.parse(text, options), {
     onFailure: (message) => message,
     onSuccess: (duration) => assert.fail(`${text} read as ${Duration.format(duration)}`)
   })
 
-describe("DurationInput", () => {
+describe("DurationText", () => {
   it("reads the compact forms a command-line user types", () => {
     const cases: ReadonlyArray<readonly [string, number]> = [
       ["250ms", 250],
@@ -77,17 +77,17 @@ describe("DurationInput", () => {
 
   it("FromString decodes as parse does and encodes as Duration.format", () => {
     assert.deepStrictEqual(
-      Result.map(Schema.decodeUnknownResult(DurationInput.FromString)("4s"), Duration.toMillis),
+      Result.map(Schema.decodeUnknownResult(DurationText.FromString)("4s"), Duration.toMillis),
       Result.succeed(4000)
     )
-    assert.isTrue(Result.isFailure(Schema.decodeUnknownResult(DurationInput.FromString)("4x")))
-    assert.strictEqual(Schema.encodeSync(DurationInput.FromString)(Duration.millis(1500)), "1s 500ms")
+    assert.isTrue(Result.isFailure(Schema.decodeUnknownResult(DurationText.FromString)("4x")))
+    assert.strictEqual(Schema.encodeSync(DurationText.FromString)(Duration.millis(1500)), "1s 500ms")
   })
 
   it.effect("config reads an environment variable, and names it when the value is invalid", () =>
     Effect.gen(function*() {
       const read = (env: Record<string, string>) =>
-        DurationInput.config("DRAIN_TIMEOUT").pipe(
+        DurationText.config("DRAIN_TIMEOUT").pipe(
           Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnv({ env }))
         )
       assert.strictEqual(Duration.toMillis(yield* read({ DRAIN_TIMEOUT: "4s" })), 4000)

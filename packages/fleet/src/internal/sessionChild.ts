@@ -17,7 +17,7 @@ export interface Started<P> {
 }
 
 /** Why no child could be had: its spawn failed, or the restart budget is spent. */
-export interface Unavailable {
+interface Unavailable {
   readonly reason: "SpawnFailed" | "RestartBudgetSpent"
   readonly detail: string
 }
@@ -28,7 +28,7 @@ export interface Unavailable {
  * lives in a Scope of its own, closed when it is replaced or when the slot's Scope closes, in the place the slot was
  * made among that Scope's finalizers.
  */
-export interface Slot<P> {
+interface Slot<P> {
   readonly acquire: Effect.Effect<P, Unavailable>
   /** An operation succeeded on the current child: the restart budget is whole again. */
   readonly succeeded: Effect.Effect<void>

@@ -1,8 +1,8 @@
 /**
  * A session's claim that its runner's journal could not delete when the session stopped (Postgres down): on the same
  * host it never expires while that runner lives (a live holder keeps its claim past expiry), so the session's next
- * runner waited for it as long as the first one ran. `deleteLeftClaim` deletes it once the journal is back. This was
- * the hang of test/FleetOutage.test.ts in a run of the whole integration project: a runner that held all the shards
+ * runner waited for it as long as the first one ran. `deleteUnreleasedClaim` deletes it once the journal is back. This
+ * was the hang of test/FleetOutage.test.ts in a run of the whole integration project: a runner that held all the shards
  * when Postgres stopped could not release its sessions' claims, and the runners that took those sessions afterwards
  * waited for 60 s, until the test ended.
  */
@@ -11,7 +11,7 @@ import type { JournalClaim } from "@lifeline/journal"
 import { Journal, JournalBackend, JournalError } from "@lifeline/journal"
 import { Effect, Exit, Fiber, Option, Ref, Scope } from "effect"
 import { TestClock } from "effect/testing"
-import * as internal from "../src/internal/leftClaim.js"
+import * as internal from "../src/internal/unreleasedClaim.js"
 
 const owner = "fleet/session/s-1"
 const claim: JournalClaim.ClaimOptions = { ttl: "4 seconds" }
@@ -63,11 +63,11 @@ describe("ExtensionSession: a claim left stored when the session stopped", () =>
     Effect.gen(function*() {
       const { down, first, second } = yield* fleetOfTwo
       const token = yield* leaveClaim(first, down)
-      const deleting = yield* Effect.forkChild(internal.deleteLeftClaim(first, owner, token, claim))
+      const deleting = yield* Effect.forkChild(internal.deleteUnreleasedClaim(first, owner, token, claim))
       yield* TestClock.adjust("10 seconds")
       assert.isUndefined(deleting.pollUnsafe(), "retried while the storage is down")
       yield* Ref.set(down, false)
-      yield* TestClock.adjust(internal.leftClaimRetryInterval)
+      yield* TestClock.adjust(internal.unreleasedClaimRetryInterval)
       yield* Fiber.join(deleting)
       assert.isTrue(Option.isNone(yield* first.holder(owner)))
       const taken = yield* Effect.scoped(second.claim(owner, claim))
@@ -79,15 +79,15 @@ describe("ExtensionSession: a claim left stored when the session stopped", () =>
       const { down, first, second } = yield* fleetOfTwo
       const token = yield* leaveClaim(first, down)
       yield* Ref.set(down, false)
-      // The left claim expires; say the first runner's process is gone for a moment: the second takes it over.
+      // The unreleased claim expires; say the first runner's process is gone for a moment: the second takes it over.
       const scope = yield* Scope.make()
       const memoryHolder = yield* first.holder(owner)
       assert.isTrue(Option.isSome(memoryHolder))
       yield* Effect.flip(Scope.provide(second.claim(owner, claim), scope))
       // (Alive: refused.) Delete it through the first runner, then let the second take it and hold it.
-      yield* internal.deleteLeftClaim(first, owner, token, claim)
+      yield* internal.deleteUnreleasedClaim(first, owner, token, claim)
       const held = yield* Scope.provide(second.claim(owner, claim), scope)
-      yield* internal.deleteLeftClaim(first, owner, token, claim)
+      yield* internal.deleteUnreleasedClaim(first, owner, token, claim)
       assert.deepStrictEqual(Option.map(yield* first.holder(owner), (c) => c.holder), Option.some(held.holder))
       yield* Scope.close(scope, Exit.void)
     }))
@@ -100,7 +100,7 @@ describe("ExtensionSession: a claim left stored when the session stopped", () =>
       const scope = yield* Scope.make()
       const again = yield* Scope.provide(first.claim(owner, claim), scope)
       assert.strictEqual(again.holder, token)
-      yield* internal.deleteLeftClaim(first, owner, token, claim)
+      yield* internal.deleteUnreleasedClaim(first, owner, token, claim)
       assert.isTrue(yield* first.holds(owner))
       assert.isTrue(Option.isSome(yield* first.holder(owner)))
       yield* Scope.close(scope, Exit.void)
@@ -111,8 +111,8 @@ describe("ExtensionSession: a claim left stored when the session stopped", () =>
     Effect.gen(function*() {
       const { down, first } = yield* fleetOfTwo
       const token = yield* leaveClaim(first, down)
-      const deleting = yield* Effect.forkChild(internal.deleteLeftClaim(first, owner, token, claim))
-      yield* TestClock.adjust(internal.leftClaimRetryWindow)
+      const deleting = yield* Effect.forkChild(internal.deleteUnreleasedClaim(first, owner, token, claim))
+      yield* TestClock.adjust(internal.unreleasedClaimRetryWindow)
       yield* TestClock.adjust("1 minute")
       assert.isDefined(deleting.pollUnsafe())
       yield* Ref.set(down, false)

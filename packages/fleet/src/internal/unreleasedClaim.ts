@@ -1,15 +1,14 @@
 /**
  * A session's journal claim the journal could not delete when the session stopped (Postgres down): deleted once the
- * journal is back if it is still stored and not held, so that it does not block the session's next runner.
+ * journal is back if it is still stored and not held, so that it does not block the session's next runner. The rule is
+ * the journal's (`JournalClaim.deleteUnreleased`); when to retry and what to log are here.
  *
  * @internal
  */
 import type * as Journal from "@lifeline/journal/Journal"
-import type * as JournalClaim from "@lifeline/journal/JournalClaim"
-import * as JournalError from "@lifeline/journal/JournalError"
+import * as JournalClaim from "@lifeline/journal/JournalClaim"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 
 // When a session stops on a runner whose journal cannot be reached (Postgres down), the journal cannot delete the
@@ -18,44 +17,28 @@ import * as Schedule from "effect/Schedule"
 // for a paused holder; packages/journal/src/internal/journalClaim.ts, `acquire`). So when the session's shard goes to
 // another runner on the same host (a rebalance after the outage), that runner's recovery waits as long as this
 // runner lives, and the session's operations are never answered (test/FleetOutage.test.ts, the second test). A claim
-// left so is deleted here once the journal is back: it is taken again (the journal replaces a row it left itself)
-// and let go.
+// left so is deleted here once the journal is back (`JournalClaim.deleteUnreleased`: it is taken again, the journal
+// replacing a row it left itself, and let go); the retries and the log lines are the fleet's.
 
-/** How long the deletion of a left claim is retried. */
-export const leftClaimRetryWindow: Duration.Input = "10 minutes"
+/** How long the deletion of an unreleased claim is retried. */
+export const unreleasedClaimRetryWindow: Duration.Input = "10 minutes"
 
 /** The pause between two tries. */
-export const leftClaimRetryInterval: Duration.Input = "500 millis"
+export const unreleasedClaimRetryInterval: Duration.Input = "500 millis"
 
 /**
  * Deletes the claim on `owner` that this journal (`token`) left stored when it let go of it: retried every
- * `leftClaimRetryInterval` for up to `leftClaimRetryWindow` while the journal cannot be reached. Stops as soon as the
- * claim is gone, held by another journal, or held by this one again (the session came back to this runner).
+ * `unreleasedClaimRetryInterval` for up to `unreleasedClaimRetryWindow` while the journal cannot be reached. Stops as
+ * soon as the claim is gone, held by another journal, or held by this one again (the session came back to this runner).
  */
-export const deleteLeftClaim = (
+export const deleteUnreleasedClaim = (
   journal: Journal.Journal.Service,
   owner: string,
   token: string,
   claim: JournalClaim.ClaimOptions
 ): Effect.Effect<void> => {
   let warned = false
-  const attempt = Effect.gen(function*() {
-    if (yield* journal.holds(owner)) return "held again"
-    const stored = yield* journal.holder(owner)
-    if (Option.isNone(stored) || stored.value.holder !== token) return "not ours"
-    const taken = yield* Effect.scoped(journal.claim(owner, claim)).pipe(
-      Effect.as(true),
-      // Taken by another runner meanwhile: it is theirs now.
-      Effect.catchTag("OwnerInUse", () => Effect.succeed(false))
-    )
-    if (!taken) return "not ours"
-    // Let go again: deleted, unless the journal failed once more (then the row is still ours).
-    const after = yield* journal.holder(owner)
-    if (Option.isSome(after) && after.value.holder === token && !(yield* journal.holds(owner))) {
-      return yield* new JournalError.JournalError({ reason: "Storage", detail: "the claim is still stored" })
-    }
-    return "deleted"
-  }).pipe(
+  const attempt = JournalClaim.deleteUnreleased(journal, owner, token, claim).pipe(
     Effect.tapError((error) =>
       warned ? Effect.void : Effect.sync(() => {
         warned = true
@@ -70,7 +53,9 @@ export const deleteLeftClaim = (
   return attempt.pipe(
     Effect.retry({
       while: (error) => error.reason === "Storage",
-      schedule: Schedule.spaced(leftClaimRetryInterval).pipe(Schedule.upTo({ duration: leftClaimRetryWindow }))
+      schedule: Schedule.spaced(unreleasedClaimRetryInterval).pipe(
+        Schedule.upTo({ duration: unreleasedClaimRetryWindow })
+      )
     }),
     Effect.tap((outcome) =>
       outcome === "deleted"

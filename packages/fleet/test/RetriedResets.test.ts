@@ -16,7 +16,7 @@ import * as MessageStorage from "effect/cluster/MessageStorage"
 import * as ShardId from "effect/cluster/ShardId"
 import * as Snowflake from "effect/cluster/Snowflake"
 import { TestClock } from "effect/testing"
-import * as internal from "../src/internal/durableResets.js"
+import * as internal from "../src/internal/retriedResets.js"
 
 const shards = [ShardId.make("default", 1), ShardId.make("default", 2)]
 
@@ -54,7 +54,7 @@ describe("FleetRunner: the reset of the shards a runner takes", () => {
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const { calls, storage } = storageAnswering(["ok"])
-      const waited = yield* asSharding(internal.durableResets(storage, scope))
+      const waited = yield* asSharding(internal.withRetriedResets(storage, scope))
       assert.isTrue(Option.isSome(waited))
       assert.deepStrictEqual(calls, [["default:1", "default:2"]])
       yield* Scope.close(scope, Exit.void)
@@ -64,7 +64,7 @@ describe("FleetRunner: the reset of the shards a runner takes", () => {
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const { calls, storage } = storageAnswering(["fail", "fail", "fail", "ok"])
-      const waiting = yield* Effect.forkChild(asSharding(internal.durableResets(storage, scope)))
+      const waiting = yield* Effect.forkChild(asSharding(internal.withRetriedResets(storage, scope)))
       yield* TestClock.adjust("1 second")
       // The caller gave up at 1 s (three tries so far: 0, 500 and 1,000 ms); the reset did not.
       const gaveUp = waiting.pollUnsafe()
@@ -83,7 +83,7 @@ describe("FleetRunner: the reset of the shards a runner takes", () => {
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const { calls, storage } = storageAnswering(["stall", "ok"])
-      yield* Effect.forkChild(asSharding(internal.durableResets(storage, scope)))
+      yield* Effect.forkChild(asSharding(internal.withRetriedResets(storage, scope)))
       yield* TestClock.adjust(
         Duration.millis(Duration.toMillis(Duration.fromInputUnsafe(internal.resetAttemptTimeout)) + 499)
       )
@@ -97,7 +97,7 @@ describe("FleetRunner: the reset of the shards a runner takes", () => {
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const { calls, storage } = storageAnswering(["fail"])
-      yield* Effect.forkChild(asSharding(internal.durableResets(storage, scope)))
+      yield* Effect.forkChild(asSharding(internal.withRetriedResets(storage, scope)))
       yield* TestClock.adjust(internal.resetRetryWindow)
       yield* TestClock.adjust("1 second")
       const tries = calls.length
@@ -112,7 +112,7 @@ describe("FleetRunner: the reset of the shards a runner takes", () => {
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const { calls, storage } = storageAnswering(["fail"])
-      yield* Effect.forkChild(asSharding(internal.durableResets(storage, scope)))
+      yield* Effect.forkChild(asSharding(internal.withRetriedResets(storage, scope)))
       yield* TestClock.adjust("2 seconds")
       yield* Scope.close(scope, Exit.void)
       const tries = calls.length
@@ -124,7 +124,7 @@ describe("FleetRunner: the reset of the shards a runner takes", () => {
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const { calls, storage } = storageAnswering(["ok"])
-      yield* internal.durableResets(storage, scope).resetShards([])
+      yield* internal.withRetriedResets(storage, scope).resetShards([])
       assert.strictEqual(calls.length, 0)
       yield* Scope.close(scope, Exit.void)
     }))
@@ -154,7 +154,7 @@ describe("FleetRunner: the resets of messages read but not delivered", () => {
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const { calls, storage } = readResetsAnswering(["ok"])
-      const resets = internal.durableResets(storage, scope)
+      const resets = internal.withRetriedResets(storage, scope)
       yield* resets.resetRequests(requestIds)
       yield* resets.resetAddresses([address])
       assert.deepStrictEqual(calls, ["requests 11,12", "addresses s-1"])
@@ -168,7 +168,7 @@ describe("FleetRunner: the resets of messages read but not delivered", () => {
       const scope = yield* Scope.make()
       const { calls, storage } = readResetsAnswering(["fail", "fail", "fail", "ok"])
       // Effect's read loop waits for it (and ignores a failure): answered without the clock moving.
-      const exit = yield* Effect.exit(internal.durableResets(storage, scope).resetRequests(requestIds))
+      const exit = yield* Effect.exit(internal.withRetriedResets(storage, scope).resetRequests(requestIds))
       assert.isTrue(Exit.isSuccess(exit))
       assert.strictEqual(calls.length, 1)
       yield* TestClock.adjust("499 millis")
@@ -186,7 +186,7 @@ describe("FleetRunner: the resets of messages read but not delivered", () => {
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const { calls, storage } = readResetsAnswering(["fail", "ok"])
-      yield* internal.durableResets(storage, scope).resetAddresses([address])
+      yield* internal.withRetriedResets(storage, scope).resetAddresses([address])
       yield* TestClock.adjust("500 millis")
       assert.deepStrictEqual(calls, ["addresses s-1", "addresses s-1"])
       yield* TestClock.adjust("10 seconds")
@@ -198,7 +198,7 @@ describe("FleetRunner: the resets of messages read but not delivered", () => {
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const { calls, storage } = readResetsAnswering(["stall", "ok"])
-      const caller = yield* Effect.forkChild(internal.durableResets(storage, scope).resetRequests(requestIds))
+      const caller = yield* Effect.forkChild(internal.withRetriedResets(storage, scope).resetRequests(requestIds))
       const attempt = Duration.toMillis(Duration.fromInputUnsafe(internal.resetAttemptTimeout))
       yield* TestClock.adjust(Duration.millis(attempt - 1))
       assert.isUndefined(caller.pollUnsafe())
@@ -214,7 +214,7 @@ describe("FleetRunner: the resets of messages read but not delivered", () => {
     Effect.gen(function*() {
       const first = readResetsAnswering(["fail"])
       const scope = yield* Scope.make()
-      yield* internal.durableResets(first.storage, scope).resetRequests(requestIds)
+      yield* internal.withRetriedResets(first.storage, scope).resetRequests(requestIds)
       yield* TestClock.adjust(internal.resetRetryWindow)
       yield* TestClock.adjust("1 second")
       const tries = first.calls.length
@@ -225,7 +225,7 @@ describe("FleetRunner: the resets of messages read but not delivered", () => {
 
       const second = readResetsAnswering(["fail"])
       const other = yield* Scope.make()
-      yield* internal.durableResets(second.storage, other).resetAddresses([address])
+      yield* internal.withRetriedResets(second.storage, other).resetAddresses([address])
       yield* TestClock.adjust("2 seconds")
       yield* Scope.close(other, Exit.void)
       const before = second.calls.length
@@ -237,7 +237,7 @@ describe("FleetRunner: the resets of messages read but not delivered", () => {
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const { calls, storage } = readResetsAnswering(["ok"])
-      const resets = internal.durableResets(storage, scope)
+      const resets = internal.withRetriedResets(storage, scope)
       yield* resets.resetRequests([])
       yield* resets.resetAddresses([])
       assert.strictEqual(calls.length, 0)

@@ -1,15 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Windows } from "@lifeline/hermes"
+import { WindowPresenter } from "@lifeline/hermes"
 import { Deferred, Effect, Fiber } from "effect"
 import { HttpClient, HttpClientResponse } from "effect/http"
 import { TestClock } from "effect/testing"
 
-const window = (url: string): Windows.Window => ({ windowId: "w1", extension: "test", url, title: undefined })
+const window = (url: string): WindowPresenter.Window => ({ windowId: "w1", extension: "test", url, title: undefined })
 
-describe("Windows", () => {
+describe("WindowPresenter", () => {
   it("only http URLs on 127.0.0.1, localhost or [::1] are loopback", () => {
     for (const url of ["http://127.0.0.1:8080/report", "http://localhost/x", "http://[::1]:9/"]) {
-      assert.isTrue(Windows.isLoopbackHttpUrl(url), url)
+      assert.isTrue(WindowPresenter.isLoopbackHttpUrl(url), url)
     }
     for (
       const url of [
@@ -24,7 +24,7 @@ describe("Windows", () => {
         "not a url"
       ]
     ) {
-      assert.isFalse(Windows.isLoopbackHttpUrl(url), url)
+      assert.isFalse(WindowPresenter.isLoopbackHttpUrl(url), url)
     }
   })
 
@@ -37,7 +37,7 @@ describe("Windows", () => {
           return HttpClientResponse.fromWeb(request, new Response("<html>report</html>", { status: 200 }))
         })
       )
-      const presenter = Windows.makeHeadless(client)
+      const presenter = WindowPresenter.makeHeadless(client)
       const shown = yield* presenter.present(window("http://127.0.0.1:4000/report"))
       assert.deepStrictEqual(shown, { status: 200, bytes: 19 })
       const skipped = yield* presenter.present(window("http://203.0.113.7/report"))
@@ -86,21 +86,21 @@ const endless = (kind: "bytes" | "default", chunk = 64 * 1024) => {
   return { source, stream }
 }
 
-describe("Windows: the headless presenter's bounds", () => {
+describe("WindowPresenter: the headless presenter's bounds", () => {
   it.effect("reads a byte-stream body up to exactly maxResponseBytes (default 1 MiB), not one byte past, and cancels it", () =>
     Effect.gen(function*() {
       const { source, stream } = endless("bytes")
-      const shown = yield* Windows.makeHeadless(answering(stream)).present(window("http://127.0.0.1:4000/"))
+      const shown = yield* WindowPresenter.makeHeadless(answering(stream)).present(window("http://127.0.0.1:4000/"))
       assert.deepStrictEqual(shown, { status: 200, bytes: 1024 * 1024 })
       assert.strictEqual(source.served, 1024 * 1024)
       assert.isTrue(source.cancelled)
-      assert.strictEqual(Windows.DEFAULT_MAX_RESPONSE_BYTES, 1024 * 1024)
+      assert.strictEqual(WindowPresenter.DEFAULT_MAX_RESPONSE_BYTES, 1024 * 1024)
     }))
 
   it.effect("with a cap that is not a multiple of the read size, the last read asks for what is left", () =>
     Effect.gen(function*() {
       const { source, stream } = endless("bytes")
-      const presenter = Windows.makeHeadless(answering(stream), { maxResponseBytes: 100_001 })
+      const presenter = WindowPresenter.makeHeadless(answering(stream), { maxResponseBytes: 100_001 })
       assert.deepStrictEqual(yield* presenter.present(window("http://127.0.0.1:4000/")), {
         status: 200,
         bytes: 100_001
@@ -111,7 +111,7 @@ describe("Windows: the headless presenter's bounds", () => {
   it.effect("a plain stream's chunks are counted up to the cap only, and the body is cancelled there", () =>
     Effect.gen(function*() {
       const { source, stream } = endless("default", 64 * 1024 + 1)
-      const presenter = Windows.makeHeadless(answering(stream), { maxResponseBytes: 200_000 })
+      const presenter = WindowPresenter.makeHeadless(answering(stream), { maxResponseBytes: 200_000 })
       assert.deepStrictEqual(yield* presenter.present(window("http://127.0.0.1:4000/")), {
         status: 200,
         bytes: 200_000
@@ -124,7 +124,7 @@ describe("Windows: the headless presenter's bounds", () => {
   it.effect("maxResponseBytes 0: the window is fetched for its status, the body not read", () =>
     Effect.gen(function*() {
       const { source, stream } = endless("bytes")
-      const presenter = Windows.makeHeadless(answering(stream), { maxResponseBytes: 0 })
+      const presenter = WindowPresenter.makeHeadless(answering(stream), { maxResponseBytes: 0 })
       assert.deepStrictEqual(yield* presenter.present(window("http://127.0.0.1:4000/")), { status: 200, bytes: 0 })
       assert.strictEqual(source.served, 0)
     }))
@@ -144,7 +144,7 @@ describe("Windows: the headless presenter's bounds", () => {
             return HttpClientResponse.fromWeb(request, new Response("ok", { status: 200 }))
           })
         )
-        const presenter = Windows.makeHeadless(client, { maxConcurrentFetches: limit })
+        const presenter = WindowPresenter.makeHeadless(client, { maxConcurrentFetches: limit })
         const all = yield* Effect.forEach(
           Array.from({ length: 20 }, (_, i) => window(`http://127.0.0.1:4000/${i}`)),
           presenter.present,
@@ -157,7 +157,7 @@ describe("Windows: the headless presenter's bounds", () => {
         assert.deepStrictEqual(shown.map((s) => s.status), Array.from({ length: 20 }, () => 200))
         assert.strictEqual(most, expected)
       }
-      assert.strictEqual(Windows.DEFAULT_MAX_CONCURRENT_FETCHES, 8)
+      assert.strictEqual(WindowPresenter.DEFAULT_MAX_CONCURRENT_FETCHES, 8)
     }))
 
   it.effect("the timeout bounds each fetch from its turn, not the wait for it", () =>
@@ -166,7 +166,7 @@ describe("Windows: the headless presenter's bounds", () => {
       const client = HttpClient.make((request) =>
         Effect.as(Effect.sleep("1500 millis"), HttpClientResponse.fromWeb(request, new Response("ok", { status: 200 })))
       )
-      const presenter = Windows.makeHeadless(client, { maxConcurrentFetches: 1 })
+      const presenter = WindowPresenter.makeHeadless(client, { maxConcurrentFetches: 1 })
       const both = yield* Effect.forEach(
         [window("http://127.0.0.1:4000/a"), window("http://127.0.0.1:4000/b")],
         presenter.present,
@@ -181,7 +181,9 @@ describe("Windows: the headless presenter's bounds", () => {
       const slow = HttpClient.make((request) =>
         Effect.as(Effect.sleep("3 seconds"), HttpClientResponse.fromWeb(request, new Response("ok", { status: 200 })))
       )
-      const late = yield* Windows.makeHeadless(slow).present(window("http://127.0.0.1:4000/")).pipe(Effect.forkChild)
+      const late = yield* WindowPresenter.makeHeadless(slow).present(window("http://127.0.0.1:4000/")).pipe(
+        Effect.forkChild
+      )
       for (let j = 0; j < 20; j++) yield* Effect.yieldNow
       yield* TestClock.adjust("2 seconds")
       assert.deepStrictEqual(yield* Fiber.join(late), { error: "no answer within 2s" })

@@ -41,7 +41,7 @@ export const resetRetryWindow: Duration.Input = "10 minutes"
 export const resetAttemptTimeout: Duration.Input = "5 seconds"
 
 /** The pause between two tries. */
-export const resetRetryInterval: Duration.Input = "500 millis"
+const resetRetryInterval: Duration.Input = "500 millis"
 
 /**
  * A reset retried every `resetRetryInterval` (each try bounded by `resetAttemptTimeout`) for up to `resetRetryWindow`,
@@ -112,7 +112,7 @@ const retried = (
  *   set is not read again for ten minutes. The first try is waited for; if it fails, the retries go on in `scope`
  *   and the caller is answered at once, so that the read loop is not held up while Postgres is away.
  */
-export const durableResets = (
+export const withRetriedResets = (
   storage: MessageStorage.MessageStorage["Service"],
   scope: Scope.Scope,
   /** How long Effect's `Sharding` waits for a reset (its lock interval): a reset that took longer is logged. */

@@ -1,4 +1,9 @@
-/** @internal */
+/**
+ * The body of `JournaledOperation.run`: begin before the effect starts, complete or fail after, and what a key already
+ * known, an interruption or a shutdown leave behind.
+ *
+ * @internal
+ */
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -7,8 +12,8 @@ import * as Predicate from "effect/Predicate"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import type * as Journal from "../Journal.js"
+import type * as JournaledOperation from "../JournaledOperation.js"
 import { JournalError } from "../JournalError.js"
-import type * as JournalTrack from "../JournalTrack.js"
 import { Owner } from "./journalClaim.js"
 import { errorToJson, messageOf } from "./journalJson.js"
 import { JournalService } from "./journalService.js"
@@ -35,11 +40,11 @@ const isCutOff = <E>(cause: Cause.Cause<E>): boolean =>
   Option.exists(Cause.findErrorOption(cause), (error) => Predicate.isTagged(error, "ShutdownError"))
 
 /** @internal */
-export const track = (
+export const run = (
   kind: string,
   key: string,
   payload: unknown,
-  options?: JournalTrack.TrackOptions<any, any>
+  options?: JournaledOperation.RunOptions<any, any>
 ) =>
 <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | JournalError, R | Journal.Journal> =>
   Effect.uninterruptibleMask((restore) =>
