@@ -256,3 +256,23 @@ export interface StopReport {
  */
 export const run = (target: Target, steps: Steps, options: Options = {}): Effect.Effect<StopReport> =>
   internal.run(target, steps, bounds(options))
+
+/**
+ * {@link run} with bounds decoded once by {@link bounds}: for a supervisor that stops many processes under the same
+ * options, so that each stop does not decode them again.
+ *
+ * @example
+ * ```ts
+ * import { StopSequence } from "@lifeline/kernel"
+ *
+ * declare const target: StopSequence.Target
+ *
+ * const decoded = StopSequence.bounds({ endOfInput: false, killGrace: "2 seconds" })
+ * const stop = StopSequence.runWithBounds(target, {}, decoded)
+ * ```
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const runWithBounds = (target: Target, steps: Steps, decoded: Bounds): Effect.Effect<StopReport> =>
+  internal.run(target, steps, decoded)

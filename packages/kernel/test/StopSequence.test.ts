@@ -489,6 +489,38 @@ describe("StopSequence", () => {
       assert.deepStrictEqual(fake.events, ["close@0", "close done@3000", "end@3000", "SIGTERM@4000", "SIGKILL@5000"])
     }))
 
+  it.effect("in a fiber whose interruption is pending, the waits that time out (after SIGKILL, for descendants) end at their bounds", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: ["SIGKILL"], descendantDiesOf: [] })
+      let report: StopSequence.StopReport | undefined
+      const started = yield* Deferred.make<void>()
+      const main = yield* Effect.forkChild(
+        Effect.gen(function*() {
+          yield* Effect.addFinalizer(() =>
+            Effect.map(StopSequence.run(fake.target, {}, { verifyTimeout: "500 millis" }), (done) => {
+              report = done
+            })
+          )
+          yield* Deferred.succeed(started, void 0)
+          return yield* Effect.never
+        }).pipe(Effect.scoped)
+      )
+      yield* Deferred.await(started)
+      const interrupting = yield* Effect.forkChild(Fiber.interrupt(main))
+      yield* settle
+      yield* adjust(1000)
+      yield* adjust(1000)
+      yield* adjust(499)
+      const before = report
+      yield* adjust(1)
+      yield* Fiber.join(interrupting)
+      assert.isUndefined(before, "the group is given its full verifyTimeout")
+      assert.deepStrictEqual(fake.events, ["end@0", "SIGTERM@1000", "SIGKILL@2000", "SIGKILL@2000"])
+      assert.strictEqual(report?.endedBy, "Kill")
+      assert.strictEqual(report?.descendants, "Survived")
+      assert.strictEqual(report?.elapsedMillis, 2500)
+    }))
+
   describe("what the sequence logs, step by step (mutation testing)", () => {
     /** Runs `body` with every log line of the sequence collected as `LEVEL message`. */
     const logged = <A, E>(body: (lines: Array<string>) => Effect.Effect<A, E>) => {

@@ -11,7 +11,7 @@ import type * as Process from "@lifeline/kernel/Process"
 import type * as StopSequence from "@lifeline/kernel/StopSequence"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as PlatformError from "effect/PlatformError"
@@ -21,6 +21,7 @@ import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { argvOf } from "./childCommand.js"
+import * as SpawnedProcess from "./spawnedProcess.js"
 import type { Entry, Recorder } from "./spawnerJournal.js"
 import * as Supervisor from "./supervisor.js"
 
@@ -72,7 +73,10 @@ const unrecorded = (command: ChildProcess.StandardCommand, cause: unknown) =>
   })
 
 /** How often an exit that Effect's handle could not report (its input stream failed first) is looked for. */
-const exitPollInterval = "10 millis"
+const exitPoll = Schedule.spaced(Duration.millis(10))
+
+/** How often the watcher of an exited child looks whether its process group is gone. */
+const groupWatch = Schedule.spaced(Duration.millis(100))
 
 /**
  * @internal
@@ -81,6 +85,7 @@ export const make = (
   inner: ChildProcessSpawner.ChildProcessSpawner["Service"],
   settings: Settings
 ): ChildProcessSpawner.ChildProcessSpawner["Service"] => {
+  const bounds = Supervisor.boundsOf(settings.killGrace, settings.verifyTimeout)
   const spawnOne = (
     command: ChildProcess.StandardCommand
   ): Effect.Effect<ChildProcessSpawner.ChildProcessHandle, PlatformError.PlatformError, Scope.Scope> =>
@@ -88,14 +93,14 @@ export const make = (
       // Effect's release goes in a Scope of its own, closed in the background once the stop below is done: it would
       // otherwise wait for the group without a bound (no `forceKillAfter`) or for zombies (up to 1 s).
       const innerScope = yield* Scope.make()
-      const handle = yield* inner.spawn(command).pipe(
+      const [handle, node] = yield* SpawnedProcess.capture(inner.spawn(command), (spawned) => spawned.pid).pipe(
         Scope.provide(innerScope),
         Effect.onError(() => Scope.close(innerScope, Exit.void))
       )
       let status: Process.ExitStatus | undefined
       let lastStop: StopSequence.StopReport | undefined
       const untilStopped = Effect.repeat(Effect.map(handle.isRunning, (running) => !running), {
-        schedule: Schedule.spaced(exitPollInterval),
+        schedule: exitPoll,
         until: (stopped) => stopped
       })
       const seen = (exitStatus: Process.ExitStatus) =>
@@ -103,18 +108,30 @@ export const make = (
           status ??= exitStatus
           return status
         })
-      // Effect's `exitCode` is evaluated once, by the watcher below: each evaluation races two waits and, for a
-      // signalled child, builds an error and the command's display text.
       const exited = yield* Deferred.make<Process.ExitStatus>()
-      const observe: Effect.Effect<Process.ExitStatus> = Effect.matchCauseEffect(handle.exitCode, {
-        onSuccess: (code) => seen({ exitCode: code, signal: null }),
-        onFailure: (cause) => {
-          const signal = signalOf(cause)
-          return signal !== null
-            ? seen({ exitCode: null, signal })
-            : Effect.andThen(Effect.ignore(untilStopped), seen({ exitCode: null, signal: null }))
+      let observe: Effect.Effect<Process.ExitStatus>
+      if (node !== undefined) {
+        // The exit as Node reports it (see spawnedProcess.ts), from a listener: no fiber waits for it.
+        const onExit = (exitCode: number | null, signal: NodeJS.Signals | null) => {
+          status ??= { exitCode, signal }
+          Deferred.doneUnsafe(exited, Exit.succeed(status))
         }
-      }).pipe(Effect.tap((exitStatus) => Deferred.succeed(exited, exitStatus)), Supervisor.onSystemClock)
+        if (node.exitCode !== null || node.signalCode !== null) onExit(node.exitCode, node.signalCode)
+        else node.once("exit", onExit)
+        observe = Deferred.await(exited)
+      } else {
+        // Effect's `exitCode` is evaluated once, by the watcher below: each evaluation races two waits and, for a
+        // signalled child, builds an error and the command's display text.
+        observe = Effect.matchCauseEffect(handle.exitCode, {
+          onSuccess: (code) => seen({ exitCode: code, signal: null }),
+          onFailure: (cause) => {
+            const signal = signalOf(cause)
+            return signal !== null
+              ? seen({ exitCode: null, signal })
+              : Effect.andThen(Effect.ignore(untilStopped), seen({ exitCode: null, signal: null }))
+          }
+        }).pipe(Effect.tap((exitStatus) => Deferred.succeed(exited, exitStatus)), Supervisor.onSystemClock)
+      }
       const child: Supervisor.Child = {
         pid: handle.pid,
         ownsGroup: posix && command.options.detached !== false,
@@ -149,11 +166,13 @@ export const make = (
 
       const stopWith = (options: ChildProcess.KillOptions | undefined) =>
         Effect.tap(
-          Supervisor.stop(child, {
-            signal: options?.killSignal ?? "SIGTERM",
-            killGrace: options?.forceKillAfter ?? settings.killGrace,
-            verifyTimeout: settings.verifyTimeout
-          }),
+          Supervisor.stop(
+            child,
+            options?.killSignal ?? "SIGTERM",
+            options?.forceKillAfter === undefined
+              ? bounds
+              : Supervisor.boundsOf(options.forceKillAfter, settings.verifyTimeout)
+          ),
           (report) =>
             Effect.andThen(
               Effect.sync(() => {
@@ -168,17 +187,17 @@ export const make = (
         )
 
       let referenced = true
-      // One watcher per child (each wait on `exit` evaluates Effect's `exitCode` again): it reports the exit, then
-      // closes the record once the group is gone, not only when the Scope closes. Not in a Scope: an unref'ed child
-      // outlives its Scope, and its exit is still reported; the watch of its group stops with the Scope.
+      // One watcher per child: it reports the exit, then closes the record once the group is gone, not only when the
+      // Scope closes. Not in a Scope: an unref'ed child outlives its Scope, and its exit is still reported; the watch
+      // of its group stops with the Scope. The group is looked at once before any schedule is built: it is mostly
+      // gone already, or the Scope is closing (the stop sees to the group then).
       let scoped = true
+      const groupDone = Effect.sync(() => !scoped || !Supervisor.unsafeGroupAlive(child))
       yield* Effect.flatMap(observe, (exitStatus) =>
         Effect.andThen(
           Supervisor.reportExit(child, exitStatus),
-          Effect.repeat(Effect.sync(() => !scoped || !Supervisor.unsafeGroupAlive(child)), {
-            schedule: Schedule.spaced("100 millis"),
-            until: (done) => done
-          })
+          Effect.flatMap(groupDone, (done) =>
+            done ? Effect.void : Effect.repeat(groupDone, { schedule: groupWatch, until: (gone) => gone }))
         )).pipe(
           Effect.andThen(Effect.suspend(() => scoped ? forget(status) : Effect.void)),
           Supervisor.onSystemClock,
