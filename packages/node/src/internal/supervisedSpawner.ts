@@ -86,6 +86,18 @@ export const make = (
   settings: Settings
 ): ChildProcessSpawner.ChildProcessSpawner["Service"] => {
   const bounds = Supervisor.boundsOf(settings.killGrace, settings.verifyTimeout)
+  // The bounds of the last `forceKillAfter` seen: a face that gives every command the same one (an MCP transport's
+  // kill grace) decodes it once, not on every stop.
+  let lastForceKillAfter: { readonly input: Duration.Input; readonly bounds: typeof bounds } | undefined
+  const boundsAfter = (forceKillAfter: Duration.Input) => {
+    if (lastForceKillAfter?.input !== forceKillAfter) {
+      lastForceKillAfter = {
+        input: forceKillAfter,
+        bounds: Supervisor.boundsOf(forceKillAfter, settings.verifyTimeout)
+      }
+    }
+    return lastForceKillAfter.bounds
+  }
   const spawnOne = (
     command: ChildProcess.StandardCommand
   ): Effect.Effect<ChildProcessSpawner.ChildProcessHandle, PlatformError.PlatformError, Scope.Scope> =>
@@ -169,9 +181,7 @@ export const make = (
           Supervisor.stop(
             child,
             options?.killSignal ?? "SIGTERM",
-            options?.forceKillAfter === undefined
-              ? bounds
-              : Supervisor.boundsOf(options.forceKillAfter, settings.verifyTimeout)
+            options?.forceKillAfter === undefined ? bounds : boundsAfter(options.forceKillAfter)
           ),
           (report) =>
             Effect.andThen(
@@ -189,13 +199,14 @@ export const make = (
       let referenced = true
       // One watcher per child: it reports the exit, then closes the record once the group is gone, not only when the
       // Scope closes. Not in a Scope: an unref'ed child outlives its Scope, and its exit is still reported; the watch
-      // of its group stops with the Scope. The group is looked at once before any schedule is built: it is mostly
-      // gone already, or the Scope is closing (the stop sees to the group then).
+      // of its group stops with the Scope. It lets the fibers that wait for the same exit (a stop) go first: it is
+      // woken first, having waited the longest, and what it does can wait that long. The group is looked at once
+      // before any schedule is built: it is mostly gone already, or the Scope is closing (the stop sees to it then).
       let scoped = true
       const groupDone = Effect.sync(() => !scoped || !Supervisor.unsafeGroupAlive(child))
       yield* Effect.flatMap(observe, (exitStatus) =>
         Effect.andThen(
-          Supervisor.reportExit(child, exitStatus),
+          Effect.andThen(Effect.yieldNow, Supervisor.reportExit(child, exitStatus)),
           Effect.flatMap(groupDone, (done) =>
             done ? Effect.void : Effect.repeat(groupDone, { schedule: groupWatch, until: (gone) => gone }))
         )).pipe(
