@@ -303,8 +303,13 @@ export class StdioClientTransport implements Transport {
     const lease = this.#lease
     if (this.#state === "open" && server !== undefined && lease !== undefined) {
       this.#state = "closing"
+      // The wait is set up first, the input ended last: Node ends a pipe only once the event loop runs again, and the
+      // wait's set-up would otherwise delay the end of input the server is waiting for.
+      const exited = lease.runtime.runPromise(
+        Server.exitWithin(server, this.#parameters.exitTimeout ?? defaultExitTimeout)
+      )
       server.endInput()
-      await lease.runtime.runPromise(Server.exitWithin(server, this.#parameters.exitTimeout ?? defaultExitTimeout))
+      await exited
     }
     await this.#finish(false)
   }

@@ -20,6 +20,7 @@ import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import type { Writable } from "node:stream"
 import { argvOf } from "./childCommand.js"
 import * as SpawnedProcess from "./spawnedProcess.js"
 import type { Entry, Recorder } from "./spawnerJournal.js"
@@ -43,6 +44,8 @@ export const supervised = new WeakMap<ChildProcessSpawner.ChildProcessHandle, {
   readonly exit: Effect.Effect<Process.ExitStatus>
   readonly exitStatus: () => Process.ExitStatus | undefined
   readonly lastStop: () => StopSequence.StopReport | undefined
+  /** The Node stream of its stdin, when Node published the process and the stdin is a pipe. */
+  readonly stdin: Writable | undefined
 }>()
 
 const posix = process.platform !== "win32"
@@ -257,7 +260,12 @@ export const make = (
           ),
         unref
       })
-      supervised.set(self, { exit: child.exit, exitStatus: () => status, lastStop: () => lastStop })
+      supervised.set(self, {
+        exit: child.exit,
+        exitStatus: () => status,
+        lastStop: () => lastStop,
+        stdin: node?.stdin ?? undefined
+      })
       return self
       // Uninterruptible from the spawn to the stop's finalizer, so no interruption leaves a child nobody stops. The
       // spawn itself waits only for Node's `spawn` or `error` event.
@@ -338,7 +346,8 @@ export const make = (
         )
       })
       const info = supervised.get(last)
-      if (info !== undefined) supervised.set(self, info)
+      // Its exit is the last stage's; its input, the first stage's.
+      if (info !== undefined) supervised.set(self, { ...info, stdin: supervised.get(handles[0])?.stdin })
       return self
     })
 
