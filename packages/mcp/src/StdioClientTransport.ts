@@ -11,7 +11,7 @@
  */
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import type { IOType } from "node:child_process"
 import * as Fs from "node:fs"
 import { PassThrough, type Stream, Writable } from "node:stream"
@@ -105,8 +105,9 @@ export interface StdioServerParameters {
 }
 
 const defaultMaxBufferSize = 10 * 1024 * 1024
-const defaultExitTimeout: Duration.Input = "2 seconds"
-const defaultKillGrace: Duration.Input = "2 seconds"
+// Decoded once: a text duration is parsed again on each use, on the path of every close.
+const defaultExitTimeout: Duration.Duration = Duration.seconds(2)
+const defaultKillGrace: Duration.Duration = Duration.seconds(2)
 const encoder = new TextEncoder()
 
 const isMessage = (value: unknown): value is JSONRPCMessage => {
@@ -148,6 +149,8 @@ export class StdioClientTransport implements Transport {
   #started: Promise<void> | undefined
   #finished: Promise<void> | undefined
   #unregister: (() => void) | undefined
+  /** Settles once the server has exited (or the runtime is gone). */
+  #exited: Promise<unknown> | undefined
 
   constructor(server: StdioServerParameters) {
     this.#parameters = server
@@ -230,6 +233,7 @@ export class StdioClientTransport implements Transport {
     if (parameters.forwardHostSignals !== false) this.#unregister = HostSignals.register(server.pid, server.endInput)
     // The server exits by itself: once its last line is delivered, `onclose` is called and what is left of its group
     // stopped. During a close(), the close does both, in the other order.
+    this.#exited = lease.runtime.runPromise(server.exit).catch(() => {})
     lease.runtime.runPromise(Server.exitedAndDrained(server, "100 millis")).then(
       () => this.#finish(this.#state === "open"),
       // Interrupted: the runtime was disposed, after the server was stopped.
@@ -305,8 +309,9 @@ export class StdioClientTransport implements Transport {
       this.#state = "closing"
       // The wait is set up first, the input ended last: Node ends a pipe only once the event loop runs again, and the
       // wait's set-up would otherwise delay the end of input the server is waiting for.
-      const exited = lease.runtime.runPromise(
-        Server.exitWithin(server, this.#parameters.exitTimeout ?? defaultExitTimeout)
+      const exited = Server.exitedWithin(
+        this.#exited ?? Promise.resolve(),
+        this.#parameters.exitTimeout ?? defaultExitTimeout
       )
       server.endInput()
       await exited

@@ -185,10 +185,24 @@ export const open = (
 export const exitedAndDrained = (server: Server, grace: Duration.Input): Effect.Effect<void> =>
   Effect.andThen(server.exit, Effect.timeoutOption(server.outputDone, Duration.fromInputUnsafe(grace)))
 
+/** The longest delay a Node timer takes (2^31 - 1 ms); beyond it, Node would fire at once. */
+const maxTimer = 2_147_483_647
+
 /**
- * Waits at most `timeout` for the server to exit (after the end of its stdin): whether it did.
+ * Resolves once `exited` settles or `timeout` has passed, whichever comes first: the wait of `close()` for the server
+ * to exit after the end of its stdin. On a timer of the platform, as the SDK's: the transport's `close()` is Promise
+ * code, and a fiber started on the path of every close costs more than the rest of the close of a server that exits at
+ * once. A timeout beyond a timer's range (infinite) waits for the exit only.
  *
  * @internal
  */
-export const exitWithin = (server: Server, timeout: Duration.Input): Effect.Effect<boolean> =>
-  Effect.map(Effect.timeoutOption(server.exit, Duration.fromInputUnsafe(timeout)), Option.isSome)
+export const exitedWithin = (exited: Promise<unknown>, timeout: Duration.Input): Promise<void> =>
+  new Promise<void>((resolve) => {
+    const millis = Duration.toMillis(Duration.fromInputUnsafe(timeout))
+    const timer = millis <= maxTimer ? setTimeout(resolve, Math.max(0, millis)) : undefined
+    const done = () => {
+      clearTimeout(timer)
+      resolve()
+    }
+    exited.then(done, done)
+  })
