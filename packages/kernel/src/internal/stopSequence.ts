@@ -77,13 +77,18 @@ export const run = (
         ? bounded
         : Effect.raceFirst(bounded, Effect.as(forcedWatch, (onForced ?? onTimeout) as B | C))
     }
+    /** The exit within `duration`, on the target's own bounded wait when it has one and nothing can force the stop. */
+    const boundedExit = (duration: Duration.Duration): Effect.Effect<boolean> =>
+      target.exitWithin !== undefined && forcedWatch === undefined
+        ? target.exitWithin(duration)
+        : within(Effect.as(target.exit, true), duration, false)
     const exitWithin = (duration: Duration.Duration): Effect.Effect<boolean> =>
       Effect.flatMap(hasExited, (exited) =>
         exited
           ? Effect.succeed(true)
           : isForced
           ? Effect.succeed(false)
-          : within(Effect.as(target.exit, true), duration, false))
+          : boundedExit(duration))
 
     let closeOutcome: StopSequence.CloseOutcome = "Skipped"
     let closeRan = false
@@ -165,10 +170,13 @@ export const run = (
         yield* send("SIGKILL")
         killSent = true
         yield* close(true)
-        const exited = yield* Effect.timeoutOrElse(Effect.as(target.exit, true), {
-          duration: bounds.verifyTimeout,
-          orElse: () => Effect.succeed(false)
-        })
+        // Not cut short by a forced stop: SIGKILL is what a forced stop comes to.
+        const exited = yield* (target.exitWithin !== undefined
+          ? target.exitWithin(bounds.verifyTimeout)
+          : Effect.timeoutOrElse(Effect.as(target.exit, true), {
+            duration: bounds.verifyTimeout,
+            orElse: () => Effect.succeed(false)
+          }))
         endedBy = exited ? "Kill" : "Unkillable"
         if (!exited) yield* Effect.logError(`stop: still running ${millis(bounds.verifyTimeout)} after SIGKILL`)
       }

@@ -151,7 +151,12 @@ export const make = (
         pid: handle.pid,
         ownsGroup: posix && command.options.detached !== false,
         exit: Deferred.await(exited),
-        unsafeExitStatus: () => status
+        unsafeExitStatus: () => status,
+        // Called after the listener that records the exit, which was added first.
+        unsafeOnExit: node === undefined ? undefined : (listener) => {
+          node.once("exit", listener)
+          return () => node.off("exit", listener)
+        }
       }
 
       const argv = argvOf(command)

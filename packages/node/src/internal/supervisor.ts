@@ -13,7 +13,7 @@ import type * as Process from "@lifeline/kernel/Process"
 import * as StopSequence from "@lifeline/kernel/StopSequence"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
@@ -33,6 +33,11 @@ export interface Child {
   readonly exit: Effect.Effect<Process.ExitStatus>
   /** How it exited, once the face has seen it; never waits. */
   readonly unsafeExitStatus: () => Process.ExitStatus | undefined
+  /**
+   * Calls `listener` once the exit is seen (after `unsafeExitStatus` has it), and returns what removes it: a face that
+   * sees the exit from an event gives it, so that a stop waits for the exit on one callback.
+   */
+  readonly unsafeOnExit?: ((listener: () => void) => () => void) | undefined
 }
 
 /**
@@ -100,6 +105,35 @@ export const unsafeGroupAlive = (child: Child): boolean =>
     child.unsafeExitStatus() === undefined || Processes.isGroupAlive(child.pid) :
     child.unsafeExitStatus() === undefined
 
+/** The longest delay a Node timer takes (2^31 - 1 ms); beyond it, Node would fire at once. */
+const maxTimer = 2_147_483_647
+
+/**
+ * The exit within `timeout`, on one callback and a timer of the platform: the stop runs on the system clock, whose
+ * sleeps are such timers, and a race of two fibers per wait costs more than the rest of a stop. A timeout beyond a
+ * timer's range waits for the exit only.
+ */
+const exitWithin = (child: Child, onExit: (listener: () => void) => () => void) => (timeout: Duration.Duration) =>
+  Effect.callback<boolean>((resume) => {
+    if (child.unsafeExitStatus() !== undefined) return resume(Effect.succeed(true))
+    const millis = Duration.toMillis(timeout)
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const off = onExit(() => {
+      clearTimeout(timer)
+      resume(Effect.succeed(true))
+    })
+    if (millis <= maxTimer) {
+      timer = setTimeout(() => {
+        off()
+        resume(Effect.succeed(false))
+      }, Math.max(0, millis))
+    }
+    return Effect.sync(() => {
+      clearTimeout(timer)
+      off()
+    })
+  })
+
 /**
  * The bounds of {@link stop}: SIGKILL `killGrace` after the signal that asks, then `verifyTimeout` for the group to be
  * gone. Decoded once per supervisor: decoding them on each stop would cost more than the rest of a stop whose child has
@@ -129,7 +163,8 @@ export const stop = (
     // The sequence asks with SIGTERM; the command may have chosen another signal to ask with (`killSignal`).
     signal: (sent) => Effect.sync(() => unsafeSignal(child, sent === "SIGTERM" ? signal : sent)),
     groupAlive: Effect.sync(() => unsafeGroupAlive(child)),
-    endInput: Effect.void
+    endInput: Effect.void,
+    exitWithin: child.unsafeOnExit === undefined ? undefined : exitWithin(child, child.unsafeOnExit)
   }
   return annotated(StopSequence.runWithBounds(target, {}, bounds), { pid: child.pid }, true)
 }
