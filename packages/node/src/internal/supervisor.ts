@@ -95,15 +95,28 @@ export const unsafeSignal = (child: Child, signal: NodeJS.Signals): void => {
 }
 
 /**
+ * Children whose process group was seen with no member at all (zombies included), once the leader had exited. Such a
+ * group stays empty: no process can join a group that does not exist, and a later group of that number (the pid
+ * reused) is not this child's. So it is probed once, not by each of the watcher and the stop (a failed probe costs
+ * more than the rest of the stop of a child that has exited).
+ */
+const emptied = new WeakSet<Child>()
+
+/**
  * Whether a live process is left: in the group (zombies do not count: this machine's init may reap them late, and a
  * zombie holds nothing), or the child itself when it has no group.
  *
  * @internal
  */
-export const unsafeGroupAlive = (child: Child): boolean =>
-  child.ownsGroup ?
-    child.unsafeExitStatus() === undefined || Processes.isGroupAlive(child.pid) :
-    child.unsafeExitStatus() === undefined
+export const unsafeGroupAlive = (child: Child): boolean => {
+  if (child.unsafeExitStatus() === undefined) return true
+  if (!child.ownsGroup || emptied.has(child)) return false
+  if (Processes.probeGroup(child.pid) === "Gone") {
+    emptied.add(child)
+    return false
+  }
+  return Processes.isGroupAlive(child.pid)
+}
 
 /** The longest delay a Node timer takes (2^31 - 1 ms); beyond it, Node would fire at once. */
 const maxTimer = 2_147_483_647
