@@ -151,7 +151,14 @@ export const make = (
         pid: handle.pid,
         ownsGroup: posix && command.options.detached !== false,
         exit: Deferred.await(exited),
-        unsafeExitStatus: () => status,
+        // Node records the exit on the process before it emits `exit`, and a listener added before ours (Effect's
+        // own) may run a stop before ours is called: the status is read from the process then.
+        unsafeExitStatus: () => {
+          if (status === undefined && node !== undefined && (node.exitCode !== null || node.signalCode !== null)) {
+            status = { exitCode: node.exitCode, signal: node.signalCode }
+          }
+          return status
+        },
         // Called after the listener that records the exit, which was added first.
         unsafeOnExit: node === undefined ? undefined : (listener) => {
           node.once("exit", listener)
@@ -267,7 +274,7 @@ export const make = (
       })
       supervised.set(self, {
         exit: child.exit,
-        exitStatus: () => status,
+        exitStatus: child.unsafeExitStatus,
         lastStop: () => lastStop,
         stdin: node?.stdin ?? undefined
       })
