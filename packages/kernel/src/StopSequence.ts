@@ -36,6 +36,16 @@ export interface Target {
   readonly groupAlive?: Effect.Effect<boolean> | undefined
   /** Ends the process's input (closes its stdin). Idempotent. */
   readonly endInput: Effect.Effect<void>
+  /**
+   * Waits for the exit at most `timeout`: whether it came. A target that can bound the wait itself (one callback on a
+   * timer of its platform) gives it, and the sequence then starts no fiber for its waits on the exit (a race of two
+   * otherwise, on the path of every stop). The timer is the target's: give it only where the sequence runs on the
+   * system clock (a supervisor of real processes), never under a `TestClock`. Not used while a forced stop
+   * (`Steps.forced`) can cut the wait short.
+   *
+   * @since 0.3.0
+   */
+  readonly exitWithin?: ((timeout: Duration.Duration) => Effect.Effect<boolean>) | undefined
 }
 
 /**
@@ -256,3 +266,23 @@ export interface StopReport {
  */
 export const run = (target: Target, steps: Steps, options: Options = {}): Effect.Effect<StopReport> =>
   internal.run(target, steps, bounds(options))
+
+/**
+ * {@link run} with bounds decoded once by {@link bounds}: for a supervisor that stops many processes under the same
+ * options, so that each stop does not decode them again.
+ *
+ * @example
+ * ```ts
+ * import { StopSequence } from "@lifeline/kernel"
+ *
+ * declare const target: StopSequence.Target
+ *
+ * const decoded = StopSequence.bounds({ endOfInput: false, killGrace: "2 seconds" })
+ * const stop = StopSequence.runWithBounds(target, {}, decoded)
+ * ```
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const runWithBounds = (target: Target, steps: Steps, decoded: Bounds): Effect.Effect<StopReport> =>
+  internal.run(target, steps, decoded)

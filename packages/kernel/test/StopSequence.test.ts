@@ -489,6 +489,78 @@ describe("StopSequence", () => {
       assert.deepStrictEqual(fake.events, ["close@0", "close done@3000", "end@3000", "SIGTERM@4000", "SIGKILL@5000"])
     }))
 
+  describe("a target that bounds its own wait for the exit (exitWithin)", () => {
+    const bounding = (target: StopSequence.Target, answer: boolean) => {
+      const asked: Array<number> = []
+      const bounded: StopSequence.Target = {
+        ...target,
+        exitWithin: (timeout) =>
+          Effect.sync(() => {
+            asked.push(Duration.toMillis(timeout))
+            return answer
+          })
+      }
+      return { asked, bounded }
+    }
+
+    it.effect("serves every wait on the exit, with the bound of each step, and the sequence follows its answers", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: [] })
+        const { asked, bounded } = bounding(fake.target, false)
+        const report = yield* StopSequence.run(bounded, {}, { exitGrace: "200 millis", verifyTimeout: "500 millis" })
+        assert.deepStrictEqual(asked, [200, 1000, 500], "end of input, SIGTERM, SIGKILL")
+        assert.deepStrictEqual(fake.events, ["end@0", "SIGTERM@0", "SIGKILL@0"])
+        assert.strictEqual(report.endedBy, "Unkillable")
+      }))
+
+    it.effect("is not used while a forced stop can cut the wait short: a second signal still SIGKILLs at once", () =>
+      Effect.gen(function*() {
+        const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: [] })
+        const { asked, bounded } = bounding(fake.target, false)
+        const { force, forced } = yield* makeForce
+        const stopping = yield* start(bounded, { forced }, { endOfInput: false })
+        yield* adjust(300)
+        yield* force
+        const report = yield* Fiber.join(stopping)
+        assert.deepStrictEqual(fake.events, ["SIGTERM@0", "SIGKILL@300", "end@300"])
+        assert.deepStrictEqual(asked, [1000], "only the wait after SIGKILL, which nothing cuts short")
+        assert.strictEqual(report.endedBy, "Unkillable")
+        assert.isTrue(report.forced)
+      }))
+  })
+
+  it.effect("in a fiber whose interruption is pending, the waits that time out (after SIGKILL, for descendants) end at their bounds", () =>
+    Effect.gen(function*() {
+      const fake = yield* makeFake({ onEndOfInput: "ignore", diesOf: ["SIGKILL"], descendantDiesOf: [] })
+      let report: StopSequence.StopReport | undefined
+      const started = yield* Deferred.make<void>()
+      const main = yield* Effect.forkChild(
+        Effect.gen(function*() {
+          yield* Effect.addFinalizer(() =>
+            Effect.map(StopSequence.run(fake.target, {}, { verifyTimeout: "500 millis" }), (done) => {
+              report = done
+            })
+          )
+          yield* Deferred.succeed(started, void 0)
+          return yield* Effect.never
+        }).pipe(Effect.scoped)
+      )
+      yield* Deferred.await(started)
+      const interrupting = yield* Effect.forkChild(Fiber.interrupt(main))
+      yield* settle
+      yield* adjust(1000)
+      yield* adjust(1000)
+      yield* adjust(499)
+      const before = report
+      yield* adjust(1)
+      yield* Fiber.join(interrupting)
+      assert.isUndefined(before, "the group is given its full verifyTimeout")
+      assert.deepStrictEqual(fake.events, ["end@0", "SIGTERM@1000", "SIGKILL@2000", "SIGKILL@2000"])
+      assert.strictEqual(report?.endedBy, "Kill")
+      assert.strictEqual(report?.descendants, "Survived")
+      assert.strictEqual(report?.elapsedMillis, 2500)
+    }))
+
   describe("what the sequence logs, step by step (mutation testing)", () => {
     /** Runs `body` with every log line of the sequence collected as `LEVEL message`. */
     const logged = <A, E>(body: (lines: Array<string>) => Effect.Effect<A, E>) => {

@@ -124,8 +124,9 @@ export interface StdioServerParameters {
 }
 
 const defaultMaxBufferSize = 10 * 1024 * 1024
-const defaultExitTimeout: Duration.Input = Bounds.mcp.exitTimeout
-const defaultKillGrace: Duration.Input = Bounds.mcp.killGrace
+// Durations, not text: a text duration is parsed again on each use, on the path of every close.
+const defaultExitTimeout: Duration.Duration = Bounds.mcp.exitTimeout
+const defaultKillGrace: Duration.Duration = Bounds.mcp.killGrace
 const encoder = new TextEncoder()
 
 const isMessage = (value: unknown): value is JSONRPCMessage => {
@@ -167,6 +168,8 @@ export class StdioClientTransport implements Transport {
   #started: Promise<void> | undefined
   #finished: Promise<void> | undefined
   #unregister: (() => void) | undefined
+  /** Settles once the server has exited (or the runtime is gone). */
+  #exited: Promise<unknown> | undefined
 
   constructor(server: StdioServerParameters) {
     this.#parameters = server
@@ -259,6 +262,7 @@ export class StdioClientTransport implements Transport {
     })
     // The server exits by itself: once its last line is delivered, `onclose` is called and what is left of its group
     // stopped. During a close(), the close does both, in the other order.
+    this.#exited = lease.runtime.runPromise(server.exit).catch(() => {})
     lease.runtime.runPromise(Server.exitedAndDrained(server, "100 millis")).then(
       () => this.#finish(this.#state === "open"),
       // Interrupted: the runtime was disposed, after the server was stopped.
@@ -332,8 +336,14 @@ export class StdioClientTransport implements Transport {
     const lease = this.#lease
     if (this.#state === "open" && server !== undefined && lease !== undefined) {
       this.#state = "closing"
+      // The wait is set up first, the input ended last: Node ends a pipe only once the event loop runs again, and the
+      // wait's set-up would otherwise delay the end of input the server is waiting for.
+      const exited = Server.exitedWithin(
+        this.#exited ?? Promise.resolve(),
+        this.#parameters.exitTimeout ?? defaultExitTimeout
+      )
       server.endInput()
-      await lease.runtime.runPromise(Server.exitWithin(server, this.#parameters.exitTimeout ?? defaultExitTimeout))
+      await exited
     }
     await this.#finish(false)
   }

@@ -1,6 +1,7 @@
-import { assert, describe, it } from "@effect/vitest"
+import { afterEach, assert, beforeEach, describe, it, vi } from "@effect/vitest"
 import type * as Process from "@lifeline/kernel/Process"
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as TestClock from "effect/testing/TestClock"
@@ -22,24 +23,52 @@ const fake = Effect.gen(function*() {
 })
 
 describe("the bounds of a server's end", () => {
-  it.effect("exitWithin: false once the timeout has passed without an exit, not a moment before", () =>
-    Effect.gen(function*() {
-      const { server } = yield* fake
-      const waiting = yield* Effect.forkChild(Server.exitWithin(server, "2 seconds"))
-      yield* TestClock.adjust("1999 millis")
-      assert.isUndefined(waiting.pollUnsafe())
-      yield* TestClock.adjust("1 millis")
-      assert.isFalse(yield* Fiber.join(waiting))
-    }))
+  // `exitedWithin` is Promise code on the platform's timers (the transport's `close()`): Vitest's fake timers are its
+  // TestClock.
+  describe("exitedWithin", () => {
+    beforeEach(() => {
+      vi.useFakeTimers()
+    })
+    afterEach(() => {
+      vi.useRealTimers()
+    })
+    const settled = (promise: Promise<void>) => {
+      let done = false
+      void promise.then(() => {
+        done = true
+      })
+      return () => done
+    }
 
-  it.effect("exitWithin: true as soon as the server exits", () =>
-    Effect.gen(function*() {
-      const { exit, server } = yield* fake
-      const waiting = yield* Effect.forkChild(Server.exitWithin(server, "2 seconds"))
-      yield* TestClock.adjust("500 millis")
-      yield* Deferred.succeed(exit, { exitCode: 0, signal: null })
-      assert.isTrue(yield* Fiber.join(waiting))
-    }))
+    it("resolves once the timeout has passed without an exit, not a moment before", async () => {
+      const done = settled(Server.exitedWithin(new Promise(() => {}), "2 seconds"))
+      await vi.advanceTimersByTimeAsync(1999)
+      assert.isFalse(done())
+      await vi.advanceTimersByTimeAsync(1)
+      assert.isTrue(done())
+    })
+
+    it("resolves as soon as the server exits, and leaves no timer behind", async () => {
+      let exit!: () => void
+      const done = settled(Server.exitedWithin(new Promise<void>((resolve) => exit = resolve), "2 seconds"))
+      await vi.advanceTimersByTimeAsync(500)
+      assert.isFalse(done())
+      exit()
+      await vi.advanceTimersByTimeAsync(0)
+      assert.isTrue(done())
+      assert.strictEqual(vi.getTimerCount(), 0)
+    })
+
+    it("an infinite timeout waits for the exit only (a timer beyond its range would fire at once)", async () => {
+      let exit!: () => void
+      const done = settled(Server.exitedWithin(new Promise<void>((resolve) => exit = resolve), Duration.infinity))
+      await vi.advanceTimersByTimeAsync(3_000_000_000)
+      assert.isFalse(done())
+      exit()
+      await vi.advanceTimersByTimeAsync(0)
+      assert.isTrue(done())
+    })
+  })
 
   it.effect("exitedAndDrained: after the exit, at most the grace for the output to end", () =>
     Effect.gen(function*() {

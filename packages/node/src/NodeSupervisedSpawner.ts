@@ -18,6 +18,7 @@ import * as Option from "effect/Option"
 import type * as Path from "effect/Path"
 import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import type * as Scope from "effect/Scope"
+import type { Writable } from "node:stream"
 import * as spawnerJournal from "./internal/spawnerJournal.js"
 import * as internal from "./internal/supervisedSpawner.js"
 
@@ -157,6 +158,19 @@ export const awaitExit = (handle: ChildProcessSpawner.ChildProcessHandle): Effec
       onFailure: (): Process.ExitStatus => ({ exitCode: null, signal: null })
     })
   )
+
+/**
+ * The Node stream of the standard input of a child started by this layer with `stdin: "pipe"`, for a caller that
+ * writes to it without Effect's streams (an MCP transport writes its frames and ends its input as the MCP SDK's does,
+ * without a fiber per chunk). None when the child's stdin is not a pipe, for a pipeline's stages other than the
+ * first, or when Node did not publish the process on its `child_process` diagnostics channel. The handle's `stdin`
+ * sink must then not be used as well; the stop, the process group and the journal record stay the layer's.
+ *
+ * @since 0.3.0
+ * @category accessors
+ */
+export const nodeStdin = (handle: ChildProcessSpawner.ChildProcessHandle): Option.Option<Writable> =>
+  Option.fromUndefinedOr(internal.supervised.get(handle)?.stdin)
 
 /**
  * The report of the last stop of a child started by this layer (its `kill()`, or the close of its Scope): which

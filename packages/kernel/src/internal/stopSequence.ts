@@ -13,15 +13,11 @@ import * as Schedule from "effect/Schedule"
 import type * as Process from "../Process.js"
 import type * as StopSequence from "../StopSequence.js"
 
-/**
- * Runs a bounded wait in a fiber of its own, interruptible (Effect 4 starts a forked fiber interruptible whatever its
- * parent's region). The sequence runs uninterruptibly, often as a finalizer of a fiber that has been interrupted
- * (SIGTERM, a closing Scope), and a timeout waits for the interruption of what it cuts short. Made interruptible in
- * the sequence's own fiber, the wait would instead be interrupted at once by the pending interruption. In a fiber of
- * its own, the timeouts work and nothing else reaches it.
- */
-const isolated = <A>(effect: Effect.Effect<A>): Effect.Effect<A> =>
-  Effect.flatMap(Effect.forkDetach(effect), Fiber.join)
+// Every bounded wait is a race (`timeoutOrElse`, `raceFirst`): Effect runs each side in a fiber of its own, started
+// interruptible whatever the region of the sequence, and the sequence waits for the first one uninterruptibly. The
+// waits so keep their bounds in a fiber whose interruption is pending (the sequence is often the finalizer of a fiber
+// interrupted by SIGTERM or a closing Scope) with no fiber of their own around them: one fewer fiber and one fewer
+// turn of the scheduler on the path of every stop.
 
 /**
  * Runs `effect` in a fiber of its own and waits for it; interrupted, stops waiting at once and leaves it to finish in
@@ -36,6 +32,7 @@ const disconnect = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
 
 /** How often the sequence looks for descendants left in the process group. */
 const groupPollInterval = Duration.millis(20)
+const groupPoll = Schedule.spaced(groupPollInterval)
 
 const millis = (duration: Duration.Duration): string => `${Duration.toMillis(duration)} ms`
 
@@ -54,10 +51,10 @@ export const run = (
       }))
     const hasExited = Effect.map(target.exitStatus, Option.isSome)
     const groupAlive = target.groupAlive ?? Effect.map(target.exitStatus, Option.isNone)
-    const groupGone = Effect.repeat(Effect.map(groupAlive, (alive) => !alive), {
-      schedule: Schedule.spaced(groupPollInterval),
-      until: (gone) => gone
-    })
+    // Built only when descendants are left: most stops end without them, on the path of every close.
+    const groupGone = Effect.suspend(() =>
+      Effect.repeat(Effect.map(groupAlive, (alive) => !alive), { schedule: groupPoll, until: (gone) => gone })
+    )
     const signals: Array<Process.Signal> = []
     const send = (signal: Process.Signal) =>
       Effect.andThen(
@@ -76,19 +73,22 @@ export const run = (
         duration,
         orElse: () => Effect.succeed(onTimeout)
       })
-      return isolated(
-        forcedWatch === undefined || isForced
-          ? bounded
-          : Effect.raceFirst(bounded, Effect.as(forcedWatch, (onForced ?? onTimeout) as B | C))
-      )
+      return forcedWatch === undefined || isForced
+        ? bounded
+        : Effect.raceFirst(bounded, Effect.as(forcedWatch, (onForced ?? onTimeout) as B | C))
     }
+    /** The exit within `duration`, on the target's own bounded wait when it has one and nothing can force the stop. */
+    const boundedExit = (duration: Duration.Duration): Effect.Effect<boolean> =>
+      target.exitWithin !== undefined && forcedWatch === undefined
+        ? target.exitWithin(duration)
+        : within(Effect.as(target.exit, true), duration, false)
     const exitWithin = (duration: Duration.Duration): Effect.Effect<boolean> =>
       Effect.flatMap(hasExited, (exited) =>
         exited
           ? Effect.succeed(true)
           : isForced
           ? Effect.succeed(false)
-          : within(Effect.as(target.exit, true), duration, false))
+          : boundedExit(duration))
 
     let closeOutcome: StopSequence.CloseOutcome = "Skipped"
     let closeRan = false
@@ -112,7 +112,7 @@ export const run = (
             }
             // Cut short by a forced stop: the fail-fast close finishes what the policy's close began.
             return outcome === "Forced" && steps.closeNow !== undefined
-              ? Effect.asVoid(isolated(Effect.timeoutOption(disconnect(steps.closeNow), bounds.closeTimeout)))
+              ? Effect.asVoid(Effect.timeoutOption(disconnect(steps.closeNow), bounds.closeTimeout))
               : Effect.void
           }),
           Effect.andThen(target.endInput)
@@ -170,10 +170,13 @@ export const run = (
         yield* send("SIGKILL")
         killSent = true
         yield* close(true)
-        const exited = yield* isolated(Effect.timeoutOrElse(Effect.as(target.exit, true), {
-          duration: bounds.verifyTimeout,
-          orElse: () => Effect.succeed(false)
-        }))
+        // Not cut short by a forced stop: SIGKILL is what a forced stop comes to.
+        const exited = yield* (target.exitWithin !== undefined
+          ? target.exitWithin(bounds.verifyTimeout)
+          : Effect.timeoutOrElse(Effect.as(target.exit, true), {
+            duration: bounds.verifyTimeout,
+            orElse: () => Effect.succeed(false)
+          }))
         endedBy = exited ? "Kill" : "Unkillable"
         if (!exited) yield* Effect.logError(`stop: still running ${millis(bounds.verifyTimeout)} after SIGKILL`)
       }
@@ -195,10 +198,10 @@ export const run = (
       if (descendants === "None") {
         yield* Effect.logWarning("stop: processes left in the process group: SIGKILL")
         yield* send("SIGKILL")
-        const gone = yield* isolated(Effect.timeoutOrElse(Effect.as(groupGone, true), {
+        const gone = yield* Effect.timeoutOrElse(Effect.as(groupGone, true), {
           duration: bounds.verifyTimeout,
           orElse: () => Effect.succeed(false)
-        }))
+        })
         descendants = gone ? "Killed" : "Survived"
       }
     }

@@ -88,7 +88,8 @@ export const open = (
   Effect.gen(function*() {
     const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
     const scope = yield* Scope.make()
-    // Unbounded, as the SDK's transport is (Node buffers its pipe writes without limit): `send` never waits here.
+    // Unbounded, as the SDK's transport is (Node buffers its pipe writes without limit): `send` never waits here. Used
+    // only where the server's stdin cannot be written directly (below).
     const input = yield* Queue.unbounded<Uint8Array, Cause.Done>()
     const command = ChildProcess.make(settings.command, [...settings.args], {
       cwd: settings.cwd,
@@ -97,7 +98,7 @@ export const open = (
       // Its own process group, so that the stop reaches whatever the server started (a `sh -c` or `npx` wrapper's
       // server, a server's helpers), and a group that outlives a crashed host can be found and swept.
       detached: true,
-      stdin: { stream: Stream.fromQueue(input), endOnDone: true },
+      stdin: "pipe",
       stdout: "pipe",
       stderr: settings.stderr,
       killSignal: "SIGTERM",
@@ -107,6 +108,26 @@ export const open = (
       Scope.provide(scope),
       Effect.onError(() => Scope.close(scope, Exit.void))
     )
+
+    // The frames go to the server's stdin as the SDK writes them, each a write of the Node stream and the end of input
+    // its `end()`: through Effect's stdin sink, each would travel through a queue and a fiber, and the end of input,
+    // on the path of every `close()`, would wait for them. A write that fails (the server has gone) is dropped: its
+    // exit is seen and reported by the watcher. Where the stream is not available, the queue feeds the sink.
+    const stdin = Option.getOrUndefined(NodeSupervisedSpawner.nodeStdin(handle))
+    let inputEnded = false
+    if (stdin !== undefined) {
+      stdin.on("error", () => {})
+    } else {
+      yield* Stream.fromQueue(input).pipe(Stream.run(handle.stdin), Effect.ignore, Effect.forkIn(scope))
+    }
+    const endInput = () => {
+      if (stdin === undefined) {
+        Queue.endUnsafe(input)
+      } else if (!inputEnded) {
+        inputEnded = true
+        stdin.end()
+      }
+    }
 
     const decoder = Framing.ndjson.unsafeMakeDecoder({ maxBodyBytes: settings.maxBufferSize })
     const reader = yield* handle.stdout.pipe(
@@ -141,13 +162,16 @@ export const open = (
     }
     const server: Server = {
       pid: handle.pid,
-      write: (bytes) => Queue.offerUnsafe(input, bytes),
-      endInput: () => {
-        Queue.endUnsafe(input)
+      write: (bytes) => {
+        if (stdin === undefined) return Queue.offerUnsafe(input, bytes)
+        if (inputEnded) return false
+        stdin.write(bytes)
+        return true
       },
+      endInput,
       exit: NodeSupervisedSpawner.awaitExit(handle),
       outputDone: Effect.asVoid(Fiber.await(reader)),
-      stop: Effect.andThen(Effect.sync(() => Queue.endUnsafe(input)), Scope.close(scope, Exit.void))
+      stop: Effect.andThen(Effect.sync(endInput), Scope.close(scope, Exit.void))
     }
     return server
   }).pipe(Effect.uninterruptible)
@@ -161,10 +185,24 @@ export const open = (
 export const exitedAndDrained = (server: Server, grace: Duration.Input): Effect.Effect<void> =>
   Effect.andThen(server.exit, Effect.timeoutOption(server.outputDone, Duration.fromInputUnsafe(grace)))
 
+/** The longest delay a Node timer takes (2^31 - 1 ms); beyond it, Node would fire at once. */
+const maxTimer = 2_147_483_647
+
 /**
- * Waits at most `timeout` for the server to exit (after the end of its stdin): whether it did.
+ * Resolves once `exited` settles or `timeout` has passed, whichever comes first: the wait of `close()` for the server
+ * to exit after the end of its stdin. On a timer of the platform, as the SDK's: the transport's `close()` is Promise
+ * code, and a fiber started on the path of every close costs more than the rest of the close of a server that exits at
+ * once. A timeout beyond a timer's range (infinite) waits for the exit only.
  *
  * @internal
  */
-export const exitWithin = (server: Server, timeout: Duration.Input): Effect.Effect<boolean> =>
-  Effect.map(Effect.timeoutOption(server.exit, Duration.fromInputUnsafe(timeout)), Option.isSome)
+export const exitedWithin = (exited: Promise<unknown>, timeout: Duration.Input): Promise<void> =>
+  new Promise<void>((resolve) => {
+    const millis = Duration.toMillis(Duration.fromInputUnsafe(timeout))
+    const timer = millis <= maxTimer ? setTimeout(resolve, Math.max(0, millis)) : undefined
+    const done = () => {
+      clearTimeout(timer)
+      resolve()
+    }
+    exited.then(done, done)
+  })

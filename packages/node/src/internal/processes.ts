@@ -38,13 +38,30 @@ const readStat = (pid: number | string): Stat | undefined => {
 
 const isDead = (stat: Stat | undefined): boolean => stat === undefined || stat.state === "Z" || stat.state === "X"
 
-const probe = (target: number): boolean => {
+/**
+ * `process.kill(target, signal)`, and the error code when it fails (`ESRCH`: no such process or group; `EPERM`: not
+ * ours), or `undefined` when it was sent. Node reports a failed kill only by throwing, and the error it builds records
+ * the stack: on a stop's path, where a group that is gone is the common case, that stack costs more than the system
+ * call. Its depth is set to zero only for this one synchronous call (no other code runs before it is restored).
+ *
+ * @internal
+ */
+export const kill = (target: number, signal: NodeJS.Signals | 0): string | undefined => {
+  const depth = Error.stackTraceLimit
+  Error.stackTraceLimit = 0
   try {
-    process.kill(target, 0)
-    return true
+    process.kill(target, signal)
+    return undefined
   } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM"
+    return (error as NodeJS.ErrnoException).code ?? "UNKNOWN"
+  } finally {
+    Error.stackTraceLimit = depth
   }
+}
+
+const probe = (target: number): boolean => {
+  const code = kill(target, 0)
+  return code === undefined || code === "EPERM"
 }
 
 /**
@@ -168,12 +185,8 @@ export const groupEntries = (pgid: number): Option.Option<ReadonlyArray<ProcessE
  */
 export const probeGroup = (pgid: number): "Alive" | "Gone" | "Foreign" => {
   if (process.platform === "win32") return "Gone"
-  try {
-    process.kill(-pgid, 0)
-    return "Alive"
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM" ? "Foreign" : "Gone"
-  }
+  const code = kill(-pgid, 0)
+  return code === undefined ? "Alive" : code === "EPERM" ? "Foreign" : "Gone"
 }
 
 /**

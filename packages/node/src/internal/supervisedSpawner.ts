@@ -11,7 +11,7 @@ import type * as Process from "@lifeline/kernel/Process"
 import type * as StopSequence from "@lifeline/kernel/StopSequence"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as PlatformError from "effect/PlatformError"
@@ -20,8 +20,10 @@ import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import type { Writable } from "node:stream"
 import { argvOf } from "./childCommand.js"
 import * as Guardian from "./guardian.js"
+import * as SpawnedProcess from "./spawnedProcess.js"
 import type { Entry, Recorder } from "./spawnerJournal.js"
 import * as Supervisor from "./supervisor.js"
 
@@ -45,6 +47,8 @@ export const supervised = new WeakMap<ChildProcessSpawner.ChildProcessHandle, {
   readonly exit: Effect.Effect<Process.ExitStatus>
   readonly exitStatus: () => Process.ExitStatus | undefined
   readonly lastStop: () => StopSequence.StopReport | undefined
+  /** The Node stream of its stdin, when Node published the process and the stdin is a pipe. */
+  readonly stdin: Writable | undefined
 }>()
 
 const posix = process.platform !== "win32"
@@ -75,7 +79,10 @@ const unrecorded = (command: ChildProcess.StandardCommand, cause: unknown) =>
   })
 
 /** How often an exit that Effect's handle could not report (its input stream failed first) is looked for. */
-const exitPollInterval = "10 millis"
+const exitPoll = Schedule.spaced(Duration.millis(10))
+
+/** How often the watcher of an exited child looks whether its process group is gone. */
+const groupWatch = Schedule.spaced(Duration.millis(100))
 
 /**
  * @internal
@@ -84,6 +91,19 @@ export const make = (
   inner: ChildProcessSpawner.ChildProcessSpawner["Service"],
   settings: Settings
 ): ChildProcessSpawner.ChildProcessSpawner["Service"] => {
+  const bounds = Supervisor.boundsOf(settings.killGrace, settings.verifyTimeout)
+  // The bounds of the last `forceKillAfter` seen: a face that gives every command the same one (an MCP transport's
+  // kill grace) decodes it once, not on every stop.
+  let lastForceKillAfter: { readonly input: Duration.Input; readonly bounds: typeof bounds } | undefined
+  const boundsAfter = (forceKillAfter: Duration.Input) => {
+    if (lastForceKillAfter?.input !== forceKillAfter) {
+      lastForceKillAfter = {
+        input: forceKillAfter,
+        bounds: Supervisor.boundsOf(forceKillAfter, settings.verifyTimeout)
+      }
+    }
+    return lastForceKillAfter.bounds
+  }
   const spawnOne = (
     command: ChildProcess.StandardCommand
   ): Effect.Effect<ChildProcessSpawner.ChildProcessHandle, PlatformError.PlatformError, Scope.Scope> =>
@@ -91,14 +111,14 @@ export const make = (
       // Effect's release goes in a Scope of its own, closed in the background once the stop below is done: it would
       // otherwise wait for the group without a bound (no `forceKillAfter`) or for zombies (up to 1 s).
       const innerScope = yield* Scope.make()
-      const handle = yield* inner.spawn(command).pipe(
+      const [handle, node] = yield* SpawnedProcess.capture(inner.spawn(command), (spawned) => spawned.pid).pipe(
         Scope.provide(innerScope),
         Effect.onError(() => Scope.close(innerScope, Exit.void))
       )
       let status: Process.ExitStatus | undefined
       let lastStop: StopSequence.StopReport | undefined
       const untilStopped = Effect.repeat(Effect.map(handle.isRunning, (running) => !running), {
-        schedule: Schedule.spaced(exitPollInterval),
+        schedule: exitPoll,
         until: (stopped) => stopped
       })
       const seen = (exitStatus: Process.ExitStatus) =>
@@ -106,23 +126,47 @@ export const make = (
           status ??= exitStatus
           return status
         })
-      // Effect's `exitCode` is evaluated once, by the watcher below: each evaluation races two waits and, for a
-      // signalled child, builds an error and the command's display text.
       const exited = yield* Deferred.make<Process.ExitStatus>()
-      const observe: Effect.Effect<Process.ExitStatus> = Effect.matchCauseEffect(handle.exitCode, {
-        onSuccess: (code) => seen({ exitCode: code, signal: null }),
-        onFailure: (cause) => {
-          const signal = signalOf(cause)
-          return signal !== null
-            ? seen({ exitCode: null, signal })
-            : Effect.andThen(Effect.ignore(untilStopped), seen({ exitCode: null, signal: null }))
+      let observe: Effect.Effect<Process.ExitStatus>
+      if (node !== undefined) {
+        // The exit as Node reports it (see spawnedProcess.ts), from a listener: no fiber waits for it.
+        const onExit = (exitCode: number | null, signal: NodeJS.Signals | null) => {
+          status ??= { exitCode, signal }
+          Deferred.doneUnsafe(exited, Exit.succeed(status))
         }
-      }).pipe(Effect.tap((exitStatus) => Deferred.succeed(exited, exitStatus)), Supervisor.onSystemClock)
+        if (node.exitCode !== null || node.signalCode !== null) onExit(node.exitCode, node.signalCode)
+        else node.once("exit", onExit)
+        observe = Deferred.await(exited)
+      } else {
+        // Effect's `exitCode` is evaluated once, by the watcher below: each evaluation races two waits and, for a
+        // signalled child, builds an error and the command's display text.
+        observe = Effect.matchCauseEffect(handle.exitCode, {
+          onSuccess: (code) => seen({ exitCode: code, signal: null }),
+          onFailure: (cause) => {
+            const signal = signalOf(cause)
+            return signal !== null
+              ? seen({ exitCode: null, signal })
+              : Effect.andThen(Effect.ignore(untilStopped), seen({ exitCode: null, signal: null }))
+          }
+        }).pipe(Effect.tap((exitStatus) => Deferred.succeed(exited, exitStatus)), Supervisor.onSystemClock)
+      }
       const child: Supervisor.Child = {
         pid: handle.pid,
         ownsGroup: posix && command.options.detached !== false,
         exit: Deferred.await(exited),
-        unsafeExitStatus: () => status
+        // Node records the exit on the process before it emits `exit`, and a listener added before ours (Effect's
+        // own) may run a stop before ours is called: the status is read from the process then.
+        unsafeExitStatus: () => {
+          if (status === undefined && node !== undefined && (node.exitCode !== null || node.signalCode !== null)) {
+            status = { exitCode: node.exitCode, signal: node.signalCode }
+          }
+          return status
+        },
+        // Called after the listener that records the exit, which was added first.
+        unsafeOnExit: node === undefined ? undefined : (listener) => {
+          node.once("exit", listener)
+          return () => node.off("exit", listener)
+        }
       }
 
       const argv = argvOf(command)
@@ -163,11 +207,11 @@ export const make = (
 
       const stopWith = (options: ChildProcess.KillOptions | undefined) =>
         Effect.tap(
-          Supervisor.stop(child, {
-            signal: options?.killSignal ?? "SIGTERM",
-            killGrace: options?.forceKillAfter ?? settings.killGrace,
-            verifyTimeout: settings.verifyTimeout
-          }),
+          Supervisor.stop(
+            child,
+            options?.killSignal ?? "SIGTERM",
+            options?.forceKillAfter === undefined ? bounds : boundsAfter(options.forceKillAfter)
+          ),
           (report) =>
             Effect.andThen(
               Effect.sync(() => {
@@ -182,17 +226,18 @@ export const make = (
         )
 
       let referenced = true
-      // One watcher per child (each wait on `exit` evaluates Effect's `exitCode` again): it reports the exit, then
-      // closes the record once the group is gone, not only when the Scope closes. Not in a Scope: an unref'ed child
-      // outlives its Scope, and its exit is still reported; the watch of its group stops with the Scope.
+      // One watcher per child: it reports the exit, then closes the record once the group is gone, not only when the
+      // Scope closes. Not in a Scope: an unref'ed child outlives its Scope, and its exit is still reported; the watch
+      // of its group stops with the Scope. It lets the fibers that wait for the same exit (a stop) go first: it is
+      // woken first, having waited the longest, and what it does can wait that long. The group is looked at once
+      // before any schedule is built: it is mostly gone already, or the Scope is closing (the stop sees to it then).
       let scoped = true
+      const groupDone = Effect.sync(() => !scoped || !Supervisor.unsafeGroupAlive(child))
       yield* Effect.flatMap(observe, (exitStatus) =>
         Effect.andThen(
-          Supervisor.reportExit(child, exitStatus),
-          Effect.repeat(Effect.sync(() => !scoped || !Supervisor.unsafeGroupAlive(child)), {
-            schedule: Schedule.spaced("100 millis"),
-            until: (done) => done
-          })
+          Effect.andThen(Effect.yieldNow, Supervisor.reportExit(child, exitStatus)),
+          Effect.flatMap(groupDone, (done) =>
+            done ? Effect.void : Effect.repeat(groupDone, { schedule: groupWatch, until: (gone) => gone }))
         )).pipe(
           Effect.andThen(Effect.suspend(() => scoped ? forget(status) : Effect.void)),
           Supervisor.onSystemClock,
@@ -241,7 +286,12 @@ export const make = (
           ),
         unref
       })
-      supervised.set(self, { exit: child.exit, exitStatus: () => status, lastStop: () => lastStop })
+      supervised.set(self, {
+        exit: child.exit,
+        exitStatus: child.unsafeExitStatus,
+        lastStop: () => lastStop,
+        stdin: node?.stdin ?? undefined
+      })
       return self
       // Uninterruptible from the spawn to the stop's finalizer, so no interruption leaves a child nobody stops. The
       // spawn itself waits only for Node's `spawn` or `error` event.
@@ -322,7 +372,8 @@ export const make = (
         )
       })
       const info = supervised.get(last)
-      if (info !== undefined) supervised.set(self, info)
+      // Its exit is the last stage's; its input, the first stage's.
+      if (info !== undefined) supervised.set(self, { ...info, stdin: supervised.get(handles[0])?.stdin })
       return self
     })
 

@@ -12,10 +12,12 @@
 import type * as Process from "@lifeline/kernel/Process"
 import * as StopSequence from "@lifeline/kernel/StopSequence"
 import * as Clock from "effect/Clock"
-import type * as Duration from "effect/Duration"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
+import * as References from "effect/References"
 import * as Processes from "./processes.js"
 
 /**
@@ -31,6 +33,11 @@ export interface Child {
   readonly exit: Effect.Effect<Process.ExitStatus>
   /** How it exited, once the face has seen it; never waits. */
   readonly unsafeExitStatus: () => Process.ExitStatus | undefined
+  /**
+   * Calls `listener` once the exit is seen (after `unsafeExitStatus` has it), and returns what removes it: a face that
+   * sees the exit from an event gives it, so that a stop waits for the exit on one callback.
+   */
+  readonly unsafeOnExit?: ((listener: () => void) => () => void) | undefined
 }
 
 /**
@@ -51,7 +58,27 @@ const systemClock: Clock.Clock = Clock.Clock.defaultValue()
  * @internal
  */
 export const onSystemClock = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.provideService(effect, Clock.Clock, systemClock)
+  // `updateContext`, not `provideService`, which builds its dual function anew on each call (on the path of every
+  // spawn and stop).
+  Effect.updateContext(effect, (context: Context.Context<R>) => Context.add(context, Clock.Clock, systemClock))
+
+/**
+ * `Effect.annotateLogs`, and the system clock with `onSystem`, as one change of the fiber's context: each change costs
+ * about as much as the whole stop of a child that has exited, and `annotateLogs` and `provideService` build their
+ * dual function anew on each call.
+ */
+const annotated = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  annotations: Record<string, unknown>,
+  onSystem: boolean
+): Effect.Effect<A, E, R> =>
+  Effect.updateContext(effect, (context: Context.Context<R>) => {
+    const withAnnotations = Context.add(context, References.CurrentLogAnnotations, {
+      ...Context.get(context, References.CurrentLogAnnotations),
+      ...annotations
+    })
+    return onSystem ? Context.add(withAnnotations, Clock.Clock, systemClock) : withAnnotations
+  })
 
 /**
  * Sends `signal` to the process group when the child leads one, else to the child while it runs (after its exit its
@@ -60,21 +87,20 @@ export const onSystemClock = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.E
  * @internal
  */
 export const unsafeSignal = (child: Child, signal: NodeJS.Signals): void => {
-  if (child.ownsGroup) {
-    try {
-      process.kill(-child.pid, signal)
-      return
-    } catch {
-      // ESRCH: the group is empty, so only the leader can be left, and only if its exit has not been seen.
-    }
-  }
+  // ESRCH: the group is empty, so only the leader can be left, and only if its exit has not been seen.
+  if (child.ownsGroup && Processes.kill(-child.pid, signal) === undefined) return
   if (child.unsafeExitStatus() !== undefined) return
-  try {
-    process.kill(child.pid, signal)
-  } catch {
-    // Gone in the meantime.
-  }
+  // A failure means it is gone in the meantime.
+  Processes.kill(child.pid, signal)
 }
+
+/**
+ * Children whose process group was seen with no member at all (zombies included), once the leader had exited. Such a
+ * group stays empty: no process can join a group that does not exist, and a later group of that number (the pid
+ * reused) is not this child's. So it is probed once, not by each of the watcher and the stop (a failed probe costs
+ * more than the rest of the stop of a child that has exited).
+ */
+const emptied = new WeakSet<Child>()
 
 /**
  * Whether a live process is left: in the group (zombies do not count: this machine's init may reap them late, and a
@@ -82,48 +108,78 @@ export const unsafeSignal = (child: Child, signal: NodeJS.Signals): void => {
  *
  * @internal
  */
-export const unsafeGroupAlive = (child: Child): boolean =>
-  child.ownsGroup ?
-    child.unsafeExitStatus() === undefined || Processes.isGroupAlive(child.pid) :
-    child.unsafeExitStatus() === undefined
+export const unsafeGroupAlive = (child: Child): boolean => {
+  if (child.unsafeExitStatus() === undefined) return true
+  if (!child.ownsGroup || emptied.has(child)) return false
+  if (Processes.probeGroup(child.pid) === "Gone") {
+    emptied.add(child)
+    return false
+  }
+  return Processes.isGroupAlive(child.pid)
+}
+
+/** The longest delay a Node timer takes (2^31 - 1 ms); beyond it, Node would fire at once. */
+const maxTimer = 2_147_483_647
 
 /**
- * What the stop sends and how long it waits: `signal` first (SIGTERM for the sequence), SIGKILL `killGrace` later,
- * then `verifyTimeout` for the group to be gone.
+ * The exit within `timeout`, on one callback and a timer of the platform: the stop runs on the system clock, whose
+ * sleeps are such timers, and a race of two fibers per wait costs more than the rest of a stop. A timeout beyond a
+ * timer's range waits for the exit only.
+ */
+const exitWithin = (child: Child, onExit: (listener: () => void) => () => void) => (timeout: Duration.Duration) =>
+  Effect.callback<boolean>((resume) => {
+    if (child.unsafeExitStatus() !== undefined) return resume(Effect.succeed(true))
+    const millis = Duration.toMillis(timeout)
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const off = onExit(() => {
+      clearTimeout(timer)
+      resume(Effect.succeed(true))
+    })
+    if (millis <= maxTimer) {
+      timer = setTimeout(() => {
+        off()
+        resume(Effect.succeed(false))
+      }, Math.max(0, millis))
+    }
+    return Effect.sync(() => {
+      clearTimeout(timer)
+      off()
+    })
+  })
+
+/**
+ * The bounds of {@link stop}: SIGKILL `killGrace` after the signal that asks, then `verifyTimeout` for the group to be
+ * gone. Decoded once per supervisor: decoding them on each stop would cost more than the rest of a stop whose child has
+ * exited.
  *
  * @internal
  */
-export interface StopOptions {
-  readonly signal: NodeJS.Signals
-  readonly killGrace: Duration.Input
-  readonly verifyTimeout: Duration.Input
-}
+export const boundsOf = (killGrace: Duration.Input, verifyTimeout: Duration.Input): StopSequence.Bounds =>
+  StopSequence.bounds({ endOfInput: false, killGrace, verifyTimeout })
 
 /**
  * The kernel's stop sequence over the child, without the end of input (the face's caller owns the input): `signal`
  * to the group, SIGKILL after `killGrace`, the exit verified within `verifyTimeout`, then the same for descendants
- * left in the group. A child that has exited and left nobody in its group gets no signal. In the report, `SIGTERM`
- * stands for `signal`, the signal that asks. Uninterruptible; on the system clock.
+ * left in the group ({@link boundsOf}). A child that has exited and left nobody in its group gets no signal. In the
+ * report, `SIGTERM` stands for `signal`, the signal that asks. Uninterruptible; on the system clock.
  *
  * @internal
  */
-export const stop = (child: Child, options: StopOptions): Effect.Effect<StopSequence.StopReport> => {
+export const stop = (
+  child: Child,
+  signal: NodeJS.Signals,
+  bounds: StopSequence.Bounds
+): Effect.Effect<StopSequence.StopReport> => {
   const target: StopSequence.Target = {
     exit: child.exit,
     exitStatus: Effect.sync(() => Option.fromUndefinedOr(child.unsafeExitStatus())),
     // The sequence asks with SIGTERM; the command may have chosen another signal to ask with (`killSignal`).
-    signal: (signal) => Effect.sync(() => unsafeSignal(child, signal === "SIGTERM" ? options.signal : signal)),
+    signal: (sent) => Effect.sync(() => unsafeSignal(child, sent === "SIGTERM" ? signal : sent)),
     groupAlive: Effect.sync(() => unsafeGroupAlive(child)),
-    endInput: Effect.void
+    endInput: Effect.void,
+    exitWithin: child.unsafeOnExit === undefined ? undefined : exitWithin(child, child.unsafeOnExit)
   }
-  return StopSequence.run(target, {}, {
-    endOfInput: false,
-    killGrace: options.killGrace,
-    verifyTimeout: options.verifyTimeout
-  }).pipe(
-    onSystemClock,
-    Effect.annotateLogs({ pid: child.pid })
-  )
+  return annotated(StopSequence.runWithBounds(target, {}, bounds), { pid: child.pid }, true)
 }
 
 /**
@@ -134,7 +190,11 @@ export const stop = (child: Child, options: StopOptions): Effect.Effect<StopSequ
 export const reportExit = (child: Child, status: Process.ExitStatus): Effect.Effect<void> =>
   Effect.andThen(
     Metric.update(exits, status.signal === null ? `code ${status.exitCode}` : `signal ${status.signal}`),
-    Effect.logDebug(
-      status.signal === null ? `child exited with code ${status.exitCode}` : `child killed by ${status.signal}`
-    ).pipe(Effect.annotateLogs({ pid: child.pid, exitCode: status.exitCode, signal: status.signal }))
+    annotated(
+      Effect.logDebug(
+        status.signal === null ? `child exited with code ${status.exitCode}` : `child killed by ${status.signal}`
+      ),
+      { pid: child.pid, exitCode: status.exitCode, signal: status.signal },
+      false
+    )
   )
