@@ -219,6 +219,18 @@ describe("NodeSupervisedSpawner guarantees", () => {
       assert.deepStrictEqual(Fs.readdirSync(directory), [])
       Fs.rmdirSync(directory)
     }))
+
+  it.live("a program that ends right after its child's Scope closes leaves no journal file (the end is written first)", () =>
+    Effect.gen(function*() {
+      const directory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-journal-"))
+      for (let run = 0; run < 5; run++) {
+        // The layer is released at once after the child's Scope: its end, written in the background after the stop,
+        // must be in the file before the file is closed, or the record stays `InFlight` and the file lingers.
+        yield* Effect.scoped(Effect.asVoid(ChildProcess.make("cat"))).pipe(Effect.provide(supervised(directory)))
+        assert.deepStrictEqual(Fs.readdirSync(directory), [], `run ${run}`)
+      }
+      Fs.rmdirSync(directory)
+    }))
 })
 
 layer(Fixtures.layer(["spawner-app"]), { excludeTestServices: true, timeout: "60 seconds" })("apps", (it) => {

@@ -12,6 +12,7 @@ import * as ProcessRecord from "@lifeline/journal/ProcessRecord"
 import type * as Process from "@lifeline/kernel/Process"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Latch from "effect/Latch"
 import type * as Scope from "effect/Scope"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -29,6 +30,11 @@ import { onSystemClock } from "./supervisor.js"
  */
 export interface Entry {
   readonly exited: (status: Process.ExitStatus | undefined) => Effect.Effect<void>
+  /**
+   * `exited` in the background: counted at once (before the write's fiber starts), so that closing the recorder waits
+   * for it.
+   */
+  readonly exitedLater: (status: Process.ExitStatus | undefined) => Effect.Effect<void>
 }
 
 /**
@@ -50,6 +56,9 @@ export interface Options {
   /** How long the sweep gives a dead owner's child after SIGTERM, and again after SIGKILL. */
   readonly reapGrace: Duration.Input
 }
+
+/** How long closing the recorder waits for the ends of children still being written (on the system clock). */
+const pendingWritesBound = "1 second"
 
 /** Owners of this module start with this, so that a sweep of a shared journal touches no one else's entries. */
 const ownerPrefix = "spawner/"
@@ -173,6 +182,24 @@ export const make = (options: Options): Effect.Effect<Recorder | undefined, neve
       yield* sweepJournal(journal, owner, options.reapGrace)
     }
     yield* journal.claim(owner)
+    // The end of a child is written in the background after its stop (a close does not wait for the journal), so a
+    // program that ends right after it would close the journal first and leave the record `InFlight` (swept as `Gone`
+    // at the next start, but the file lingers until then). Registered after the claim, this runs first: the writes
+    // under way finish, within a bound, before the claim is released and the file closed.
+    const idle = Latch.makeUnsafe(true)
+    let writing = 0
+    yield* Effect.addFinalizer(() => Effect.ignore(Effect.timeout(idle.await, pendingWritesBound)))
+    const inBackground = (write: Effect.Effect<void>) =>
+      Effect.suspend(() => {
+        writing++
+        idle.closeUnsafe()
+        return Effect.asVoid(Effect.forkDetach(Effect.ensuring(
+          write,
+          Effect.sync(() => {
+            if (--writing === 0) idle.openUnsafe()
+          })
+        )))
+      })
     const recorder: Recorder = {
       owner,
       record: (pid, command) =>
@@ -182,13 +209,14 @@ export const make = (options: Options): Effect.Effect<Recorder | undefined, neve
             Effect.provideService(JournalClaim.Owner, owner),
             onSystemClock
           ),
-          (key): Entry => ({
-            exited: (status) =>
+          (key): Entry => {
+            const exited = (status: Process.ExitStatus | undefined) =>
               ProcessRecord.exited(key, status).pipe(
                 Effect.provideService(Journal.Journal, journal),
                 Effect.catch((error) => Effect.logWarning(`could not record the end of child process ${pid}`, error))
               )
-          })
+            return { exited, exitedLater: (status) => inBackground(exited(status)) }
+          }
         )
     }
     return recorder

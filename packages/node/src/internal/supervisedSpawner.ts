@@ -186,13 +186,13 @@ export const make = (
           }
         )
       )
-      const forget = (end: Process.ExitStatus | undefined) =>
+      const forget = (end: Process.ExitStatus | undefined, later = false) =>
         Effect.suspend(() => {
           unwatch?.()
           unwatch = undefined
           const recorded = entry
           entry = undefined
-          return recorded === undefined ? Effect.void : recorded.exited(end)
+          return recorded === undefined ? Effect.void : later ? recorded.exitedLater(end) : recorded.exited(end)
         })
       yield* record.pipe(
         // Nothing talks to it yet, and an unrecorded child is what a crash must not leave.
@@ -221,7 +221,7 @@ export const make = (
               // a crash before it leaves a record of a process that is gone, which the sweep finds `Gone`.
               report.endedBy === "Unkillable" || report.descendants === "Survived"
                 ? Effect.void
-                : Effect.asVoid(Effect.forkDetach(forget(status)))
+                : forget(status, true)
             )
         )
 
