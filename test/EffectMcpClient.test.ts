@@ -64,6 +64,23 @@ const runExample = (args: ReadonlyArray<string>) =>
     })
   )
 
+/**
+ * What is left, read from /proc, of the server processes that were `running` once the client's layer has closed: its
+ * processes and anything in their groups. Printed for both layers (killed afterwards), asserted empty for ours.
+ */
+const leftAfterClose = (layerName: string, what: string, how: string, running: ReadonlyArray<number>) => {
+  const groups = [...new Set(running.map(groupIdOf))].filter((pgid) => pgid !== undefined)
+  const left = alive(running)
+  const inGroups = groups.flatMap(groupOf)
+  measured(`${layerName} ${what}: ${left.length} of ${running.length} left after the close`)
+  killAll([...left, ...inGroups])
+  assert.strictEqual(running.length, how === "directly" ? 1 : 2)
+  if (layerName === "NodeSupervisedSpawner") {
+    assert.deepStrictEqual(left, [])
+    assert.deepStrictEqual(inGroups, [])
+  }
+}
+
 interface Server {
   readonly name: string
   /** Its entry point, which is in the command line of each of its processes (the `sh -c` wrapper's too). */
@@ -128,16 +145,7 @@ describe("McpClient.layerStdio over each spawner layer", () => {
                     .pipe(Layer.provide(spawner))
                 )
               )
-              const groups = [...new Set(running.map(groupIdOf))].filter((pgid) => pgid !== undefined)
-              const left = alive(running)
-              const inGroups = groups.flatMap(groupOf)
-              measured(`${name} ${server.name} ${how}: ${left.length} of ${running.length} left after the close`)
-              killAll([...left, ...inGroups])
-              assert.strictEqual(running.length, how === "directly" ? 1 : 2)
-              if (name === "NodeSupervisedSpawner") {
-                assert.deepStrictEqual(left, [])
-                assert.deepStrictEqual(inGroups, [])
-              }
+              leftAfterClose(name, `${server.name} ${how}`, how, running)
             }),
           { timeout: 30_000 }
         )
@@ -214,16 +222,7 @@ layer(Fixtures.layer(["mcp-2026-server"]), { excludeTestServices: true, timeout:
                   .pipe(Layer.provide(spawner))
               )
             )
-            const groups = [...new Set(running.map(groupIdOf))].filter((pgid) => pgid !== undefined)
-            const left = alive(running)
-            const inGroups = groups.flatMap(groupOf)
-            measured(`${name} mcp-2026-server (Effect's McpServer) ${how}: ${left.length} of ${running.length} left`)
-            killAll([...left, ...inGroups])
-            assert.strictEqual(running.length, how === "directly" ? 1 : 2)
-            if (name === "NodeSupervisedSpawner") {
-              assert.deepStrictEqual(left, [])
-              assert.deepStrictEqual(inGroups, [])
-            }
+            leftAfterClose(name, `mcp-2026-server (Effect's McpServer) ${how}`, how, running)
           }))
       }
     }

@@ -9,38 +9,21 @@
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as NodeProcess from "node:child_process"
 import * as Fs from "node:fs"
-import { createRequire } from "node:module"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as Url from "node:url"
+import * as Fixtures from "./support/fixtures.js"
 import { alive, everything, filesystem, killAll, stubborn, type Which } from "./support/mcp.js"
 
-const here = Path.dirname(Url.fileURLToPath(import.meta.url))
 const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-mcp-hosts-"))
 const bundle = Path.join(work, "mcp-host.mjs")
 const everyone: Array<number> = []
 const measured = (line: string) => process.stderr.write(`[mcp measured] ${line}\n`)
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-interface Esbuild {
-  readonly build: (options: Record<string, unknown>) => Promise<unknown>
-}
-
 beforeAll(async () => {
   // The host bundled once (loading it through tsx takes seconds per process on a busy machine). The SDK is CommonJS
   // inside: the banner gives the ESM bundle the `require` its Node built-ins are loaded with.
-  const require = createRequire(import.meta.url)
-  const esbuild = createRequire(require.resolve("tsx"))("esbuild") as Esbuild
-  await esbuild.build({
-    entryPoints: [Path.join(here, "fixtures", "mcp-host.ts")],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node24",
-    outfile: bundle,
-    banner: { js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" },
-    logLevel: "error"
-  })
+  await Fixtures.bundleFixture("mcp-host", bundle, { requireShim: true })
 }, 60_000)
 
 afterAll(() => {

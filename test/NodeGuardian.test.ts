@@ -7,37 +7,20 @@
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as NodeProcess from "node:child_process"
 import * as Fs from "node:fs"
-import { createRequire } from "node:module"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as Url from "node:url"
+import * as Fixtures from "./support/fixtures.js"
 import { isAlive } from "./support/processes.js"
 
-const here = Path.dirname(Url.fileURLToPath(import.meta.url))
 const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-guardian-"))
 const bundle = Path.join(work, "guardian-host.mjs")
 const everyone: Array<number> = []
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const alive = (pids: ReadonlyArray<number>) => pids.filter(isAlive)
 
-interface Esbuild {
-  readonly build: (options: Record<string, unknown>) => Promise<unknown>
-}
-
 beforeAll(async () => {
   // Bundled once: loading the host through tsx takes seconds per process on a busy machine.
-  const require = createRequire(import.meta.url)
-  const esbuild = createRequire(require.resolve("tsx"))("esbuild") as Esbuild
-  await esbuild.build({
-    entryPoints: [Path.join(here, "fixtures", "guardian-host.ts")],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node24",
-    outfile: bundle,
-    external: ["node:*"],
-    logLevel: "error"
-  })
+  await Fixtures.bundleFixture("guardian-host", bundle)
 }, 60_000)
 
 afterAll(() => {

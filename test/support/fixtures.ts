@@ -31,6 +31,33 @@ const loadEsbuild = (): Esbuild | undefined => {
   }
 }
 
+/**
+ * Bundles one fixture (`fixtures/<name>.ts`) into `outfile` for tests written with Promises (the `layer` below is for
+ * Effect tests). `requireShim` adds the `require` that CommonJS packages inside an ESM bundle load Node's modules with.
+ */
+export const bundleFixture = async (
+  name: string,
+  outfile: string,
+  options: { readonly requireShim?: boolean } = {}
+): Promise<void> => {
+  const esbuild = loadEsbuild()
+  if (esbuild === undefined) throw new Error("esbuild (tsx's own copy) is not installed")
+  await esbuild.build({
+    entryPoints: [Path.join(fixturesDir, `${name}.ts`)],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node24",
+    outfile,
+    ...(options.requireShim === true
+      ? {
+        banner: { js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" }
+      }
+      : { external: ["node:*"] }),
+    logLevel: "error"
+  })
+}
+
 /** How to run each fixture with the current Node: a bundle, the source through tsx, or an `.mjs` as it is. */
 export class Programs extends Context.Service<Programs, {
   readonly argv: (name: string) => ReadonlyArray<string>

@@ -12,19 +12,13 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
 
+import { everything as everythingEntry } from "./mcp.js"
+
 const here = Path.dirname(Url.fileURLToPath(import.meta.url))
 export const client = Path.join(here, "..", "..", "examples", "mcp-client", "bin", "mcp-client")
 
 /** `@modelcontextprotocol/server-everything`'s stdio entry point (up to 2025-11-25), run with this test's Node. */
-export const everythingMain = Path.join(
-  here,
-  "..",
-  "node_modules",
-  "@modelcontextprotocol",
-  "server-everything",
-  "dist",
-  "index.js"
-)
+export const everythingMain = everythingEntry
 export const everything = `${process.execPath} ${everythingMain} stdio`
 
 export interface Report {
