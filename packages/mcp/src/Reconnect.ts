@@ -51,7 +51,8 @@ export interface ReconnectOptions {
 }
 
 /**
- * A restart about to happen: its number in the series (from 1), the wait before it, and why.
+ * A restart about to happen: its number in the series (from 1), the wait before it (`delayMillis` in milliseconds,
+ * for Promise code; `delay` as an Effect `Duration`), and why.
  *
  * @since 0.2.0
  * @category models
@@ -59,6 +60,8 @@ export interface ReconnectOptions {
 export interface RestartEvent {
   readonly restart: number
   readonly delay: Duration.Duration
+  /** @since 0.3.0 */
+  readonly delayMillis: number
   readonly error: Error
 }
 

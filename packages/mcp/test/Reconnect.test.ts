@@ -90,6 +90,7 @@ describe("the restart loop (TestClock)", () => {
         yield* TestClock.adjust(500)
       }
       assert.deepStrictEqual(h.restarts.map((event) => Duration.toMillis(event.delay)), expected)
+      assert.deepStrictEqual(h.restarts.map((event) => event.delayMillis), expected)
       assert.deepStrictEqual(h.restarts.map((event) => event.restart), [1, 2, 3, 4, 5, 6])
       assert.strictEqual(h.restarts[2]!.error.message, "crash 2")
     }))

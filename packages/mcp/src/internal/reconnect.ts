@@ -113,7 +113,7 @@ export const loop = (
       )
       if (Option.isNone(delay)) return yield* Effect.fail({ restarts, error })
       restarts++
-      hooks.restarting({ restart: restarts, delay: delay.value, error })
+      hooks.restarting({ restart: restarts, delay: delay.value, delayMillis: Duration.toMillis(delay.value), error })
       yield* Effect.sleep(delay.value)
       const attempt = yield* Effect.exit(connect)
       current = Exit.isSuccess(attempt)
