@@ -129,6 +129,20 @@ const defaultExitTimeout: Duration.Duration = Bounds.mcp.exitTimeout
 const defaultKillGrace: Duration.Duration = Bounds.mcp.killGrace
 const encoder = new TextEncoder()
 
+/**
+ * The error Node's `spawn` gave (`code: "ENOENT"`, `syscall`, `path`), as the SDK's transport rejects with it, when
+ * Effect's spawner wrapped it in a `PlatformError` (whose `code` is not Node's): hosts test `error.code`.
+ */
+const spawnErrorOf = (error: unknown): unknown => {
+  let current: unknown = error
+  for (let depth = 0; depth < 4 && current instanceof Error; depth++) {
+    const { code, syscall } = current as { readonly code?: unknown; readonly syscall?: unknown }
+    if (typeof code === "string" && typeof syscall === "string") return current
+    current = current.cause
+  }
+  return error
+}
+
 const isMessage = (value: unknown): value is JSONRPCMessage => {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return false
   const record = value as Record<string, unknown>
@@ -249,7 +263,7 @@ export class StdioClientTransport implements Transport {
       }))
     } catch (error) {
       await lease.release()
-      throw fail(error)
+      throw fail(spawnErrorOf(error))
     }
     // A close() called while starting has waited for this, and closes the server after it.
     this.#state = "open"
