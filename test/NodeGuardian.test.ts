@@ -66,6 +66,8 @@ describe("a host SIGKILLed and never started again", () => {
       const guardian = report.guardian as number
       assert.strictEqual(pids.length, 4)
       assert.deepStrictEqual(alive([guardian]), [guardian])
+      // Named in `ps`, not shown as `node -e` and its whole script.
+      assert.match(Fs.readFileSync(`/proc/${guardian}/cmdline`, "utf8"), /^lifeline-guardian/)
       await killHost(child)
       const start = performance.now()
       while (alive(pids).length > 0 && performance.now() - start < 3000) await sleep(5)

@@ -25,7 +25,8 @@ const watched = new Map<number, string>()
 const spawnGuardian = (): Guardian | undefined => {
   let child: ChildProcess.ChildProcess
   try {
-    child = ChildProcess.spawn(process.execPath, ["-e", source], {
+    // Named in `ps` (the title replaces the command line, which would show the whole script).
+    child = ChildProcess.spawn(process.execPath, ["--title=lifeline-guardian", "-e", source], {
       // A session of its own: the terminal's SIGINT and SIGHUP to the host's job do not reach it.
       detached: true,
       // No output: a guardian that held the host's stdout or stderr would keep a reader of the host waiting.
