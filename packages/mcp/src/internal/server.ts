@@ -10,6 +10,7 @@ import * as Framing from "@lifeline/jsonrpc/Framing"
 import type * as Process from "@lifeline/kernel/Process"
 import * as NodeSupervisedSpawner from "@lifeline/node/NodeSupervisedSpawner"
 import type * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -130,29 +131,66 @@ export const open = (
     }
 
     const decoder = Framing.ndjson.unsafeMakeDecoder({ maxBodyBytes: settings.maxBufferSize })
-    const reader = yield* handle.stdout.pipe(
-      Stream.runForEach((chunk) =>
-        Effect.sync(() => {
-          const step = decoder.push(chunk)
-          for (const frame of step.frames) {
-            let value: unknown
-            try {
-              value = JSON.parse(utf8.decode(frame))
-            } catch (error) {
-              callbacks.error(error instanceof Error ? error : new Error(String(error)), false)
-              continue
-            }
-            callbacks.line(value)
-          }
-          if (step.error !== undefined) {
-            callbacks.error(new Error(`the server's output: ${step.error.detail} (${step.error.reason})`), true)
-          }
-          return step.error
-        }).pipe(Effect.flatMap((error) => error === undefined ? Effect.void : Effect.fail(error)))
-      ),
-      Effect.ignore,
-      Effect.forkIn(scope)
-    )
+    /** Delivers the lines of `chunk`; `false` once the line limit was passed (the decoder is spent). */
+    const decode = (chunk: Uint8Array): boolean => {
+      const step = decoder.push(chunk)
+      for (const frame of step.frames) {
+        let value: unknown
+        try {
+          value = JSON.parse(utf8.decode(frame))
+        } catch (error) {
+          callbacks.error(error instanceof Error ? error : new Error(String(error)), false)
+          continue
+        }
+        callbacks.line(value)
+      }
+      if (step.error === undefined) return true
+      callbacks.error(new Error(`the server's output: ${step.error.detail} (${step.error.reason})`), true)
+      return false
+    }
+
+    // The lines are read from the Node stream, as the SDK's transport reads them: through Effect's stream, the end of
+    // output, on the path of every close, travels through a pull, the end of a stream and of the fiber running it,
+    // about as long as the rest of the close of a server that exits at once. Effect's stream is read where the Node
+    // stream is not available.
+    const stdout = Option.getOrUndefined(NodeSupervisedSpawner.nodeStdout(handle))
+    let outputDone: Effect.Effect<void>
+    if (stdout !== undefined) {
+      const ended = yield* Deferred.make<void>()
+      const onData = (chunk: Uint8Array) => {
+        if (!decode(chunk)) stopReading()
+      }
+      const stopReading = () => {
+        // What comes after is dropped (a stream in flowing mode with no listener drops it), so that the pipe never
+        // fills and blocks a server that is being stopped.
+        stdout.stream.off("data", onData)
+        stdout.stream.resume()
+        Deferred.doneUnsafe(ended, Exit.void)
+      }
+      stdout.stream.on("error", stopReading)
+      stdout.stream.once("end", stopReading)
+      stdout.stream.once("close", stopReading)
+      let reading = true
+      for (const chunk of stdout.buffered) {
+        if (!(reading = decode(chunk))) break
+      }
+      if (reading) {
+        // `resume()`: the undone pipe may have left the stream paused, which a new listener does not undo.
+        stdout.stream.on("data", onData).resume()
+      } else {
+        stopReading()
+      }
+      // A stop stops the reading, as the interruption of a reading fiber would.
+      yield* Scope.addFinalizer(scope, Effect.sync(stopReading))
+      outputDone = Deferred.await(ended)
+    } else {
+      const reader = yield* handle.stdout.pipe(
+        Stream.runForEach((chunk) => decode(chunk) ? Effect.void : Effect.fail(undefined)),
+        Effect.ignore,
+        Effect.forkIn(scope)
+      )
+      outputDone = Effect.asVoid(Fiber.await(reader))
+    }
     if (settings.stderr === "pipe") {
       yield* handle.stderr.pipe(
         Stream.runForEach((chunk) => Effect.sync(() => callbacks.stderr(chunk))),
@@ -170,7 +208,7 @@ export const open = (
       },
       endInput,
       exit: NodeSupervisedSpawner.awaitExit(handle),
-      outputDone: Effect.asVoid(Fiber.await(reader)),
+      outputDone,
       stop: Effect.andThen(Effect.sync(endInput), Scope.close(scope, Exit.void))
     }
     return server

@@ -49,6 +49,8 @@ export const supervised = new WeakMap<ChildProcessSpawner.ChildProcessHandle, {
   readonly lastStop: () => StopSequence.StopReport | undefined
   /** The Node stream of its stdin, when Node published the process and the stdin is a pipe. */
   readonly stdin: Writable | undefined
+  /** Takes its stdout from Effect's stream (see spawnedProcess.ts), once; `undefined` when it cannot. */
+  readonly takeStdout: () => SpawnedProcess.TakenOutput | undefined
 }>()
 
 const posix = process.platform !== "win32"
@@ -277,6 +279,7 @@ export const make = (
         }
       ).pipe(Effect.tap(() => forget(undefined)))
 
+      let stdoutTaken = false
       const self = ChildProcessSpawner.makeHandle({
         ...handle,
         kill: (options) =>
@@ -290,7 +293,12 @@ export const make = (
         exit: child.exit,
         exitStatus: child.unsafeExitStatus,
         lastStop: () => lastStop,
-        stdin: node?.stdin ?? undefined
+        stdin: node?.stdin ?? undefined,
+        takeStdout: () => {
+          if (node === undefined || stdoutTaken) return undefined
+          stdoutTaken = true
+          return SpawnedProcess.takeStdout(node)
+        }
       })
       return self
       // Uninterruptible from the spawn to the stop's finalizer, so no interruption leaves a child nobody stops. The
