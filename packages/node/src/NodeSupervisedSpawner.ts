@@ -160,6 +160,28 @@ export const awaitExit = (handle: ChildProcessSpawner.ChildProcessHandle): Effec
   )
 
 /**
+ * Calls `listener` once a child started by this layer has exited (after {@link exitStatus} has it), from Node's `exit`
+ * event: for a caller that waits for the exit from Promise code, without a fiber (an MCP transport's `close()`). Returns
+ * what removes the listener; a child that has exited already has it called at once. None when Node did not publish the
+ * process on its `child_process` diagnostics channel ({@link awaitExit} then).
+ *
+ * @since 0.3.0
+ * @category combinators
+ */
+export const onExit = (
+  handle: ChildProcessSpawner.ChildProcessHandle,
+  listener: () => void
+): Option.Option<() => void> => {
+  const info = internal.supervised.get(handle)
+  if (info?.onExit === undefined) return Option.none()
+  if (info.exitStatus() !== undefined) {
+    listener()
+    return Option.some(() => {})
+  }
+  return Option.some(info.onExit(listener))
+}
+
+/**
  * The Node stream of the standard input of a child started by this layer with `stdin: "pipe"`, for a caller that
  * writes to it without Effect's streams (an MCP transport writes its frames and ends its input as the MCP SDK's does,
  * without a fiber per chunk). None when the child's stdin is not a pipe, for a pipeline's stages other than the

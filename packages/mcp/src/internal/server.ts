@@ -7,10 +7,8 @@
  * @internal
  */
 import * as Framing from "@lifeline/jsonrpc/Framing"
-import type * as Process from "@lifeline/kernel/Process"
 import * as NodeSupervisedSpawner from "@lifeline/node/NodeSupervisedSpawner"
 import type * as Cause from "effect/Cause"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -64,10 +62,10 @@ export interface Server {
   readonly write: (bytes: Uint8Array) => boolean
   /** Ends stdin once what was queued is written. */
   readonly endInput: () => void
-  /** Waits for the server (the leader of its group) to exit. */
-  readonly exit: Effect.Effect<Process.ExitStatus>
-  /** Waits until stdout has ended (every line read and delivered) or failed. */
-  readonly outputDone: Effect.Effect<void>
+  /** Settles once the server (the leader of its group) has exited. */
+  readonly exited: Promise<void>
+  /** Settles once stdout has ended (every line read and delivered) or failed, or the reading was stopped. */
+  readonly drained: Promise<void>
   /**
    * Stops reading, then stops the server's whole process group (SIGTERM, SIGKILL `killGrace` later, the group
    * verified gone: `NodeSupervisedSpawner`'s stop) and records its end in the journal. Idempotent.
@@ -154,9 +152,10 @@ export const open = (
     // about as long as the rest of the close of a server that exits at once. Effect's stream is read where the Node
     // stream is not available.
     const stdout = Option.getOrUndefined(NodeSupervisedSpawner.nodeStdout(handle))
-    let outputDone: Effect.Effect<void>
+    let drained: Promise<void>
     if (stdout !== undefined) {
-      const ended = yield* Deferred.make<void>()
+      let ended!: () => void
+      drained = new Promise<void>((resolve) => ended = resolve)
       const onData = (chunk: Uint8Array) => {
         if (!decode(chunk)) stopReading()
       }
@@ -165,7 +164,7 @@ export const open = (
         // fills and blocks a server that is being stopped.
         stdout.stream.off("data", onData)
         stdout.stream.resume()
-        Deferred.doneUnsafe(ended, Exit.void)
+        ended()
       }
       stdout.stream.on("error", stopReading)
       stdout.stream.once("end", stopReading)
@@ -182,15 +181,21 @@ export const open = (
       }
       // A stop stops the reading, as the interruption of a reading fiber would.
       yield* Scope.addFinalizer(scope, Effect.sync(stopReading))
-      outputDone = Deferred.await(ended)
     } else {
       const reader = yield* handle.stdout.pipe(
         Stream.runForEach((chunk) => decode(chunk) ? Effect.void : Effect.fail(undefined)),
         Effect.ignore,
         Effect.forkIn(scope)
       )
-      outputDone = Effect.asVoid(Fiber.await(reader))
+      drained = Effect.runPromise(Fiber.await(reader)).then(() => {}, () => {})
     }
+    // The exit as a Promise from Node's `exit` event, as the SDK's transport waits for it: through the runtime, each
+    // Promise would be a fiber, woken by the exit on the path of every close.
+    const exited = new Promise<void>((resolve) => {
+      if (Option.isNone(NodeSupervisedSpawner.onExit(handle, resolve))) {
+        Effect.runPromise(NodeSupervisedSpawner.awaitExit(handle)).then(() => resolve(), () => resolve())
+      }
+    })
     if (settings.stderr === "pipe") {
       yield* handle.stderr.pipe(
         Stream.runForEach((chunk) => Effect.sync(() => callbacks.stderr(chunk))),
@@ -207,21 +212,21 @@ export const open = (
         return true
       },
       endInput,
-      exit: NodeSupervisedSpawner.awaitExit(handle),
-      outputDone,
+      exited,
+      drained,
       stop: Effect.andThen(Effect.sync(endInput), Scope.close(scope, Exit.void))
     }
     return server
   }).pipe(Effect.uninterruptible)
 
 /**
- * `exit`, then at most `grace` for stdout to end: a helper of the server may hold the pipe open after the server
- * exited, and the stop that follows takes it away.
+ * `exited`, then at most `grace` for stdout to end: a helper of the server may hold the pipe open after the server
+ * exited, and the stop that follows takes it away. On the platform's timers, as {@link exitedWithin}.
  *
  * @internal
  */
-export const exitedAndDrained = (server: Server, grace: Duration.Input): Effect.Effect<void> =>
-  Effect.andThen(server.exit, Effect.timeoutOption(server.outputDone, Duration.fromInputUnsafe(grace)))
+export const exitedAndDrained = (server: Server, grace: Duration.Input): Promise<void> =>
+  server.exited.then(() => exitedWithin(server.drained, grace))
 
 /** The longest delay a Node timer takes (2^31 - 1 ms); beyond it, Node would fire at once. */
 const maxTimer = 2_147_483_647

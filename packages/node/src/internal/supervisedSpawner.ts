@@ -47,6 +47,8 @@ export const supervised = new WeakMap<ChildProcessSpawner.ChildProcessHandle, {
   readonly exit: Effect.Effect<Process.ExitStatus>
   readonly exitStatus: () => Process.ExitStatus | undefined
   readonly lastStop: () => StopSequence.StopReport | undefined
+  /** Calls a listener once the exit is seen (from Node's event, after `exitStatus` has it); none without Node's. */
+  readonly onExit: ((listener: () => void) => () => void) | undefined
   /** The Node stream of its stdin, when Node published the process and the stdin is a pipe. */
   readonly stdin: Writable | undefined
   /** Takes its stdout from Effect's stream (see spawnedProcess.ts), once; `undefined` when it cannot. */
@@ -293,6 +295,7 @@ export const make = (
         exit: child.exit,
         exitStatus: child.unsafeExitStatus,
         lastStop: () => lastStop,
+        onExit: child.unsafeOnExit,
         stdin: node?.stdin ?? undefined,
         takeStdout: () => {
           if (node === undefined || stdoutTaken) return undefined
