@@ -140,7 +140,14 @@ export const make = (
         }
         if (node.exitCode !== null || node.signalCode !== null) onExit(node.exitCode, node.signalCode)
         else node.once("exit", onExit)
-        observe = Deferred.await(exited)
+        // The watcher is woken on the next turn of the event loop, not inside Node's `exit` event: a fiber woken there
+        // runs there, before whoever waits for the exit from that event (an MCP transport's `close()`) goes on.
+        observe = Effect.callback<Process.ExitStatus>((resume) => {
+          if (status !== undefined) return resume(Effect.succeed(status))
+          const onNextTurn = () => setImmediate(() => resume(Deferred.await(exited)))
+          node.once("exit", onNextTurn)
+          return Effect.sync(() => node.off("exit", onNextTurn))
+        })
       } else {
         // Effect's `exitCode` is evaluated once, by the watcher below: each evaluation races two waits and, for a
         // signalled child, builds an error and the command's display text.
@@ -239,7 +246,7 @@ export const make = (
       const groupDone = Effect.sync(() => !scoped || !Supervisor.unsafeGroupAlive(child))
       yield* Effect.flatMap(observe, (exitStatus) =>
         Effect.andThen(
-          Effect.andThen(Effect.yieldNow, Supervisor.reportExit(child, exitStatus)),
+          Effect.andThen(Effect.yieldNow, Effect.suspend(() => Supervisor.reportExit(child, exitStatus))),
           Effect.flatMap(groupDone, (done) =>
             done ? Effect.void : Effect.repeat(groupDone, { schedule: groupWatch, until: (gone) => gone }))
         )).pipe(
