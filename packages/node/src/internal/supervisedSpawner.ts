@@ -140,14 +140,7 @@ export const make = (
         }
         if (node.exitCode !== null || node.signalCode !== null) onExit(node.exitCode, node.signalCode)
         else node.once("exit", onExit)
-        // The watcher is woken on the next turn of the event loop, not inside Node's `exit` event: a fiber woken there
-        // runs there, before whoever waits for the exit from that event (an MCP transport's `close()`) goes on.
-        observe = Effect.callback<Process.ExitStatus>((resume) => {
-          if (status !== undefined) return resume(Effect.succeed(status))
-          const onNextTurn = () => setImmediate(() => resume(Deferred.await(exited)))
-          node.once("exit", onNextTurn)
-          return Effect.sync(() => node.off("exit", onNextTurn))
-        })
+        observe = Deferred.await(exited)
       } else {
         // Effect's `exitCode` is evaluated once, by the watcher below: each evaluation races two waits and, for a
         // signalled child, builds an error and the command's display text.
