@@ -220,6 +220,29 @@ describe("NodeSupervisedSpawner guarantees", () => {
       Fs.rmdirSync(directory)
     }))
 
+  it.live("nodeStdout: what Effect's stream received before the take is in `buffered`, the rest on the Node stream", () =>
+    Effect.gen(function*() {
+      const handle = yield* ChildProcess.make(node, [
+        "-e",
+        "process.stdout.write('before\\n'); process.stdin.once('data', () => process.stdout.write('after\\n'))"
+      ])
+      // Effect's spawner pipes stdout into its own stream from the spawn on: the first line lands there unread.
+      yield* Effect.sleep("300 millis")
+      const taken = Option.getOrThrow(NodeSupervisedSpawner.nodeStdout(handle))
+      assert.strictEqual(Buffer.concat(taken.buffered).toString(), "before\n")
+      assert.isTrue(Option.isNone(NodeSupervisedSpawner.nodeStdout(handle)), "taken once")
+      const rest: Array<Buffer> = []
+      taken.stream.on("data", (chunk: Buffer) => rest.push(chunk))
+      const ended = new Promise<void>((resolve) => taken.stream.once("end", resolve))
+      const stdin = Option.getOrThrow(NodeSupervisedSpawner.nodeStdin(handle))
+      stdin.end("go\n")
+      yield* Effect.promise(() => ended)
+      assert.strictEqual(Buffer.concat(rest).toString(), "after\n")
+      // Effect's stream got nothing of it (read twice, a line would be delivered twice).
+      const effects = yield* handle.stdout.pipe(Stream.runCollect, Effect.timeoutOption("200 millis"))
+      assert.isTrue(Option.isNone(effects) || effects.value.length === 0)
+    }).pipe(Effect.scoped, Effect.provide(supervised(stateDirectory))))
+
   it.live("a program that ends right after its child's Scope closes leaves no journal file (the end is written first)", () =>
     Effect.gen(function*() {
       const directory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-journal-"))

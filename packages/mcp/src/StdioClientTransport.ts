@@ -13,7 +13,7 @@ import type * as Journal from "@lifeline/journal/Journal"
 import * as Bounds from "@lifeline/kernel/Bounds"
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import type * as Layer from "effect/Layer"
 import type { IOType } from "node:child_process"
 import * as Fs from "node:fs"
@@ -128,6 +128,8 @@ const defaultMaxBufferSize = 10 * 1024 * 1024
 const defaultExitTimeout: Duration.Duration = Bounds.mcp.exitTimeout
 const defaultKillGrace: Duration.Duration = Bounds.mcp.killGrace
 const encoder = new TextEncoder()
+/** After the server exited by itself, how long a helper that holds its stdout open delays `onclose`. */
+const drainGrace: Duration.Duration = Duration.millis(100)
 
 /**
  * The error Node's `spawn` gave (`code: "ENOENT"`, `syscall`, `path`), as the SDK's transport rejects with it, when
@@ -276,12 +278,10 @@ export class StdioClientTransport implements Transport {
     })
     // The server exits by itself: once its last line is delivered, `onclose` is called and what is left of its group
     // stopped. During a close(), the close does both, in the other order.
-    this.#exited = lease.runtime.runPromise(server.exit).catch(() => {})
-    lease.runtime.runPromise(Server.exitedAndDrained(server, "100 millis")).then(
-      () => this.#finish(this.#state === "open"),
-      // Interrupted: the runtime was disposed, after the server was stopped.
-      () => {}
-    ).catch((error) => this.#report(error instanceof Error ? error : new Error(String(error))))
+    this.#exited = server.exited
+    Server.exitedAndDrained(server, drainGrace).then(() => this.#finish(this.#state === "open")).catch((error) =>
+      this.#report(error instanceof Error ? error : new Error(String(error)))
+    )
   }
 
   #stderrSink(): ((chunk: Uint8Array) => void) | undefined {

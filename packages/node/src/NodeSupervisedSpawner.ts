@@ -18,7 +18,7 @@ import * as Option from "effect/Option"
 import type * as Path from "effect/Path"
 import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import type * as Scope from "effect/Scope"
-import type { Writable } from "node:stream"
+import type { Readable, Writable } from "node:stream"
 import * as spawnerJournal from "./internal/spawnerJournal.js"
 import * as internal from "./internal/supervisedSpawner.js"
 
@@ -160,6 +160,28 @@ export const awaitExit = (handle: ChildProcessSpawner.ChildProcessHandle): Effec
   )
 
 /**
+ * Calls `listener` once a child started by this layer has exited (after {@link exitStatus} has it), from Node's `exit`
+ * event: for a caller that waits for the exit from Promise code, without a fiber (an MCP transport's `close()`). Returns
+ * what removes the listener; a child that has exited already has it called at once. None when Node did not publish the
+ * process on its `child_process` diagnostics channel ({@link awaitExit} then).
+ *
+ * @since 0.3.0
+ * @category combinators
+ */
+export const onExit = (
+  handle: ChildProcessSpawner.ChildProcessHandle,
+  listener: () => void
+): Option.Option<() => void> => {
+  const info = internal.supervised.get(handle)
+  if (info?.onExit === undefined) return Option.none()
+  if (info.exitStatus() !== undefined) {
+    listener()
+    return Option.some(() => {})
+  }
+  return Option.some(info.onExit(listener))
+}
+
+/**
  * The Node stream of the standard input of a child started by this layer with `stdin: "pipe"`, for a caller that
  * writes to it without Effect's streams (an MCP transport writes its frames and ends its input as the MCP SDK's does,
  * without a fiber per chunk). None when the child's stdin is not a pipe, for a pipeline's stages other than the
@@ -171,6 +193,23 @@ export const awaitExit = (handle: ChildProcessSpawner.ChildProcessHandle): Effec
  */
 export const nodeStdin = (handle: ChildProcessSpawner.ChildProcessHandle): Option.Option<Writable> =>
   Option.fromUndefinedOr(internal.supervised.get(handle)?.stdin)
+
+/**
+ * The Node stream of the standard output of a child started by this layer with `stdout: "pipe"`, taken from the
+ * handle's `stdout` stream, for a caller that reads it without Effect's streams (an MCP transport reads its lines as
+ * the MCP SDK's does, without a fiber to see the end of output on the path of every close). Effect's spawner pipes the
+ * output into a stream of its own: that pipe is undone, and `buffered` holds what it had received, to be read first.
+ * The handle's `stdout` and `all` then yield nothing more. None when stdout is not a pipe or has ended, when it was
+ * taken already, or when Node did not publish the process on its `child_process` diagnostics channel; a pipeline's
+ * stdout is its last stage's.
+ *
+ * @since 0.3.0
+ * @category accessors
+ */
+export const nodeStdout = (
+  handle: ChildProcessSpawner.ChildProcessHandle
+): Option.Option<{ readonly stream: Readable; readonly buffered: ReadonlyArray<Uint8Array> }> =>
+  Option.fromUndefinedOr(internal.supervised.get(handle)?.takeStdout())
 
 /**
  * The report of the last stop of a child started by this layer (its `kill()`, or the close of its Scope): which

@@ -7,7 +7,6 @@
  * @internal
  */
 import * as Framing from "@lifeline/jsonrpc/Framing"
-import type * as Process from "@lifeline/kernel/Process"
 import * as NodeSupervisedSpawner from "@lifeline/node/NodeSupervisedSpawner"
 import type * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
@@ -63,10 +62,10 @@ export interface Server {
   readonly write: (bytes: Uint8Array) => boolean
   /** Ends stdin once what was queued is written. */
   readonly endInput: () => void
-  /** Waits for the server (the leader of its group) to exit. */
-  readonly exit: Effect.Effect<Process.ExitStatus>
-  /** Waits until stdout has ended (every line read and delivered) or failed. */
-  readonly outputDone: Effect.Effect<void>
+  /** Settles once the server (the leader of its group) has exited. */
+  readonly exited: Promise<void>
+  /** Settles once stdout has ended (every line read and delivered) or failed, or the reading was stopped. */
+  readonly drained: Promise<void>
   /**
    * Stops reading, then stops the server's whole process group (SIGTERM, SIGKILL `killGrace` later, the group
    * verified gone: `NodeSupervisedSpawner`'s stop) and records its end in the journal. Idempotent.
@@ -130,29 +129,73 @@ export const open = (
     }
 
     const decoder = Framing.ndjson.unsafeMakeDecoder({ maxBodyBytes: settings.maxBufferSize })
-    const reader = yield* handle.stdout.pipe(
-      Stream.runForEach((chunk) =>
-        Effect.sync(() => {
-          const step = decoder.push(chunk)
-          for (const frame of step.frames) {
-            let value: unknown
-            try {
-              value = JSON.parse(utf8.decode(frame))
-            } catch (error) {
-              callbacks.error(error instanceof Error ? error : new Error(String(error)), false)
-              continue
-            }
-            callbacks.line(value)
-          }
-          if (step.error !== undefined) {
-            callbacks.error(new Error(`the server's output: ${step.error.detail} (${step.error.reason})`), true)
-          }
-          return step.error
-        }).pipe(Effect.flatMap((error) => error === undefined ? Effect.void : Effect.fail(error)))
-      ),
-      Effect.ignore,
-      Effect.forkIn(scope)
-    )
+    /** Delivers the lines of `chunk`; `false` once the line limit was passed (the decoder is spent). */
+    const decode = (chunk: Uint8Array): boolean => {
+      const step = decoder.push(chunk)
+      for (const frame of step.frames) {
+        let value: unknown
+        try {
+          value = JSON.parse(utf8.decode(frame))
+        } catch (error) {
+          callbacks.error(error instanceof Error ? error : new Error(String(error)), false)
+          continue
+        }
+        callbacks.line(value)
+      }
+      if (step.error === undefined) return true
+      callbacks.error(new Error(`the server's output: ${step.error.detail} (${step.error.reason})`), true)
+      return false
+    }
+
+    // The lines are read from the Node stream, as the SDK's transport reads them: through Effect's stream, the end of
+    // output, on the path of every close, travels through a pull, the end of a stream and of the fiber running it,
+    // about as long as the rest of the close of a server that exits at once. Effect's stream is read where the Node
+    // stream is not available.
+    const stdout = Option.getOrUndefined(NodeSupervisedSpawner.nodeStdout(handle))
+    let drained: Promise<void>
+    if (stdout !== undefined) {
+      let ended!: () => void
+      drained = new Promise<void>((resolve) => ended = resolve)
+      const onData = (chunk: Uint8Array) => {
+        if (!decode(chunk)) stopReading()
+      }
+      const stopReading = () => {
+        // What comes after is dropped (a stream in flowing mode with no listener drops it), so that the pipe never
+        // fills and blocks a server that is being stopped.
+        stdout.stream.off("data", onData)
+        stdout.stream.resume()
+        ended()
+      }
+      stdout.stream.on("error", stopReading)
+      stdout.stream.once("end", stopReading)
+      stdout.stream.once("close", stopReading)
+      let reading = true
+      for (const chunk of stdout.buffered) {
+        if (!(reading = decode(chunk))) break
+      }
+      if (reading) {
+        // `resume()`: the undone pipe may have left the stream paused, which a new listener does not undo.
+        stdout.stream.on("data", onData).resume()
+      } else {
+        stopReading()
+      }
+      // A stop stops the reading, as the interruption of a reading fiber would.
+      yield* Scope.addFinalizer(scope, Effect.sync(stopReading))
+    } else {
+      const reader = yield* handle.stdout.pipe(
+        Stream.runForEach((chunk) => decode(chunk) ? Effect.void : Effect.fail(undefined)),
+        Effect.ignore,
+        Effect.forkIn(scope)
+      )
+      drained = Effect.runPromise(Fiber.await(reader)).then(() => {}, () => {})
+    }
+    // The exit as a Promise from Node's `exit` event, as the SDK's transport waits for it: through the runtime, each
+    // Promise would be a fiber, woken by the exit on the path of every close.
+    const exited = new Promise<void>((resolve) => {
+      if (Option.isNone(NodeSupervisedSpawner.onExit(handle, resolve))) {
+        Effect.runPromise(NodeSupervisedSpawner.awaitExit(handle)).then(() => resolve(), () => resolve())
+      }
+    })
     if (settings.stderr === "pipe") {
       yield* handle.stderr.pipe(
         Stream.runForEach((chunk) => Effect.sync(() => callbacks.stderr(chunk))),
@@ -169,21 +212,21 @@ export const open = (
         return true
       },
       endInput,
-      exit: NodeSupervisedSpawner.awaitExit(handle),
-      outputDone: Effect.asVoid(Fiber.await(reader)),
+      exited,
+      drained,
       stop: Effect.andThen(Effect.sync(endInput), Scope.close(scope, Exit.void))
     }
     return server
   }).pipe(Effect.uninterruptible)
 
 /**
- * `exit`, then at most `grace` for stdout to end: a helper of the server may hold the pipe open after the server
- * exited, and the stop that follows takes it away.
+ * `exited`, then at most `grace` for stdout to end: a helper of the server may hold the pipe open after the server
+ * exited, and the stop that follows takes it away. On the platform's timers, as {@link exitedWithin}.
  *
  * @internal
  */
-export const exitedAndDrained = (server: Server, grace: Duration.Input): Effect.Effect<void> =>
-  Effect.andThen(server.exit, Effect.timeoutOption(server.outputDone, Duration.fromInputUnsafe(grace)))
+export const exitedAndDrained = (server: Server, grace: Duration.Input): Promise<void> =>
+  server.exited.then(() => exitedWithin(server.drained, grace))
 
 /** The longest delay a Node timer takes (2^31 - 1 ms); beyond it, Node would fire at once. */
 const maxTimer = 2_147_483_647

@@ -15,6 +15,7 @@
 import * as Effect from "effect/Effect"
 import * as NodeChildProcess from "node:child_process"
 import * as DiagnosticsChannel from "node:diagnostics_channel"
+import { PassThrough, type Readable } from "node:stream"
 
 /** How many published processes are kept at most, should our spawns overlap without end. */
 const keptAtMost = 64
@@ -59,3 +60,37 @@ export const capture = <A, E, R>(
       }))
     )
   })
+
+/**
+ * What {@link takeStdout} hands over: the Node stream, and what Effect's own stream had already received from it.
+ *
+ * @internal
+ */
+export interface TakenOutput {
+  readonly stream: Readable
+  readonly buffered: ReadonlyArray<Uint8Array>
+}
+
+/**
+ * Takes the child's stdout from Effect's spawner, which pipes it into a `PassThrough` behind the handle's `stdout`
+ * stream: the pipe is undone, and what the `PassThrough` had received but nobody read is handed over first, so that
+ * nothing is lost or read twice. `undefined` (the caller reads Effect's stream) when stdout is not a pipe, has
+ * already ended, or is not piped to exactly one `PassThrough` (another version of Effect's spawner). Node keeps the
+ * destinations of a pipe only in the stream's internal state, the one place they can be found.
+ *
+ * @internal
+ */
+export const takeStdout = (node: NodeChildProcess.ChildProcess): TakenOutput | undefined => {
+  const stream = node.stdout
+  if (stream === null || stream.readableEnded || stream.destroyed) return undefined
+  const pipes: unknown = (stream as unknown as { readonly _readableState?: { readonly pipes?: unknown } })
+    ._readableState?.pipes
+  if (!Array.isArray(pipes) || pipes.length !== 1 || !(pipes[0] instanceof PassThrough)) return undefined
+  const effects: PassThrough = pipes[0]
+  stream.unpipe(effects)
+  const buffered: Array<Uint8Array> = []
+  for (let chunk: unknown = effects.read(); chunk !== null; chunk = effects.read()) {
+    buffered.push(chunk as Uint8Array)
+  }
+  return { stream, buffered }
+}

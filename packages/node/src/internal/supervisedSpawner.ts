@@ -47,8 +47,12 @@ export const supervised = new WeakMap<ChildProcessSpawner.ChildProcessHandle, {
   readonly exit: Effect.Effect<Process.ExitStatus>
   readonly exitStatus: () => Process.ExitStatus | undefined
   readonly lastStop: () => StopSequence.StopReport | undefined
+  /** Calls a listener once the exit is seen (from Node's event, after `exitStatus` has it); none without Node's. */
+  readonly onExit: ((listener: () => void) => () => void) | undefined
   /** The Node stream of its stdin, when Node published the process and the stdin is a pipe. */
   readonly stdin: Writable | undefined
+  /** Takes its stdout from Effect's stream (see spawnedProcess.ts), once; `undefined` when it cannot. */
+  readonly takeStdout: () => SpawnedProcess.TakenOutput | undefined
 }>()
 
 const posix = process.platform !== "win32"
@@ -235,7 +239,7 @@ export const make = (
       const groupDone = Effect.sync(() => !scoped || !Supervisor.unsafeGroupAlive(child))
       yield* Effect.flatMap(observe, (exitStatus) =>
         Effect.andThen(
-          Effect.andThen(Effect.yieldNow, Supervisor.reportExit(child, exitStatus)),
+          Effect.andThen(Effect.yieldNow, Effect.suspend(() => Supervisor.reportExit(child, exitStatus))),
           Effect.flatMap(groupDone, (done) =>
             done ? Effect.void : Effect.repeat(groupDone, { schedule: groupWatch, until: (gone) => gone }))
         )).pipe(
@@ -277,6 +281,7 @@ export const make = (
         }
       ).pipe(Effect.tap(() => forget(undefined)))
 
+      let stdoutTaken = false
       const self = ChildProcessSpawner.makeHandle({
         ...handle,
         kill: (options) =>
@@ -290,7 +295,13 @@ export const make = (
         exit: child.exit,
         exitStatus: child.unsafeExitStatus,
         lastStop: () => lastStop,
-        stdin: node?.stdin ?? undefined
+        onExit: child.unsafeOnExit,
+        stdin: node?.stdin ?? undefined,
+        takeStdout: () => {
+          if (node === undefined || stdoutTaken) return undefined
+          stdoutTaken = true
+          return SpawnedProcess.takeStdout(node)
+        }
       })
       return self
       // Uninterruptible from the spawn to the stop's finalizer, so no interruption leaves a child nobody stops. The

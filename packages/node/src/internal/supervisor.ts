@@ -169,18 +169,35 @@ export const stop = (
   child: Child,
   signal: NodeJS.Signals,
   bounds: StopSequence.Bounds
-): Effect.Effect<StopSequence.StopReport> => {
-  const target: StopSequence.Target = {
-    exit: child.exit,
-    exitStatus: Effect.sync(() => Option.fromUndefinedOr(child.unsafeExitStatus())),
-    // The sequence asks with SIGTERM; the command may have chosen another signal to ask with (`killSignal`).
-    signal: (sent) => Effect.sync(() => unsafeSignal(child, sent === "SIGTERM" ? signal : sent)),
-    groupAlive: Effect.sync(() => unsafeGroupAlive(child)),
-    endInput: Effect.void,
-    exitWithin: child.unsafeOnExit === undefined ? undefined : exitWithin(child, child.unsafeOnExit)
-  }
-  return annotated(StopSequence.runWithBounds(target, {}, bounds), { pid: child.pid }, true)
-}
+): Effect.Effect<StopSequence.StopReport> =>
+  Effect.suspend(() => {
+    // Exited, and its group seen empty (zombies included): the sequence would send nothing and wait for nothing, and
+    // running it (its steps, a change of the fiber's context) costs as much as the rest of the close of such a child.
+    const status = child.unsafeExitStatus()
+    if (status !== undefined && !unsafeGroupAlive(child)) return Effect.succeed(exitedReport(status))
+    const target: StopSequence.Target = {
+      exit: child.exit,
+      exitStatus: Effect.sync(() => Option.fromUndefinedOr(child.unsafeExitStatus())),
+      // The sequence asks with SIGTERM; the command may have chosen another signal to ask with (`killSignal`).
+      signal: (sent) => Effect.sync(() => unsafeSignal(child, sent === "SIGTERM" ? signal : sent)),
+      groupAlive: Effect.sync(() => unsafeGroupAlive(child)),
+      endInput: Effect.void,
+      exitWithin: child.unsafeOnExit === undefined ? undefined : exitWithin(child, child.unsafeOnExit)
+    }
+    return annotated(StopSequence.runWithBounds(target, {}, bounds), { pid: child.pid }, true)
+  })
+
+/** The report of the stop sequence for a child that had exited with nobody left in its group: nothing done. */
+const exitedReport = (exit: Process.ExitStatus): StopSequence.StopReport => ({
+  endedBy: "Exited",
+  shutdown: "Skipped",
+  close: "Skipped",
+  descendants: "None",
+  exit,
+  signals: [],
+  forced: false,
+  elapsedMillis: 0
+})
 
 /**
  * Logs how the child ended, with its pid, exit code and signal as annotations, and counts it in {@link exits}.
