@@ -188,6 +188,19 @@ describe("the SDK's stdio transport tests, on both transports", () => {
         await transport.close()
       })
 
+      it("reports a line of text that is no message (a banner), and keeps reading", async () => {
+        const transport = make(node(
+          "process.stdout.write('Starting the server...\\n' + JSON.stringify({ jsonrpc: '2.0', method: 'after' }) + " +
+            "'\\n'); " + untilEof
+        ))
+        const seen = errors(transport)
+        const read = collect(transport, (messages) => messages.length === 1)
+        await transport.start()
+        assert.deepStrictEqual(await read, [{ jsonrpc: "2.0", method: "after" }])
+        assert.strictEqual(seen.length, 1)
+        await transport.close()
+      })
+
       it("reports a line over maxBufferSize and closes", async () => {
         const transport = make(node("process.stdout.write('{\"x\":\"' + 'a'.repeat(4096)); " + untilEof, {
           maxBufferSize: 1024
@@ -204,6 +217,37 @@ describe("the SDK's stdio transport tests, on both transports", () => {
 })
 
 describe("@lifeline/mcp's guarantees beyond the SDK's", () => {
+  it("stray output longer than maxBufferSize is skipped without being held, reported, and reading goes on", async () => {
+    // The SDK's transport buffers such a line until the limit and reports it; ours skips what is no message as it
+    // arrives (nothing is held), so only a message may not pass maxBufferSize.
+    const transport = new Lifeline.StdioClientTransport({
+      command: process.execPath,
+      args: [
+        "-e",
+        "process.stdout.write('a'.repeat(5000) + '\\n' + JSON.stringify({ jsonrpc: '2.0', method: 'after' }) + '\\n'); " +
+        "process.stdin.resume()"
+      ],
+      stderr: "ignore",
+      maxBufferSize: 1000
+    })
+    const seen: Array<Error> = []
+    transport.onerror = (error) => seen.push(error)
+    const messages: Array<unknown> = []
+    const read = new Promise<void>((resolve) => {
+      transport.onmessage = (message) => {
+        messages.push(message)
+        resolve()
+      }
+    })
+    await transport.start()
+    await read
+    assert.deepStrictEqual(messages, [{ jsonrpc: "2.0", method: "after" }])
+    assert.isAtLeast(seen.length, 1)
+    assert.match(seen[0]!.message, /not JSON-RPC messages/)
+    assert.isNotNull(transport.pid, "still open")
+    await transport.close()
+  })
+
   it("exitTimeout and killGrace bound the close of a server that ignores end of stdin and SIGTERM", async () => {
     const transport = new Lifeline.StdioClientTransport({
       command: process.execPath,

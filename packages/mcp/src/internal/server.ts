@@ -130,8 +130,19 @@ export const open = (
 
     const decoder = Framing.ndjson.unsafeMakeDecoder({ maxBodyBytes: settings.maxBufferSize })
     /** Delivers the lines of `chunk`; `false` once the line limit was passed (the decoder is spent). */
+    let skipped = 0
     const decode = (chunk: Uint8Array): boolean => {
       const step = decoder.push(chunk)
+      // Output that is no message (a banner, a `console.log`, blank lines) is skipped, whatever its length, and the
+      // server keeps being read; the host is told, as the SDK's transport tells it of a line that is not JSON.
+      if (decoder.skippedBytes() > skipped) {
+        const bytes = decoder.skippedBytes() - skipped
+        skipped += bytes
+        callbacks.error(
+          new Error(`the server wrote ${bytes} bytes on stdout that are not JSON-RPC messages (skipped)`),
+          false
+        )
+      }
       for (const frame of step.frames) {
         let value: unknown
         try {
