@@ -108,7 +108,8 @@ export interface Reconnecting<T extends Transport> {
   /** Restarts so far, over the whole life (not reset by a stable run). */
   readonly restarts: number
   /**
-   * Resolves once the host closed the connection (`close()` below, or `client.close()` while connected); rejects
+   * Resolves once the host closed the connection (`close()` below, or `client.close()`, also while a restart waits or
+   * connects); rejects
    * with {@link RestartBudgetExhausted} once the budget is spent (also reported to `client.onerror`).
    */
   readonly closed: Promise<void>
@@ -210,10 +211,16 @@ export const reconnecting = async <T extends Transport>(
       // The host's callback must not stop the restarts.
     }
   }
+  let stopped = false
   const open = async (timeout: number | undefined): Promise<Link<T>> => {
     const link = new Link(makeTransport())
     current = link
     await client.connect(link, timeout === undefined ? undefined : { timeout })
+    if (stopped) {
+      // Closed while this restart connected: the new server goes too.
+      await link.close()
+      throw new Error("closed while the restart connected")
+    }
     link.connected()
     return link
   }
@@ -255,6 +262,23 @@ export const reconnecting = async <T extends Transport>(
   })
   // A host that awaits only `close()` must not get an unhandled rejection.
   closed.catch(() => {})
+  const stop = async () => {
+    stopped = true
+    await Effect.runPromise(Fiber.interrupt(fiber))
+  }
+  // While a restart waits or connects, the `Client` has no transport (or one not yet connected), so its own `close()`
+  // would not reach the loop: the host's `client.close()` is made to stop the restarts first, for as long as they run.
+  // The only change made to the host's object; it is undone when the loop ends.
+  const own = Object.getOwnPropertyDescriptor(client, "close")
+  const clientClose = client.close
+  client.close = async () => {
+    await stop()
+    return clientClose.call(client)
+  }
+  void closed.finally(() => {
+    if (own === undefined) delete (client as { close?: unknown }).close
+    else Object.defineProperty(client, "close", own)
+  }).catch(() => {})
   return {
     get transport() {
       return current?.inner
@@ -264,8 +288,8 @@ export const reconnecting = async <T extends Transport>(
     },
     closed,
     close: async () => {
-      await Effect.runPromise(Fiber.interrupt(fiber))
-      await client.close()
+      await stop()
+      await clientClose.call(client)
     }
   }
 }

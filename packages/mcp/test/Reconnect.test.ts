@@ -287,6 +287,53 @@ describe("reconnecting: the explicit close", () => {
     assert.strictEqual(made.length, 2)
   })
 
+  it("client.close() while a restart waits its delay: no restart, closed resolves, the Client's close is its own again", async () => {
+    const made: Array<FakeTransport> = []
+    const client = new FakeClient()
+    const connection = await Reconnect.reconnecting(client, () => {
+      made.push(new FakeTransport())
+      return made.at(-1)!
+    }, { initialDelay: "1 hour", maxDelay: "1 hour" })
+    assert.isTrue(Object.hasOwn(client, "close"), "the loop's close while it runs")
+    made[0]!.crash()
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.strictEqual(connection.restarts, 1)
+    await client.close()
+    await connection.closed
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.strictEqual(made.length, 1)
+    assert.isFalse(Object.hasOwn(client, "close"), "the class's close again")
+  })
+
+  it("client.close() while a restart connects: the server that answers afterwards is closed, no further restart", async () => {
+    const made: Array<FakeTransport> = []
+    const client = new FakeClient()
+    let answer: () => void = () => {}
+    const connect = client.connect.bind(client)
+    let connects = 0
+    client.connect = (transport) => {
+      connects++
+      if (connects === 1) return connect(transport)
+      // The restart's initialize is answered only after the host's close.
+      return new Promise<void>((resolve) => {
+        answer = () => resolve(connect(transport))
+      })
+    }
+    const connection = await Reconnect.reconnecting(client, () => {
+      made.push(new FakeTransport())
+      return made.at(-1)!
+    }, { initialDelay: 0 })
+    made[0]!.crash()
+    while (connects < 2) await new Promise((resolve) => setImmediate(resolve))
+    await client.close()
+    await connection.closed
+    answer()
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve))
+    assert.strictEqual(connects, 2)
+    assert.strictEqual(made.length, 2)
+    assert.strictEqual(made[1]!.closes, 1, "the restarted server is closed")
+  })
+
   it("onReconnected once a restart connected, with its number in the series", async () => {
     const made: Array<FakeTransport> = []
     const client = new FakeClient()
