@@ -130,13 +130,21 @@ class Link<T extends Transport> implements Transport {
   #closedByHost = false
   #lastError: Error | undefined
 
+  #innerClosed = false
+  #initializeFailed = false
+
   constructor(readonly inner: T) {
-    inner.onmessage = (message, extra) => this.onmessage?.(message, extra)
+    inner.onmessage = (message, extra) => {
+      // Before `connected()`, an error answer can only be the answer to `initialize`.
+      if (!this.#connected && "error" in message && "id" in message) this.#initializeFailed = true
+      this.onmessage?.(message, extra)
+    }
     inner.onerror = (error) => {
       this.#lastError = error
       this.onerror?.(error)
     }
     inner.onclose = () => {
+      this.#innerClosed = true
       // The `Client` first (it fails its requests in flight), then the loop.
       try {
         this.onclose?.()
@@ -172,7 +180,19 @@ class Link<T extends Transport> implements Transport {
   }
 
   send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
+    // The `Client` cancels an `initialize` that timed out before it gives up.
+    if (!this.#connected && "method" in message && message.method === "notifications/cancelled") {
+      this.#initializeFailed = true
+    }
     return this.inner.send(message, options)
+  }
+
+  /**
+   * The `Client` is giving up on this connection's `initialize` (its server died, refused it, or let it time out): the
+   * `close()` it then makes is its own, not the host's.
+   */
+  get givingUp(): boolean {
+    return !this.#connected && (this.#innerClosed || this.#initializeFailed)
   }
 
   close(): Promise<void> {
@@ -272,7 +292,8 @@ export const reconnecting = async <T extends Transport>(
   const own = Object.getOwnPropertyDescriptor(client, "close")
   const clientClose = client.close
   client.close = async () => {
-    await stop()
+    // The `Client` closes by itself when a restart's `initialize` fails: that is the loop's to count, not a stop.
+    if (current?.givingUp !== true) await stop()
     return clientClose.call(client)
   }
   void closed.finally(() => {

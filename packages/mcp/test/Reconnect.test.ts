@@ -334,6 +334,31 @@ describe("reconnecting: the explicit close", () => {
     assert.strictEqual(made[1]!.closes, 1, "the restarted server is closed")
   })
 
+  it("the Client's own close() when a restart's initialize fails (as the SDK's does) is not a stop: restarts go on", async () => {
+    const made: Array<FakeTransport> = []
+    const client = new FakeClient()
+    const connect = client.connect.bind(client)
+    let connects = 0
+    client.connect = async (transport) => {
+      connects++
+      await connect(transport)
+      if (connects !== 2) return
+      // The restarted server dies during initialize; the SDK's Client then closes itself and rejects.
+      made.at(-1)!.crash()
+      void client.close()
+      throw new Error("Connection closed")
+    }
+    const connection = await Reconnect.reconnecting(client, () => {
+      made.push(new FakeTransport())
+      return made.at(-1)!
+    }, { initialDelay: 0 })
+    made[0]!.crash()
+    while (connects < 3) await new Promise((resolve) => setImmediate(resolve))
+    assert.strictEqual(connection.transport, made[2], "a third connection after the failed second")
+    await client.close()
+    await connection.closed
+  })
+
   it("onReconnected once a restart connected, with its number in the series", async () => {
     const made: Array<FakeTransport> = []
     const client = new FakeClient()
