@@ -288,7 +288,10 @@ export class StdioClientTransport implements Transport {
     const stderr = this.#parameters.stderr
     if (this.#stderr !== null) {
       const stream = this.#stderr
-      return (chunk) => stream.write(chunk)
+      // A close whose server is gone ends the stream before the stop of the reading, in the background.
+      return (chunk) => {
+        if (!stream.writableEnded) stream.write(chunk)
+      }
     }
     if (stderr instanceof Writable) return (chunk) => stderr.write(chunk)
     if (typeof stderr === "number") {
@@ -373,6 +376,23 @@ export class StdioClientTransport implements Transport {
       if (exited) this.#notifyClose()
       const server = this.#server
       const lease = this.#lease
+      // A close() whose server has exited with nothing left in its group, while other transports keep the runtime:
+      // what the close guarantees is true, and the rest of the stop only keeps the books (the journal's record of the
+      // end, Effect's release), about as long as the whole close of a server that exits at once. It runs in the
+      // background, holding the lease, so the runtime's disposal (the last close) waits for it.
+      if (
+        !exited && server !== undefined && lease !== undefined && server.gone() &&
+        // After the caller's continuation: a fiber runs its first steps at once, on the path of the close.
+        lease.releaseInBackground(() =>
+          new Promise<void>((resolve) => setImmediate(resolve)).then(() => lease.runtime.runPromise(server.stop))
+        )
+      ) {
+        this.#unregister?.()
+        this.#state = "closed"
+        this.#stderr?.end()
+        this.#notifyClose()
+        return
+      }
       if (server !== undefined && lease !== undefined) await lease.runtime.runPromise(server.stop)
       this.#unregister?.()
       this.#state = "closed"
