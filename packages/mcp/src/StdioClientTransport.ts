@@ -353,14 +353,12 @@ export class StdioClientTransport implements Transport {
     const lease = this.#lease
     if (this.#state === "open" && server !== undefined && lease !== undefined) {
       this.#state = "closing"
-      // The wait is set up first, the input ended last: Node ends a pipe only once the event loop runs again, and the
-      // wait's set-up would otherwise delay the end of input the server is waiting for.
-      const exited = Server.exitedWithin(
-        this.#exited ?? Promise.resolve(),
-        this.#parameters.exitTimeout ?? defaultExitTimeout
-      )
+      // The input ended first, the wait set up once the event loop has run again: Node ends a pipe only then, and the
+      // wait's set-up (a timer) would otherwise delay the end of input the server is waiting for.
       server.endInput()
-      await exited
+      const exited = this.#exited ?? Promise.resolve()
+      const timeout = this.#parameters.exitTimeout ?? defaultExitTimeout
+      await new Promise<void>((resolve) => setImmediate(() => void Server.exitedWithin(exited, timeout).then(resolve)))
     }
     await this.#finish(false)
   }

@@ -138,7 +138,10 @@ export const make = (
         // The exit as Node reports it (see spawnedProcess.ts), from a listener: no fiber waits for it.
         const onExit = (exitCode: number | null, signal: NodeJS.Signals | null) => {
           status ??= { exitCode, signal }
-          Deferred.doneUnsafe(exited, Exit.succeed(status))
+          const exitStatus = status
+          // The fibers waiting for it (the watcher below, `awaitExit`) run at once when it is done: after the exit
+          // event's other listeners (a stop's, an MCP transport's), which the next close waits for, not before them.
+          setImmediate(() => Deferred.doneUnsafe(exited, Exit.succeed(exitStatus)))
         }
         if (node.exitCode !== null || node.signalCode !== null) onExit(node.exitCode, node.signalCode)
         else node.once("exit", onExit)
