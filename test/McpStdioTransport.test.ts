@@ -271,6 +271,37 @@ describe("@lifeline/mcp's guarantees beyond the SDK's", () => {
     assert.strictEqual(closes, 1)
   })
 
+  it("a close while another server runs returns once the server and its group are gone, the journal's books kept after; the last close waits for them and removes the journal file", async () => {
+    const directory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lifeline-mcp-books-"))
+    try {
+      const [first, second] = [0, 1].map(() =>
+        new Lifeline.StdioClientTransport({ command: "cat", journalDirectory: directory })
+      )
+      const closes = [0, 0]
+      first!.onclose = () => closes[0]!++
+      second!.onclose = () => closes[1]!++
+      await first!.start()
+      await second!.start()
+      const pids = [first!.pid!, second!.pid!]
+      // The records are written in the background of the spawn.
+      await eventually(() => Fs.readdirSync(directory).length > 0)
+      await first!.close()
+      assert.deepStrictEqual(groupOf(pids[0]!), [], "the first server's group is gone when its close returns")
+      assert.strictEqual(closes[0], 1)
+      // A third server, closed with the second at once: the second's books are kept in the background while the third
+      // closes; the runtime's disposal, at the last close, waits for them, so that a host that exits now leaves no
+      // journal file.
+      const third = new Lifeline.StdioClientTransport({ command: "cat", journalDirectory: directory })
+      await third.start()
+      await Promise.all([second!.close(), third.close()])
+      assert.deepStrictEqual(groupOf(pids[1]!), [])
+      assert.deepStrictEqual(closes, [1, 1])
+      assert.deepStrictEqual(Fs.readdirSync(directory), [], "the journal file is removed when the last close returns")
+    } finally {
+      Fs.rmSync(directory, { recursive: true, force: true })
+    }
+  })
+
   it("a close() while the start is under way waits for it, then stops the server", async () => {
     const transport = new Lifeline.StdioClientTransport({ ...tee, journalDirectory })
     let closes = 0

@@ -288,7 +288,10 @@ export class StdioClientTransport implements Transport {
     const stderr = this.#parameters.stderr
     if (this.#stderr !== null) {
       const stream = this.#stderr
-      return (chunk) => stream.write(chunk)
+      // A close whose server is gone ends the stream before the stop of the reading, in the background.
+      return (chunk) => {
+        if (!stream.writableEnded) stream.write(chunk)
+      }
     }
     if (stderr instanceof Writable) return (chunk) => stderr.write(chunk)
     if (typeof stderr === "number") {
@@ -350,14 +353,12 @@ export class StdioClientTransport implements Transport {
     const lease = this.#lease
     if (this.#state === "open" && server !== undefined && lease !== undefined) {
       this.#state = "closing"
-      // The wait is set up first, the input ended last: Node ends a pipe only once the event loop runs again, and the
-      // wait's set-up would otherwise delay the end of input the server is waiting for.
-      const exited = Server.exitedWithin(
-        this.#exited ?? Promise.resolve(),
-        this.#parameters.exitTimeout ?? defaultExitTimeout
-      )
+      // The input ended first, the wait set up once the event loop has run again: Node ends a pipe only then, and the
+      // wait's set-up (a timer) would otherwise delay the end of input the server is waiting for.
       server.endInput()
-      await exited
+      const exited = this.#exited ?? Promise.resolve()
+      const timeout = this.#parameters.exitTimeout ?? defaultExitTimeout
+      await new Promise<void>((resolve) => setImmediate(() => void Server.exitedWithin(exited, timeout).then(resolve)))
     }
     await this.#finish(false)
   }
@@ -373,6 +374,23 @@ export class StdioClientTransport implements Transport {
       if (exited) this.#notifyClose()
       const server = this.#server
       const lease = this.#lease
+      // A close() whose server has exited with nothing left in its group, while other transports keep the runtime:
+      // what the close guarantees is true, and the rest of the stop only keeps the books (the journal's record of the
+      // end, Effect's release), about as long as the whole close of a server that exits at once. It runs in the
+      // background, holding the lease, so the runtime's disposal (the last close) waits for it.
+      if (
+        !exited && server !== undefined && lease !== undefined && server.gone() &&
+        // After the caller's continuation: a fiber runs its first steps at once, on the path of the close.
+        lease.releaseInBackground(() =>
+          new Promise<void>((resolve) => setImmediate(resolve)).then(() => lease.runtime.runPromise(server.stop))
+        )
+      ) {
+        this.#unregister?.()
+        this.#state = "closed"
+        this.#stderr?.end()
+        this.#notifyClose()
+        return
+      }
       if (server !== undefined && lease !== undefined) await lease.runtime.runPromise(server.stop)
       this.#unregister?.()
       this.#state = "closed"

@@ -13,7 +13,8 @@ const fake = () => {
     endInput: () => {},
     exited: new Promise<void>((resolve) => exit = resolve),
     drained: new Promise<void>((resolve) => drain = resolve),
-    stop: Effect.void
+    stop: Effect.void,
+    gone: () => false
   }
   return { server, exit, drain }
 }

@@ -182,6 +182,18 @@ export const onExit = (
 }
 
 /**
+ * Whether a child started by this layer has exited and its process group has no live member left (zombies count as
+ * gone: they hold nothing), looked at now: for a caller that may leave the rest of a stop (the journal's record of
+ * the end, the release of Effect's handle) to the background once nothing is left running (an MCP transport's
+ * `close()`). `false` while it runs, while anything of its group does, and for a handle of another spawner.
+ *
+ * @since 0.3.0
+ * @category combinators
+ */
+export const isGone = (handle: ChildProcessSpawner.ChildProcessHandle): boolean =>
+  internal.supervised.get(handle)?.gone() ?? false
+
+/**
  * The Node stream of the standard input of a child started by this layer with `stdin: "pipe"`, for a caller that
  * writes to it without Effect's streams (an MCP transport writes its frames and ends its input as the MCP SDK's does,
  * without a fiber per chunk). None when the child's stdin is not a pipe, for a pipeline's stages other than the

@@ -40,7 +40,12 @@ export type JournalChoice =
 
 interface Shared {
   readonly runtime: Runtime
+  /** Leases not yet released (the background work of a close holds its lease until it is done). */
   users: number
+  /** Leases whose transport has not begun to release them: the runtime stays while one is left. */
+  open: number
+  /** The background work of closes ({@link Lease.releaseInBackground}): the last release waits for it. */
+  readonly pending: Set<Promise<void>>
 }
 
 /** By directory, or by the layer object: one runtime, so one owner, per journal. */
@@ -74,8 +79,18 @@ const build = (choice: JournalChoice): Runtime =>
  */
 export interface Lease {
   readonly runtime: Runtime
-  /** Idempotent: the last release of a runtime disposes it. */
+  /**
+   * Idempotent: the last release of a runtime waits for the background work of the closes before it, then disposes
+   * it (its journal closed, and its file removed when nothing is left in it).
+   */
   readonly release: () => Promise<void>
+  /**
+   * When another transport still holds the runtime open, runs `work` in the background and releases the lease after
+   * it, and returns `true`: the runtime's disposal (the last release) waits for it. Otherwise does nothing and returns
+   * `false`: the last close of a runtime does its work and disposes the runtime before it returns, so that a host that
+   * exits right after loses nothing (its journal file removed).
+   */
+  readonly releaseInBackground: (work: () => Promise<void>) => boolean
 }
 
 /**
@@ -88,16 +103,15 @@ export const acquire = async (choice: JournalChoice): Promise<Lease> => {
     await disposing.get(key)
     entry = shared.get(key)
     if (entry === undefined) {
-      entry = { runtime: build(choice), users: 0 }
+      entry = { runtime: build(choice), users: 0, open: 0, pending: new Set() }
       shared.set(key, entry)
     }
   }
   entry.users++
+  entry.open++
   const self = entry
   let released = false
-  const release = async (): Promise<void> => {
-    if (released) return
-    released = true
+  const drop = async (): Promise<void> => {
     self.users--
     if (self.users > 0 || shared.get(key) !== self) return
     shared.delete(key)
@@ -107,6 +121,26 @@ export const acquire = async (choice: JournalChoice): Promise<Lease> => {
     disposing.set(key, done)
     await done
   }
+  const release = async (): Promise<void> => {
+    if (released) return
+    released = true
+    // The last open lease: the work left in the background by the closes before holds their leases; once it is
+    // done, this release is the last one and disposes the runtime.
+    if (--self.open === 0) {
+      while (self.pending.size > 0) await Promise.all(self.pending)
+    }
+    await drop()
+  }
+  const releaseInBackground = (work: () => Promise<void>): boolean => {
+    if (released || self.open <= 1 || shared.get(key) !== self) return false
+    released = true
+    self.open--
+    const done: Promise<void> = work().catch(() => {}).then(drop).catch(() => {}).finally(() =>
+      self.pending.delete(done)
+    )
+    self.pending.add(done)
+    return true
+  }
   try {
     // Built here, so that the sweep of dead owners is done before the first spawn.
     await self.runtime.context()
@@ -114,5 +148,5 @@ export const acquire = async (choice: JournalChoice): Promise<Lease> => {
     await release()
     throw error
   }
-  return { runtime: self.runtime, release }
+  return { runtime: self.runtime, release, releaseInBackground }
 }

@@ -71,6 +71,11 @@ export interface Server {
    * verified gone: `NodeSupervisedSpawner`'s stop) and records its end in the journal. Idempotent.
    */
   readonly stop: Effect.Effect<void>
+  /**
+   * Whether the server has exited and its process group has no live member left (zombies do not count), looked at
+   * now: `stop` then only keeps the books (the stop of the reading, the journal's record of the end, Effect's release).
+   */
+  readonly gone: () => boolean
 }
 
 const utf8 = new TextDecoder("utf-8", { fatal: false })
@@ -225,7 +230,8 @@ export const open = (
       endInput,
       exited,
       drained,
-      stop: Effect.andThen(Effect.sync(endInput), Scope.close(scope, Exit.void))
+      stop: Effect.andThen(Effect.sync(endInput), Scope.close(scope, Exit.void)),
+      gone: () => NodeSupervisedSpawner.isGone(handle)
     }
     return server
   }).pipe(Effect.uninterruptible)

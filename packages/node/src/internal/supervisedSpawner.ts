@@ -49,6 +49,8 @@ export const supervised = new WeakMap<ChildProcessSpawner.ChildProcessHandle, {
   readonly lastStop: () => StopSequence.StopReport | undefined
   /** Calls a listener once the exit is seen (from Node's event, after `exitStatus` has it); none without Node's. */
   readonly onExit: ((listener: () => void) => () => void) | undefined
+  /** Whether it has exited and its process group has no live member left (zombies do not count). Never waits. */
+  readonly gone: () => boolean
   /** The Node stream of its stdin, when Node published the process and the stdin is a pipe. */
   readonly stdin: Writable | undefined
   /** Takes its stdout from Effect's stream (see spawnedProcess.ts), once; `undefined` when it cannot. */
@@ -136,7 +138,10 @@ export const make = (
         // The exit as Node reports it (see spawnedProcess.ts), from a listener: no fiber waits for it.
         const onExit = (exitCode: number | null, signal: NodeJS.Signals | null) => {
           status ??= { exitCode, signal }
-          Deferred.doneUnsafe(exited, Exit.succeed(status))
+          const exitStatus = status
+          // The fibers waiting for it (the watcher below, `awaitExit`) run at once when it is done: after the exit
+          // event's other listeners (a stop's, an MCP transport's), which the next close waits for, not before them.
+          setImmediate(() => Deferred.doneUnsafe(exited, Exit.succeed(exitStatus)))
         }
         if (node.exitCode !== null || node.signalCode !== null) onExit(node.exitCode, node.signalCode)
         else node.once("exit", onExit)
@@ -296,6 +301,7 @@ export const make = (
         exitStatus: child.unsafeExitStatus,
         lastStop: () => lastStop,
         onExit: child.unsafeOnExit,
+        gone: () => child.unsafeExitStatus() !== undefined && !Supervisor.unsafeGroupAlive(child),
         stdin: node?.stdin ?? undefined,
         takeStdout: () => {
           if (node === undefined || stdoutTaken) return undefined
