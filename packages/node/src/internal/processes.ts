@@ -11,7 +11,6 @@ import * as Option from "effect/Option"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as FsPromises from "node:fs/promises"
-import * as Os from "node:os"
 
 const hasProc = process.platform === "linux" && Fs.existsSync("/proc/self/stat")
 
@@ -39,16 +38,6 @@ const readStat = (pid: number | string): Stat | undefined => {
 
 const isDead = (stat: Stat | undefined): boolean => stat === undefined || stat.state === "Z" || stat.state === "X"
 
-const rawKill = process.platform === "win32"
-  ? undefined
-  : (process as unknown as { readonly _kill?: (pid: number, signal: number) => number })._kill
-/** Node's `_kill` returns libuv's error code, on POSIX the negated errno. */
-const errnoNames = new Map<number, string>([
-  [-Os.constants.errno.ESRCH, "ESRCH"],
-  [-Os.constants.errno.EPERM, "EPERM"],
-  [-Os.constants.errno.EINVAL, "EINVAL"]
-])
-
 /**
  * `process.kill(target, signal)`, and the error code when it fails (`ESRCH`: no such process or group; `EPERM`: not
  * ours), or `undefined` when it was sent. Node reports a failed kill only by throwing, and the error it builds records
@@ -58,14 +47,6 @@ const errnoNames = new Map<number, string>([
  * @internal
  */
 export const kill = (target: number, signal: NodeJS.Signals | 0): string | undefined => {
-  // Node's own `process.kill` is built on `process._kill`, which returns the error number instead of throwing: a kill
-  // of a group that is gone, on the path of every close, then costs the system call only. Used only where it is the
-  // function Node has always had (with a number for the signal); `process.kill` otherwise.
-  const number = signal === 0 ? 0 : Os.constants.signals[signal]
-  if (typeof rawKill === "function" && typeof number === "number") {
-    const errno = rawKill.call(process, target, number)
-    return errno === 0 ? undefined : errnoNames.get(errno) ?? "UNKNOWN"
-  }
   const depth = Error.stackTraceLimit
   Error.stackTraceLimit = 0
   try {
