@@ -221,14 +221,21 @@ class FakeClient implements Reconnect.ReconnectableClient {
   }
 }
 
+/** `Reconnect.reconnecting` over fake transports, each one it makes pushed to `made`. */
+const reconnect = (client: FakeClient, made: Array<FakeTransport>, options: Reconnect.ReconnectOptions) =>
+  Reconnect.reconnecting(client, () => {
+    made.push(new FakeTransport())
+    return made.at(-1)!
+  }, options)
+
+/** One turn of the event loop: the loop reacts on its own fiber. */
+const turn = () => new Promise((resolve) => setImmediate(resolve))
+
 describe("reconnecting: the explicit close", () => {
   it("client.close() while connected: closed resolves, no new transport", async () => {
     const made: Array<FakeTransport> = []
     const client = new FakeClient()
-    const connection = await Reconnect.reconnecting(client, () => {
-      made.push(new FakeTransport())
-      return made.at(-1)!
-    }, { initialDelay: 0 })
+    const connection = await reconnect(client, made, { initialDelay: 0 })
     assert.strictEqual(connection.transport, made[0])
     await client.close()
     await connection.closed
@@ -241,17 +248,14 @@ describe("reconnecting: the explicit close", () => {
     const made: Array<FakeTransport> = []
     const client = new FakeClient()
     const restarts: Array<number> = []
-    const connection = await Reconnect.reconnecting(client, () => {
-      made.push(new FakeTransport())
-      return made.at(-1)!
-    }, {
+    const connection = await reconnect(client, made, {
       initialDelay: "1 hour",
       maxDelay: "1 hour",
       onRestart: (event) => restarts.push(Duration.toMillis(event.delay))
     })
     made[0]!.crash()
     // The loop reacts on its own fiber.
-    await new Promise((resolve) => setImmediate(resolve))
+    await turn()
     assert.deepStrictEqual(restarts, [3_600_000])
     assert.isUndefined(connection.transport)
     await connection.close()
@@ -273,16 +277,13 @@ describe("reconnecting: the explicit close", () => {
         release = reject
       })
     }
-    const connection = await Reconnect.reconnecting(client, () => {
-      made.push(new FakeTransport())
-      return made.at(-1)!
-    }, { initialDelay: 0 })
+    const connection = await reconnect(client, made, { initialDelay: 0 })
     made[0]!.crash()
-    while (connects < 2) await new Promise((resolve) => setImmediate(resolve))
+    while (connects < 2) await turn()
     await connection.close()
     await connection.closed
     release(new Error("initialize failed"))
-    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve))
+    for (let i = 0; i < 5; i++) await turn()
     assert.strictEqual(connects, 2)
     assert.strictEqual(made.length, 2)
   })
@@ -290,17 +291,14 @@ describe("reconnecting: the explicit close", () => {
   it("client.close() while a restart waits its delay: no restart, closed resolves, the Client's close is its own again", async () => {
     const made: Array<FakeTransport> = []
     const client = new FakeClient()
-    const connection = await Reconnect.reconnecting(client, () => {
-      made.push(new FakeTransport())
-      return made.at(-1)!
-    }, { initialDelay: "1 hour", maxDelay: "1 hour" })
+    const connection = await reconnect(client, made, { initialDelay: "1 hour", maxDelay: "1 hour" })
     assert.isTrue(Object.hasOwn(client, "close"), "the loop's close while it runs")
     made[0]!.crash()
-    await new Promise((resolve) => setImmediate(resolve))
+    await turn()
     assert.strictEqual(connection.restarts, 1)
     await client.close()
     await connection.closed
-    await new Promise((resolve) => setImmediate(resolve))
+    await turn()
     assert.strictEqual(made.length, 1)
     assert.isFalse(Object.hasOwn(client, "close"), "the class's close again")
   })
@@ -319,16 +317,13 @@ describe("reconnecting: the explicit close", () => {
         answer = () => resolve(connect(transport))
       })
     }
-    const connection = await Reconnect.reconnecting(client, () => {
-      made.push(new FakeTransport())
-      return made.at(-1)!
-    }, { initialDelay: 0 })
+    const connection = await reconnect(client, made, { initialDelay: 0 })
     made[0]!.crash()
-    while (connects < 2) await new Promise((resolve) => setImmediate(resolve))
+    while (connects < 2) await turn()
     await client.close()
     await connection.closed
     answer()
-    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve))
+    for (let i = 0; i < 5; i++) await turn()
     assert.strictEqual(connects, 2)
     assert.strictEqual(made.length, 2)
     assert.strictEqual(made[1]!.closes, 1, "the restarted server is closed")
@@ -348,12 +343,9 @@ describe("reconnecting: the explicit close", () => {
       void client.close()
       throw new Error("Connection closed")
     }
-    const connection = await Reconnect.reconnecting(client, () => {
-      made.push(new FakeTransport())
-      return made.at(-1)!
-    }, { initialDelay: 0 })
+    const connection = await reconnect(client, made, { initialDelay: 0 })
     made[0]!.crash()
-    while (connects < 3) await new Promise((resolve) => setImmediate(resolve))
+    while (connects < 3) await turn()
     assert.strictEqual(connection.transport, made[2], "a third connection after the failed second")
     await client.close()
     await connection.closed
@@ -363,14 +355,14 @@ describe("reconnecting: the explicit close", () => {
     const made: Array<FakeTransport> = []
     const client = new FakeClient()
     const reconnected: Array<number> = []
-    const connection = await Reconnect.reconnecting(client, () => {
-      made.push(new FakeTransport())
-      return made.at(-1)!
-    }, { initialDelay: 0, onReconnected: (restart) => reconnected.push(restart) })
+    const connection = await reconnect(client, made, {
+      initialDelay: 0,
+      onReconnected: (restart) => reconnected.push(restart)
+    })
     made[0]!.crash()
-    while (made.length < 2 || reconnected.length < 1) await new Promise((resolve) => setImmediate(resolve))
+    while (made.length < 2 || reconnected.length < 1) await turn()
     made[1]!.crash()
-    while (made.length < 3 || reconnected.length < 2) await new Promise((resolve) => setImmediate(resolve))
+    while (made.length < 3 || reconnected.length < 2) await turn()
     assert.deepStrictEqual(reconnected, [1, 2])
     assert.strictEqual(connection.restarts, 2)
     assert.strictEqual(connection.transport, made[2])
