@@ -30,8 +30,7 @@ export * as Cancellation from "./Cancellation.js"
 export * as Connection from "./Connection.js"
 
 /**
- * Deprecated: the module is `DurationText` now (durations as people type them; `DurationInput` read like Effect's
- * `Duration.Input`, which is something else). Everything it exports is here under the same names.
+ * Deprecated: the module is `DurationText` now (`DurationInput` read like Effect's `Duration.Input`).
  *
  * @since 0.1.0
  * @deprecated Use `DurationText`.
@@ -39,10 +38,8 @@ export * as Connection from "./Connection.js"
 export * as DurationInput from "./DurationInput.js"
 
 /**
- * Durations as people type them, on a command line or in an environment variable: the compact forms `250ms`, `4s`,
- * `1.5s`, `2m`, `1h` (and runs of them, `1m30s`, `1s 500ms` as `Duration.format` prints), and Effect's own
- * `1500 millis`, `4 seconds`, which are the only ones `Duration.fromInput` (and so `Config.Duration`) reads. (It was
- * the module `DurationInput`, a name Effect's `Duration.Input` already means; that name remains as a deprecated alias.)
+ * Durations as people type them, on a command line or in an environment variable: the compact forms `250ms`, `1.5s`,
+ * `1m30s` (as `Duration.format` prints them), and Effect's own `1500 millis`, the only ones `Config.Duration` reads.
  *
  * @since 0.1.0
  */
@@ -101,9 +98,8 @@ export * as PeerError from "./PeerError.js"
 export * as PeerMetrics from "./PeerMetrics.js"
 
 /**
- * An operating-system process as every host sees it, whatever spawns it (`@lifeline/node`'s `NodeChildProcess`, the
- * Hermes host's `Spawner`): how it ended, the signals a host sends it, and why it could not be started. Plain data:
- * no Node here.
+ * An operating-system process as every host sees it, whatever spawns it: how it ended, the signals a host sends it,
+ * and why it could not be started. Plain data: no Node here.
  *
  * @since 0.1.0
  */
@@ -151,8 +147,7 @@ export * as ShutdownPolicy from "./ShutdownPolicy.js"
 export * as StopSequence from "./StopSequence.js"
 
 /**
- * `TestTransport` under its old path, kept so that existing imports compile: the test kit lives in
- * `@lifeline/kernel/testing` (as Effect ships `effect/testing`), which is where new code imports it from.
+ * `TestTransport` under its old path, kept so that existing imports compile.
  *
  * @deprecated since 0.2.0: import `TestTransport` from `@lifeline/kernel/testing`.
  * @since 0.1.0
