@@ -151,13 +151,13 @@ const nonNegative = (input: Duration.Input): Duration.Duration =>
  * @category constructors
  */
 export const bounds = (options: Options = {}): Bounds => {
+  const drain = ShutdownPolicy.drainTimeout(options.policy ?? ShutdownPolicy.FailFast())
   const flush = nonNegative(options.flushTimeout ?? defaults.flushTimeout)
-  const floor = Duration.sum(ShutdownPolicy.drainTimeout(options.policy ?? ShutdownPolicy.FailFast()), flush)
   return {
     shutdownTimeout: nonNegative(options.shutdownTimeout ?? defaults.shutdownTimeout),
     closeTimeout: options.closeTimeout === undefined
-      ? BoundTable.closeTimeout(ShutdownPolicy.drainTimeout(options.policy ?? ShutdownPolicy.FailFast()), flush)
-      : Duration.max(nonNegative(options.closeTimeout), floor),
+      ? BoundTable.closeTimeout(drain, flush)
+      : Duration.max(nonNegative(options.closeTimeout), Duration.sum(drain, flush)),
     exitGrace: nonNegative(options.exitGrace ?? defaults.exitGrace),
     killGrace: nonNegative(options.killGrace ?? defaults.killGrace),
     verifyTimeout: nonNegative(options.verifyTimeout ?? defaults.verifyTimeout),

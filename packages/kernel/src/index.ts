@@ -88,10 +88,8 @@ export * as Peer from "./Peer.js"
 export * as PeerError from "./PeerError.js"
 
 /**
- * A peer's traffic as Effect metrics (`effect/Metric`), for any exporter that reads the metric registry. Two tiers:
- * the peer's own counters (calls, failures, pending, served, active), read from its stats when the registry is read,
- * so they cost nothing per message; and, on request, per-method series (`rpc.method`) of calls, failures and
- * durations, updated per call.
+ * A peer's traffic as Effect metrics. Two tiers: the peer's own counters, "observed" (read from its stats when the
+ * registry is read, so they cost nothing per message); and, with `perMethod`, series per `rpc.method`, updated per call.
  *
  * @since 0.1.0
  */
