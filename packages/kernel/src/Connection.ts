@@ -289,7 +289,7 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R,
   readonly onShutdown?: ((report: ShutdownReport) => Effect.Effect<void>) | undefined
   /** Registers the connection with the `GracefulShutdown` service, when one is provided. Default true. */
   readonly gracefulShutdown?: boolean | undefined
-  /** `PeerMetrics` of the connection (`PeerMetrics.register`'s options); default on, `false` registers nothing. */
+  /** `PeerMetrics` of the connection: on by default (the observed tier), `false` registers nothing. */
   readonly metrics?: boolean | PeerMetrics.Options | undefined
 }
 
