@@ -1,10 +1,7 @@
 /**
  * A peer with a lifecycle: the handshake that makes it `Ready`, the gates that refuse traffic in the wrong state, and
- * an idempotent `stop` (an Effect that completes once every pending caller has its error) that shuts it down under a
- * `ShutdownPolicy` (fail-fast or timeout-bounded drain).
- * Its lifetime is the Scope it is made in; closing that Scope stops it under the same policy, and so does a request to
- * stop the whole program (`GracefulShutdown`, which `NodeSignals.runMain` provides). Layer-first, `Service` declares a
- * connection of one protocol as a service of its own, built by `layer` over the `Transport` service.
+ * an idempotent `stop` under a `ShutdownPolicy`. Closing its Scope, or `GracefulShutdown`, stops it the same way
+ * (docs/lifecycle.md). `Service` declares a connection of one protocol as a service of its own.
  *
  * @since 0.1.0
  */
@@ -27,19 +24,8 @@ import type * as ShutdownPolicy from "./ShutdownPolicy.js"
 import type * as Transport from "./Transport.js"
 
 /**
- * How the connection becomes `Ready`.
- *
- * - `Initiate`: this side starts it (a host, an LSP client): `run` is called with the peer once it is up, within
- *   `timeout`; `make` returns when it succeeded and fails with the error (a `HandshakeTimeout` included) otherwise.
- *   Inbound requests are served before `Ready`, since servers ask their client things while initializing.
- * - `Accept`: the other side starts it (an extension, a language server): the handler of `request` runs the
- *   handshake. Until it has answered, every other inbound request gets -32002; a second one gets -32600. If it has
- *   not completed within `timeout`, the lifecycle moves to `Failed` with a `HandshakeTimeout` and the connection
- *   closes. `notifications` (such as `initialized`) are admitted before `Ready` too.
- *
- * `E` is what the handshake may fail with besides a `Lifecycle.Failure`: the typed error of the method it calls.
- * The names of an `Accept` handshake are those of requests and notifications the protocol serves, so a misspelled
- * one is a type error where the handshake is given to `make`.
+ * How the connection becomes `Ready`: this side starts it ({@link initiate}) or the other side does ({@link accept});
+ * docs/lifecycle.md, "Handshakes" and "Gates". `E` is the typed error of the method the handshake calls.
  *
  * @example
  * ```ts
@@ -60,9 +46,8 @@ export type Handshake<Serves extends Method.Any, Calls extends Method.Any, E = n
   | Accept<RequestName<Serves>, NotificationName<Serves>>
 
 /**
- * The handshakes `make` accepts for a protocol that serves `Serves` and calls `Calls`: a {@link Handshake}, checked
- * against the protocol and never inferred from it (an `Accept` names requests and notifications it serves, an
- * `Initiate` made from a method calls one it calls), whose typed error `E` is inferred.
+ * The handshakes `make` accepts for a protocol that serves `Serves` and calls `Calls`: checked against the protocol,
+ * never inferred from it; only the typed error `E` is inferred.
  *
  * @example
  * ```ts
@@ -186,22 +171,10 @@ export interface Accept<Request extends string = string, Notification extends st
 }
 
 /**
- * This side starts the handshake. Default timeout 10 seconds (Hermes' `initialize`). The timeout is the handshake's
- * calls' timeout too: while the handshake runs, a call made with the peer `run` gets has no shorter timeout than it
- * (unless the call or its method sets one), so a silent peer gets the full `timeout` and `make` fails with
- * `HandshakeTimeout`, not with the peer's default 5 s `RequestTimeout`.
- *
- * Two forms:
- *
- * - `initiate(Initialize, params, { then })`: calls `Initialize` with `params`, then runs `then` with its result
- *   (to send `initialized`, say). `make` checks that the protocol calls `Initialize`, and fails with its typed error
- *   when it answers with one.
- * - `initiate((peer) => ...)`: runs any Effect with the peer. TypeScript does not carry `make`'s protocol into the
- *   function, so `peer` calls any method unless the type parameters are given (`initiate<Serves, Calls>(...)`);
- *   the Effect may fail with a typed error of its own, which `make` fails with.
- *
- * A handshake that fails with an error that is not a `Lifecycle.Failure` leaves the lifecycle `Failed` with an
- * `RpcError` -32000 whose `data` is that error.
+ * This side starts the handshake, within `timeout` (default `Bounds.handshakeTimeout`), which is also its calls'
+ * timeout (docs/lifecycle.md, "Handshakes"). Made from a method, `make` checks that the protocol calls it; made from a
+ * function, `peer` calls any method unless the type parameters are given (`initiate<Serves, Calls>(...)`). A failure
+ * that is not a `Lifecycle.Failure` leaves the lifecycle `Failed` with an `RpcError` -32000 whose `data` is that error.
  *
  * @example
  * ```ts
@@ -248,9 +221,8 @@ export const initiate: {
 } = internalHandshake.initiate as any
 
 /**
- * The other side starts the handshake with `request`; its handler (in `handlers`) does the work. The request and the
- * notifications are given as methods or as their names; either way `make` checks that the protocol serves them, so
- * `accept("initialise")` against a protocol that serves `initialize` does not compile.
+ * The other side starts the handshake with `request`, which its handler serves. Given as methods or names, the request
+ * and `notifications` are checked against the protocol by `make`: a misspelled one does not compile.
  *
  * @example
  * ```ts
@@ -309,32 +281,15 @@ export interface ShutdownReport {
 export interface Options<Serves extends Method.Any, Calls extends Method.Any, R, E = never>
   extends Peer.Options<Serves, Calls, R>
 {
-  /**
-   * Checked against `protocol` (never inferred from it): an `Accept` handshake names requests and notifications the
-   * protocol serves, an `Initiate` handshake made from a method calls one the protocol calls.
-   */
+  /** Checked against `protocol` ({@link HandshakeFor}). */
   readonly handshake?: HandshakeFor<Serves, Calls, E> | undefined
-  /**
-   * Default: `ShutdownPolicy.resolve`'s rule: the `ShutdownPolicy` service when one is provided, else
-   * `LIFELINE_SHUTDOWN_POLICY` / `LIFELINE_DRAIN_TIMEOUT`, else fail-fast (docs/lifecycle.md). An invalid environment fails
-   * `make` with the `ConfigError` that names the variable.
-   */
+  /** Default: `ShutdownPolicy.resolve` (an invalid environment fails `make` with a `ConfigError`). */
   readonly policy?: ShutdownPolicy.Policy | undefined
   /** Runs once, after every shutdown, with what it cut off. */
   readonly onShutdown?: ((report: ShutdownReport) => Effect.Effect<void>) | undefined
-  /**
-   * Registers the connection with the `GracefulShutdown` service, when one is provided (`NodeSignals.runMain`), so a
-   * request to stop the program stops it under its policy before the main fiber is interrupted. Default true;
-   * `NodeChildProcess.makeConnection` registers the child's whole stop instead.
-   */
+  /** Registers the connection with the `GracefulShutdown` service, when one is provided. Default true. */
   readonly gracefulShutdown?: boolean | undefined
-  /**
-   * Effect metrics of the connection's traffic (`PeerMetrics`). By default the peer's counters (`lifeline.calls`,
-   * `lifeline.failures`, `lifeline.pending`, `lifeline.served`, `lifeline.active`) are registered for the life of the
-   * connection, read from its stats when the registry is read: nothing is done per message. `{ perMethod: true }`
-   * adds per-method calls, failures and durations, updated per call; `{ name }` sets the `lifeline.peer` attribute;
-   * `false` registers nothing.
-   */
+  /** `PeerMetrics` of the connection: on by default (the observed tier), `false` registers nothing. */
   readonly metrics?: boolean | PeerMetrics.Options | undefined
 }
 
@@ -346,9 +301,8 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R,
  */
 export interface StopOptions {
   /**
-   * How long this caller waits for the stop to be over; no default (the caller waits for the whole stop, which the
-   * policy bounds). On expiry the caller gets `PeerError.StopTimeout`; the stop itself is not cut short: it goes on
-   * to its end, as a call that timed out does (docs/lifecycle.md, "stop"). A negative timeout is a zero one.
+   * How long this caller waits; no default. On expiry it gets `PeerError.StopTimeout` and the stop goes on to its end
+   * (docs/lifecycle.md, "stop").
    */
   readonly timeout: Duration.Input
 }
@@ -364,10 +318,8 @@ export interface Connection<Serves extends Method.Any, Calls extends Method.Any>
   readonly lifecycle: Lifecycle.Lifecycle
   readonly policy: ShutdownPolicy.Policy
   /**
-   * Stops under the policy. The first caller gets `Stopped` once the shutdown is over (milliseconds under fail-fast,
-   * at most the drain timeout plus the flush bound under drain); every later or concurrent caller gets
-   * `AlreadyClosing` at once, from any state. With a `timeout` ({@link StopOptions}) the caller waits at most that
-   * long: on expiry it gets `PeerError.StopTimeout` and the stop goes on to its end.
+   * Stops under the policy: the first caller gets `Stopped` once the shutdown is over, every other caller
+   * `AlreadyClosing` at once (docs/lifecycle.md, "stop").
    */
   readonly stop: {
     (reason?: Lifecycle.CloseReason): Effect.Effect<Lifecycle.StopResult>
@@ -376,10 +328,7 @@ export interface Connection<Serves extends Method.Any, Calls extends Method.Any>
       options: StopOptions
     ): Effect.Effect<Lifecycle.StopResult, PeerError.StopTimeout>
   }
-  /**
-   * Stops fail-fast whatever the policy: cuts a drain in progress short at once (a second SIGTERM); the calls the drain
-   * had not finished fail with `ShutdownError { reason: "Forced" }`. Answers like `stop`.
-   */
+  /** Stops fail-fast whatever the policy, cutting a drain short (`ShutdownError { reason: "Forced" }`). */
   readonly stopNow: (reason?: Lifecycle.CloseReason) => Effect.Effect<Lifecycle.StopResult>
   /** Waits for the end of the shutdown, however it started, and tells what it did. */
   readonly awaitShutdown: Effect.Effect<ShutdownReport>
@@ -467,9 +416,8 @@ export interface LayerOptions<Serves extends Method.Any, Calls extends Method.An
 export type LayerError<E = never> = Lifecycle.Failure | E | Lifecycle.IllegalTransition | Config.ConfigError
 
 /**
- * A connection for the life of the layer, over the `Transport` service, as the service `tag`. Built, it is `Ready`
- * (an `Initiate` handshake has succeeded); released, it stops under its policy. A service built on the connection is
- * tested by providing another `Transport` layer (`TestTransport.layerServe`), or another layer of `tag`.
+ * A connection for the life of the layer, over the `Transport` service, as the service `tag`: `Ready` once built,
+ * stopped under its policy once released.
  *
  * @example
  * ```ts
@@ -546,9 +494,8 @@ export interface LayerConfigOptions<Serves extends Method.Any, Calls extends Met
 }
 
 /**
- * {@link layer} with its settings read from `Config` when the layer is built: a missing or invalid value fails the
- * layer with the `ConfigError` that names it. The policy, when `config` does not give one, follows
- * `ShutdownPolicy.resolve` as in {@link make} (`LIFELINE_SHUTDOWN_POLICY` / `LIFELINE_DRAIN_TIMEOUT`).
+ * {@link layer} with its settings read from `Config` when the layer is built: an invalid value fails the layer with the
+ * `ConfigError` that names it. Without a `policy` in `config`, `ShutdownPolicy.resolve` decides, as in {@link make}.
  *
  * @example
  * ```ts
@@ -581,8 +528,8 @@ export const layerConfig: <I, Serves extends Method.Any, Calls extends Method.An
 ) => Layer.Layer<I, LayerError<E>, Transport.Transport | Exclude<R, Scope.Scope>> = internalLayer.layerConfig
 
 /**
- * A connection as a service of its own, one per protocol: the class is the service's key, and its statics build it.
- * Made by {@link Service}.
+ * A connection as a service of its own, one per protocol, made by {@link Service}: the class is the key, its statics
+ * build it.
  *
  * @example
  * ```ts
@@ -617,11 +564,9 @@ export interface Service<Self, Id extends string, Serves extends Method.Any, Cal
 }
 
 /**
- * Declares a connection service for a protocol, the way `Context.Service` declares any service: a class whose
- * instances are `Connection`s of that protocol, with `layer` and `layerConfig` to make one over the `Transport`
- * service, and `client` for its typed calls. A service of the application built on it (`Layer.effect` over the class)
- * runs against a child process, stdio or a socket by providing that `Transport` layer, and in a test against
- * `TestTransport.layerServe(protocol, handlers)`, under `TestClock`.
+ * Declares a connection service for a protocol, as `Context.Service` declares any service, with `layer` and
+ * `layerConfig` over the `Transport` service and `client` for typed calls. In a test, provide
+ * `TestTransport.layerServe(protocol, handlers)` as the `Transport`.
  *
  * @example
  * ```ts

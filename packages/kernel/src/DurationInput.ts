@@ -1,6 +1,5 @@
 /**
- * Deprecated: the module is `DurationText` now (durations as people type them; `DurationInput` read like Effect's
- * `Duration.Input`, which is something else). Everything it exports is here under the same names.
+ * Deprecated: the module is `DurationText` now (`DurationInput` read like Effect's `Duration.Input`).
  *
  * @since 0.1.0
  * @deprecated Use `DurationText`.

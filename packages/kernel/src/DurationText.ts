@@ -1,8 +1,6 @@
 /**
- * Durations as people type them, on a command line or in an environment variable: the compact forms `250ms`, `4s`,
- * `1.5s`, `2m`, `1h` (and runs of them, `1m30s`, `1s 500ms` as `Duration.format` prints), and Effect's own
- * `1500 millis`, `4 seconds`, which are the only ones `Duration.fromInput` (and so `Config.Duration`) reads. (It was
- * the module `DurationInput`, a name Effect's `Duration.Input` already means; that name remains as a deprecated alias.)
+ * Durations as people type them, on a command line or in an environment variable: the compact forms `250ms`, `1.5s`,
+ * `1m30s` (as `Duration.format` prints them), and Effect's own `1500 millis`, the only ones `Config.Duration` reads.
  *
  * @since 0.1.0
  */
@@ -69,12 +67,9 @@ export interface ParseOptions {
 }
 
 /**
- * Reads a duration as a person types it. Accepted: `<number><unit>` with or without a blank in between, the number
- * with an optional fraction (`1.5s`, `.5s`), the unit one of `ns`, `us`/`µs`, `ms`, `s`, `m`, `h`, `d`, `w` or
- * Effect's names (`nanos`, `micros`, `millis`, `seconds`, `minutes`, `hours`, `days`, `weeks`, singular or plural);
- * several such parts add up (`1m30s`, `1h 30m`); `0` alone is zero. Refused, with a message that says why: no unit
- * (unless {@link ParseOptions.unitless}), an unknown unit, a negative duration (a typo that would turn a timeout into
- * none), `Infinity` (a timeout has an end), and anything else.
+ * Reads a duration as a person types it: `<number><unit>` parts (a fraction allowed, a blank between allowed) that add
+ * up, the unit short (`ms`, `s`, `m`, ...) or Effect's name; `0` alone is zero. Refused with a message that says why:
+ * no unit (unless {@link ParseOptions.unitless}), an unknown unit, a negative duration, `Infinity`.
  *
  * @example
  * ```ts

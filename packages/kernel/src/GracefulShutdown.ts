@@ -1,9 +1,7 @@
 /**
- * The graceful shutdown of a whole program: every live connection (and every child process with its connection) that
- * a request to stop must stop under its own shutdown policy before the program's main fiber is interrupted. A
- * `Connection` registers itself for the life of its Scope when the service is present; `NodeSignals.runMain` provides
- * it and calls {@link GracefulShutdown.Service.stop} at the first SIGTERM, SIGINT or SIGHUP, and
- * {@link GracefulShutdown.Service.force} at the second.
+ * The graceful shutdown of a whole program: every live connection (or child process) registered here stops under its
+ * own policy before the main fiber is interrupted. `NodeSignals.runMain` provides it and calls `stop` at the first
+ * signal, `force` at the second.
  *
  * @since 0.1.0
  */

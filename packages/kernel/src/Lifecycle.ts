@@ -137,8 +137,7 @@ export const Closing: (args: { readonly reason: CloseReason }) => State = State.
 export const Closed: (args: void) => State = State.Closed
 
 /**
- * `Failed` with `error`. The state keeps the error itself: it outlives the span it was raised in and may be journaled.
- * (Effect 4 reports an error's span in the `Cause`, so the error that reaches a handler is already the original.)
+ * `Failed` with `error`, kept as it is: it outlives the span it was raised in and may be journaled.
  *
  * @since 0.1.0
  * @category constructors
@@ -146,9 +145,8 @@ export const Closed: (args: void) => State = State.Closed
 export const Failed: (args: { readonly error: Failure }) => State = internalState.Failed
 
 /**
- * The states each state may move to. `Starting → Ready` is for peers without a handshake. `Closing` and `Failed` are
- * reachable from every state that has not ended; `Closed` and `Failed` are terminal. No state moves to itself, which
- * is what makes `beginStop` answer `AlreadyClosing` the second time.
+ * The states each state may move to (`Starting → Ready` is for peers without a handshake). No state moves to itself,
+ * which is what makes `beginStop` answer `AlreadyClosing` the second time.
  *
  * @since 0.1.0
  * @category models
@@ -216,7 +214,7 @@ export interface Event {
 
 /**
  * What `beginStop` tells its caller: `Stopped` for the one call that moved the lifecycle to `Closing`,
- * `AlreadyClosing` for every other call (docs/lifecycle.md: a later caller learns the stop is already under way).
+ * `AlreadyClosing` for every other call.
  *
  * @since 0.1.0
  * @category models
@@ -224,10 +222,8 @@ export interface Event {
 export type StopResult = "Stopped" | "AlreadyClosing"
 
 /**
- * The error an inbound request gets in `state`, or `undefined` if it may run. `isHandshake` marks the handshake's
- * messages (e.g. `initialize` and `initialized`): they are the only ones admitted before `Ready`, and a handshake
- * request once `Ready` is a second handshake (-32600). Before `Ready` anything else gets -32002; from `Closing` on
- * everything gets -32003. Notifications are never answered, so the peer drops those the gate refuses.
+ * The error an inbound request gets in `state`, or `undefined` if it may run; `isHandshake` marks the handshake's
+ * messages (docs/lifecycle.md, "Gates").
  *
  * @example
  * ```ts
@@ -244,11 +240,8 @@ export const inboundGate: (state: State, method: string, isHandshake: boolean) =
   internalGate.inboundGate
 
 /**
- * The error an outbound call fails with at once in `state`, or `undefined` if it may be sent. `phase` is the state's
- * name; `reason` says what started the shutdown: `Interrupted` or `Failed` when that is what started it, otherwise
- * `Stop` (with the `CloseReason` in `detail` when it was the other side: `RemoteShutdown`, `TransportClosed`). A
- * `Closed` state does not say why it closed: `closedBy` is the reason of the `Closing` before it (a lifecycle's own
- * `outboundGate` passes it), `Stop` when it is not given.
+ * The error an outbound call fails with at once in `state`, or `undefined` if it may be sent (docs/lifecycle.md,
+ * "Gates"). A `Closed` state does not say why it closed: `closedBy` is the reason of the `Closing` before it.
  *
  * @example
  * ```ts
@@ -319,9 +312,8 @@ export interface Lifecycle {
   /** {@link inboundGate} in the current state. */
   readonly inboundGate: (method: string, isHandshake: boolean) => RpcError.RpcError | undefined
   /**
-   * {@link outboundGate} in the current state, with the reason of the `Closing` that came before a `Closed`. One error
-   * per state: every call refused in the same state gets the same `ShutdownError` instance (as the calls a teardown
-   * cuts off all get one), so a flood of refused calls costs no allocation each.
+   * {@link outboundGate} in the current state. Every call refused in one state gets the same `ShutdownError` instance,
+   * so a flood of refused calls allocates nothing each.
    */
   readonly outboundGate: () => ShutdownError | undefined
 }
@@ -351,14 +343,10 @@ export interface Lifecycle {
 export const make: Effect.Effect<Lifecycle, never, Scope.Scope> = internal.make
 
 /**
- * Runs a handshake on a lifecycle in `Starting`: moves to `Initializing`, runs `handshake` with `timeout` (a Clock
- * timeout, so `TestClock` drives it), then moves to `Ready` with its result. If it fails, or does not finish in time
- * (`HandshakeTimeout`), the lifecycle moves to `Failed` with that error and the error is returned.
- *
- * Each transition is a compare-and-set on `Initializing`: if a `stop` arrived meanwhile, the lifecycle stays in
- * `Closing`, a late success fails with `IllegalTransition`, and a failure is returned without marking `Failed`. A
- * lifecycle that is not in `Starting` fails with `IllegalTransition` at once. Interruption and defects leave the
- * state to the owner, whose finalizer stops the lifecycle.
+ * Runs a handshake on a lifecycle in `Starting`: `Initializing`, then `Ready` with its result, or `Failed` with its
+ * error or a `HandshakeTimeout` (a Clock timeout). Each transition is a compare-and-set on `Initializing`: a `stop`
+ * that came meanwhile wins (a late success fails with `IllegalTransition`). Interruption and defects leave the state to
+ * the owner.
  *
  * @example
  * ```ts

@@ -1,8 +1,7 @@
 /**
- * A bidirectional JSON-RPC 2.0 peer over a `Transport`: it serves the methods its protocol serves, calls the methods
- * its protocol calls, matches answers by id in any order, and cancels both ways when its protocol has a cancellation.
- * Its lifetime is the Scope it is made in: closing that Scope fails every pending call and interrupts every handler, so
- * nothing waits forever.
+ * A bidirectional JSON-RPC 2.0 peer over a `Transport`: it serves and calls the methods of its protocol, matches
+ * answers by id in any order, and cancels both ways when its protocol can. Closing its Scope fails every pending call
+ * and interrupts every handler (docs/peer.md).
  *
  * @since 0.1.0
  */
@@ -107,76 +106,45 @@ export interface Options<Serves extends Method.Any, Calls extends Method.Any, R>
   /** Default: `Content-Length` (LSP, Hermes). */
   readonly framing?: Framing.Framing | undefined
   /**
-   * What the other side may send: the framing's header and body sizes (`Framing.defaultLimits`), and what one body
-   * may hold (`Message.defaultLimits`: 1,000 messages and 16 MiB in a batch, 128 levels of nesting), checked without
-   * recursion, before `JSON.parse` for a body over 256 KiB. A body over one of the latter is answered with one -32600
-   * (id `null`) and nothing of it is served.
+   * What the other side may send: defaults `Framing.defaultLimits` and `Message.defaultLimits`. A body over a
+   * `Message` limit is answered with one -32600 (id `null`) and nothing of it is served.
    */
   readonly limits?: Partial<Framing.Limits & Message.Limits> | undefined
   /** Default timeout of an outbound call: 5 seconds (docs/protocol.md, "extension's own calls to Hermes"). */
   readonly requestTimeout?: Duration.Input | undefined
   /** How long teardown waits for queued answers to be written before it ends the transport. Default 1 second. */
   readonly flushTimeout?: Duration.Input | undefined
-  /**
-   * What the peer sent wrong (an invalid message, an answer to an id never sent, a notification whose params do not
-   * decode) is logged (WARN) at most once per this interval; the ones in between are counted, and the next line says
-   * how many were left out (every one is in `Stats`). Default 1 second.
-   */
+  /** At most one WARN per this interval about what the peer sent wrong; the rest are counted. Default 1 second. */
   readonly invalidMessageLogInterval?: Duration.Input | undefined
   /** At most this many inbound requests are served at once; the rest wait for a permit. Default: no limit. */
   readonly maxConcurrentHandlers?: number | undefined
   /** Frames waiting to be written; a sender waits when it is full. Default 1024. */
   readonly outboundCapacity?: number | undefined
   /**
-   * Answers to the other side's requests that may wait to be written (handed to the writer, not yet to the transport)
-   * before the peer stops admitting new requests: from then on it reads responses and notifications (cancellations)
-   * as before, but holds the first new request and reads nothing more until the answers drain below the bound
-   * (docs/peer.md, "Backpressure and concurrency"). Default 4096 (each waiting answer costs ~1.8 KB besides its
-   * frame).
+   * Answers waiting to be written before the reader holds the next request (docs/peer.md, "Answers the other side does
+   * not read"). Default 4096.
    */
   readonly maxPendingAnswers?: number | undefined
   /** The same bound in bytes: the frames of the answers waiting to be written. Default 16 MiB. */
   readonly maxPendingAnswerBytes?: number | undefined
   /**
-   * How long the reader may hold a request because answers are over their bound, or wait for room to queue an answer
-   * of its own (a refusal), while the other side does not read what we write, before the connection ends as
-   * unresponsive: `closed` completes with `PeerClosed` `Unresponsive`, an error is logged and `unresponsive` counts
-   * it. Two peers that flood each other while neither reads would wait for each other for ever: this bound ends it.
-   * Default 30 seconds.
+   * How long the reader may stay held by answers the other side does not read before the connection ends with
+   * `PeerClosed` `Unresponsive` (same section). Default 30 seconds.
    */
   readonly stallTimeout?: Duration.Input | undefined
   /** How many abandoned ids are remembered to recognise late answers. Default 10,000. */
   readonly tombstoneCapacity?: number | undefined
   /**
-   * Log annotations (`rpc.method`, `rpc.id`) and a span (`rpc.serve <method>`) around every inbound request.
-   * - `"auto"` (the default): annotations always; the span only when a `Tracer` other than Effect's built-in one is
-   *   installed (an exporter such as `OtlpTracer` from `effect/observability`), because nothing can see the built-in
-   *   tracer's spans and one costs ~2.5 µs per request, more than ten times the fork that runs the handler.
-   * - `true`: both, always. `false`: neither.
-   *
-   * With `traceContext: "propagate"` and spans on, every outbound call made through Effect also runs in an
-   * `rpc.call <method>` span (kind `client`, attribute `rpc.id`), the parent the other side's `rpc.serve` gets.
+   * Log annotations (`rpc.method`, `rpc.id`) and an `rpc.serve <method>` span around every inbound request: `"auto"`
+   * (default) makes the span only when a tracer other than Effect's built-in one is installed; `true` always, `false`
+   * neither (docs/peer.md, "Observability").
    */
   readonly tracing?: boolean | "auto" | undefined
-  /**
-   * Overrides the protocol's `traceContext` (`"propagate"` for MCP, `"off"` otherwise; see `Protocol.make`). With
-   * `"propagate"`, an outbound request or notification made in a span carries it as `params._meta.traceparent` (and
-   * the `tracestate` and `baggage` its trace arrived with), unless its params are an array or already have a
-   * `_meta.traceparent`; and a valid inbound `traceparent` becomes the parent of the `rpc.serve` span (and of the
-   * handler's own calls, even without that span). Inbound values are checked against the W3C formats and bounds
-   * (`tracestate` 32 members and 512 characters, `baggage` 180 members and 8192 bytes); an invalid one is ignored and
-   * counted in `traceContextInvalid` (docs/tracing.md).
-   */
+  /** Overrides the protocol's `traceContext`: W3C trace context in `params._meta` (docs/tracing.md). */
   readonly traceContext?: Protocol.TraceContext | undefined
   /** Put the pretty-printed cause of a handler defect in the -32603 answer's `data`. Default false. */
   readonly exposeDefects?: boolean | undefined
-  /**
-   * Overrides the protocol's cancellation (`protocol.cancellation`, `Cancellation.none` unless the protocol opts in).
-   * With a spelling, an outbound call abandoned after its request was queued (it timed out, or its caller was
-   * interrupted) sends the cancellation notification, and that notification from the other side interrupts the
-   * handler of the request it names. With `Cancellation.none`, an abandoned call is only forgotten (its id
-   * tombstoned, a late answer dropped and counted in `lateResponses`) and nothing is sent.
-   */
+  /** Overrides the protocol's cancellation (docs/peer.md, "Cancellation"). */
   readonly cancellation?: Cancellation_.Cancellation | undefined
   readonly gate?: Gate | undefined
   /** Serves requests for methods the protocol does not name (a generic client answering whatever it is asked). */
@@ -301,10 +269,8 @@ export interface Peer<Serves extends Method.Any, Calls extends Method.Any> {
   /** Interrupts every inbound handler now and tombstones its id. */
   readonly interruptHandlers: Effect.Effect<ReadonlyArray<CutOff>>
   /**
-   * Ends the connection: refuses new work, takes the pending calls off the table (their ids tombstoned), interrupts
-   * handlers, writes what is queued (within `flushTimeout`), ends the transport, and then fails the callers of what
-   * was pending, in batches (docs/peer.md, "Teardown"); it completes once every one has its error. Idempotent; the
-   * Scope's finalizer runs it too.
+   * Ends the connection in the steps of docs/peer.md, "Teardown"; completes once every pending caller has its error.
+   * Idempotent; the Scope's finalizer runs it too.
    */
   readonly close: (error: PeerError.Disconnect) => Effect.Effect<void>
 }

@@ -6,9 +6,8 @@
 import * as Schema from "effect/Schema"
 
 /**
- * The call got no answer within its timeout. The id is tombstoned, so a late answer is dropped and counted. When the
- * protocol has a cancellation (`Cancellation.lsp`, `Cancellation.mcp`), its notification is sent so the other side can
- * stop working on it; under plain JSON-RPC 2.0 (`Cancellation.none`) nothing is sent.
+ * The call got no answer within its timeout. A late answer is dropped and counted; the protocol's cancellation, if it
+ * has one, tells the other side.
  *
  * @since 0.1.0
  * @category errors
@@ -27,9 +26,8 @@ export class RequestTimeout extends Schema.TaggedError<RequestTimeout>("@lifelin
 }
 
 /**
- * A caller of `Connection.stop` with a `timeout` waited that long and the stop was not over yet. Only the caller
- * stops waiting: the stop goes on to its end, as a call that timed out leaves the other side working
- * (docs/lifecycle.md, "stop").
+ * A caller of `Connection.stop` with a `timeout` waited that long; the stop goes on to its end (docs/lifecycle.md,
+ * "stop").
  *
  * @since 0.1.0
  * @category errors
@@ -43,9 +41,8 @@ export class StopTimeout extends Schema.TaggedError<StopTimeout>("@lifeline/kern
 }
 
 /**
- * The connection ended while the call was pending, or before it was sent: the other side closed its end
- * (`TransportClosed`), reading, writing or framing failed (`TransportFailed`), or the other side stopped reading what
- * we write while it kept sending requests, for longer than the peer's `stallTimeout` (`Unresponsive`).
+ * The connection ended while the call was pending, or before it was sent (`Unresponsive`: the other side did not read
+ * our answers for the peer's `stallTimeout`).
  *
  * @since 0.1.0
  * @category errors
@@ -60,11 +57,9 @@ export class PeerClosed extends Schema.TaggedError<PeerClosed>("@lifeline/kernel
 }
 
 /**
- * Our side is shutting down: the call was failed at once instead of waiting (fail-fast, docs/lifecycle.md), or it was still
- * pending when a drain ended without it. `reason` says what started the shutdown (`Stop`, `Interrupted`: a signal or an
- * interrupted Scope, `Failed`), or why a drain ended before the call did: `DrainTimeout` when the drain deadline passed,
- * `Forced` when a forced stop (`stopNow`, a second signal) cut the drain short first. `phase` is the lifecycle state
- * the call met it in. A call refused after the stop keeps the reason that started it, in `Closing` and in `Closed`.
+ * Our side is shutting down: the call was failed at once, or was still pending when a drain ended. `reason` says what
+ * started the shutdown, or why the drain ended first (`DrainTimeout`, `Forced`); `phase` is the lifecycle state the
+ * call met it in.
  *
  * @example
  * ```ts

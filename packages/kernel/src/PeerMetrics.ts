@@ -1,8 +1,6 @@
 /**
- * A peer's traffic as Effect metrics (`effect/Metric`), for any exporter that reads the metric registry. Two tiers:
- * the peer's own counters (calls, failures, pending, served, active), read from its stats when the registry is read,
- * so they cost nothing per message; and, on request, per-method series (`rpc.method`) of calls, failures and
- * durations, updated per call.
+ * A peer's traffic as Effect metrics. Two tiers: the peer's own counters, "observed" (read from its stats when the
+ * registry is read, so they cost nothing per message); and, with `perMethod`, series per `rpc.method`, updated per call.
  *
  * @since 0.1.0
  */
@@ -17,7 +15,7 @@ import type * as Method from "./Method.js"
 import type * as Peer from "./Peer.js"
 
 /**
- * Outbound requests sent (the peer's `requestsSent`). Observed: read from the peer's stats when the registry is read.
+ * Outbound requests sent (the peer's `requestsSent`). Observed.
  *
  * @example
  * ```ts
@@ -36,8 +34,7 @@ export const calls: Metric.Counter<number> = Metric.counter("lifeline.calls", {
 })
 
 /**
- * Outbound calls that got no answer: timed out, or failed because the connection ended (`timedOut +
- * failedByDisconnect`). Error responses are answers; the per-method tier counts them. Observed.
+ * Outbound calls that got no answer (`timedOut + failedByDisconnect`; error responses are answers). Observed.
  *
  * @example
  * ```ts
@@ -113,8 +110,7 @@ export const active: Metric.Gauge<number> = Metric.gauge("lifeline.active", {
 })
 
 /**
- * Answers to the other side's requests waiting to be written (`pendingAnswers`): at the peer's `maxPendingAnswers` the
- * reader holds the next request. Observed.
+ * Answers to the other side's requests waiting to be written (`pendingAnswers`). Observed.
  *
  * @example
  * ```ts
@@ -133,8 +129,7 @@ export const pendingAnswers: Metric.Gauge<number> = Metric.gauge("lifeline.answe
 })
 
 /**
- * Times the reader held a request because answers waiting to be written were at their bound (`readsHeld`): the other
- * side sends requests faster than it reads the answers. Observed.
+ * Times the reader held a request because answers waiting to be written were at their bound (`readsHeld`). Observed.
  *
  * @example
  * ```ts
@@ -153,8 +148,7 @@ export const readsHeld: Metric.Counter<number> = Metric.counter("lifeline.reads.
 })
 
 /**
- * Connections ended as unresponsive (`unresponsive`, 0 or 1 per connection): the reader stayed held for the peer's
- * `stallTimeout`. Observed.
+ * Connections ended as unresponsive (`unresponsive`, 0 or 1 per connection). Observed.
  *
  * @example
  * ```ts
@@ -173,8 +167,7 @@ export const unresponsive: Metric.Counter<number> = Metric.counter("lifeline.unr
 })
 
 /**
- * Inbound W3C trace context values (`params._meta.traceparent`, `tracestate`, `baggage`) ignored because they are not
- * valid or over their bounds (`traceContextInvalid`; only with trace context on, as for MCP). Observed.
+ * Inbound W3C trace context values ignored as invalid (`traceContextInvalid`). Observed.
  *
  * @example
  * ```ts
@@ -193,8 +186,7 @@ export const traceContextInvalid: Metric.Counter<number> = Metric.counter("lifel
 })
 
 /**
- * Per method (`rpc.method`), outbound calls made through Effect (`peer.call`, `Protocol.client`), counted when they
- * end. Updated per call: only with `perMethod`.
+ * Per method, outbound calls made through Effect, counted when they end. Only with `perMethod`.
  *
  * @example
  * ```ts
@@ -213,8 +205,7 @@ export const methodCalls: Metric.Counter<number> = Metric.counter("lifeline.rpc.
 })
 
 /**
- * Per method (`rpc.method`), outbound calls that failed: an error response, a timeout, a disconnect, an interruption.
- * Only with `perMethod`.
+ * Per method, outbound calls that failed (an error response included). Only with `perMethod`.
  *
  * @example
  * ```ts
@@ -252,8 +243,7 @@ export const durationBoundaries: ReadonlyArray<number> = Metric.exponentialBound
 })
 
 /**
- * Per method (`rpc.method`), how long outbound calls took, in milliseconds on the `Clock` (so `TestClock` drives it).
- * Only with `perMethod`.
+ * Per method, how long outbound calls took, in milliseconds on the `Clock`. Only with `perMethod`.
  *
  * @example
  * ```ts
@@ -299,11 +289,7 @@ export interface Options {
    * exporter should tell apart across restarts.
    */
   readonly name?: string | undefined
-  /**
-   * Per-method series (`lifeline.rpc.calls`, `lifeline.rpc.failures`, `lifeline.rpc.duration`, with `rpc.method`):
-   * three metric updates and two Clock reads per call, on calls made through Effect (a `PromiseClient` goes around
-   * them). Default false.
-   */
+  /** Per-method series: three metric updates and two Clock reads per Effect call. Default false. */
   readonly perMethod?: boolean | undefined
 }
 
@@ -326,9 +312,8 @@ let unnamed = 0
 export const nameOf = (options: Options | undefined): string => options?.name ?? `connection-${++unnamed}`
 
 /**
- * Registers the observed series of `peer` (`calls`, `failures`, `pending`, `served`, `active`, attribute
- * `lifeline.peer`) in the registry of the current context, for the life of the current Scope: reading them reads the
- * peer's stats, so they cost nothing per message. `Connection.make` calls it; call it for a `Peer.make` peer.
+ * Registers the observed series of `peer` (attribute `lifeline.peer`) for the life of the current Scope.
+ * `Connection.make` calls it; call it for a `Peer.make` peer.
  *
  * @example
  * ```ts
@@ -389,11 +374,8 @@ interface MethodSeries {
 }
 
 /**
- * `peer` with its Effect calls counted and timed per method (`lifeline.rpc.calls`, `lifeline.rpc.failures`,
- * `lifeline.rpc.duration`, attributes `lifeline.peer` and `rpc.method`), in the registry of the current context. The
- * series of each method are made once, on its first call; each call then makes three synchronous updates when it
- * ends. The result is the same peer for `PromiseClient`, whose calls are not counted. `Connection.make` uses it when
- * `metrics.perMethod` is set.
+ * `peer` with its Effect calls counted and timed per method (attributes `lifeline.peer`, `rpc.method`); its
+ * `PromiseClient` calls are not counted. `Connection.make` uses it when `metrics.perMethod` is set.
  *
  * @example
  * ```ts

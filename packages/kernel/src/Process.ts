@@ -1,7 +1,6 @@
 /**
- * An operating-system process as every host sees it, whatever spawns it (`@lifeline/node`'s `NodeChildProcess`, the
- * Hermes host's `Spawner`): how it ended, the signals a host sends it, and why it could not be started. Plain data:
- * no Node here.
+ * An operating-system process as every host sees it, whatever spawns it: how it ended, the signals a host sends it,
+ * and why it could not be started. Plain data: no Node here.
  *
  * @since 0.1.0
  */
@@ -62,10 +61,9 @@ export const describe = (status: ExitStatus): string =>
   status.signal === null ? `code ${status.exitCode}` : `signal ${status.signal}`
 
 /**
- * A process could not be started: the program was not found (`NotFound`) or may not be run (`PermissionDenied`), the
- * working directory does not exist (`BadDirectory`), the command cannot be run as given (`Unsupported`: a pipeline, a
- * shell command with arguments), or it was to be recorded in a journal and the journal failed, so it was killed at
- * once, before anything talked to it (`Unrecorded`; `cause` is the `JournalError`). `Unknown` for anything else.
+ * A process could not be started. `Unsupported`: the command cannot be run as given (a pipeline, a shell command with
+ * arguments); `Unrecorded`: the journal failed to record it, so it was killed before anything talked to it (`cause`
+ * is the `JournalError`).
  *
  * @example
  * ```ts

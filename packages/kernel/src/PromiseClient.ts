@@ -1,7 +1,6 @@
 /**
- * A running peer's calls as Promises, for callers outside Effect (a VS Code extension, an Express server, a test
- * script): a call rejects with its typed error itself (`RpcError`, `RequestTimeout`, `ShutdownError`, the method's
- * own error), an `AbortSignal` abandons it, and a pending call costs no fiber.
+ * A running peer's calls as Promises, for callers outside Effect: a call rejects with its typed error itself, an
+ * `AbortSignal` abandons it, and a pending call costs no fiber (docs/peer.md, "Calling from outside Effect").
  *
  * @since 0.1.0
  */
@@ -19,17 +18,15 @@ export interface CallOptions {
   /** Overrides the method's and the peer's timeout, as in `Peer.CallOptions` (a number is milliseconds). */
   readonly timeout?: Duration.Input | undefined
   /**
-   * Abandons the call when aborted, as interrupting an Effect caller does: the call is forgotten, its id tombstoned,
-   * the protocol's cancellation sent if it has one (`Cancellation.lsp`, `Cancellation.mcp`), and the Promise rejects
-   * with `signal.reason`. A signal already aborted rejects at once and sends nothing.
+   * Abandons the call when aborted, as interrupting an Effect caller does; the Promise rejects with `signal.reason`.
+   * A signal already aborted rejects at once and sends nothing.
    */
   readonly signal?: AbortSignal | undefined
 }
 
 /**
- * What a call's Promise may reject with: the method's typed error, or one of `Peer.CallError` (`RpcError`,
- * `RequestTimeout`, `PeerClosed`, `ShutdownError`, `PeerExited`), or the signal's reason once it aborts. Promises
- * carry no error type, so this is for narrowing with `instanceof` or `_tag`.
+ * What a call's Promise may reject with (besides an aborted signal's reason), for narrowing with `instanceof` or
+ * `_tag`: Promises carry no error type.
  *
  * @since 0.1.0
  * @category models
@@ -59,9 +56,8 @@ export interface PromiseClient<Calls extends Method.Any> {
     options?: CallOptions
   ) => Promise<unknown>
   /**
-   * Sends a notification: resolves once it is queued (at once, unless the outbound queue is full), rejects with a
-   * `Disconnect` when the connection is over, or with an `Error` when the params fail their Schema. A notification
-   * left un-awaited never becomes an unhandled rejection (which would end a Node process): await it to see the error.
+   * Sends a notification: resolves once it is queued, rejects with a `Disconnect` or, for params that fail their
+   * Schema, an `Error`. Left un-awaited, it never becomes an unhandled rejection.
    */
   readonly notify: <M extends Extract<Calls, Method.AnyNotification>>(
     method: M,
@@ -71,12 +67,9 @@ export interface PromiseClient<Calls extends Method.Any> {
 }
 
 /**
- * The Promise client of a running peer (one made by `Peer.make`, `Connection.make` or `NodeChildProcess.makePeer`).
- * It owns nothing and may be made any number of times: the peer's Scope decides when the connection ends, and then
- * every pending call rejects with the reason (`ShutdownError` when that Scope closes, `PeerClosed`, `PeerExited`).
- * Synchronous, unlike other constructors, because its callers are outside Effect. Each call is an entry in the peer's
- * pending table whose callback settles the Promise: no fiber per call, and a rejection is the typed error itself. For
- * any other implementation of `Peer.Peer` (a test double), each call runs its Effect as a fiber instead.
+ * The Promise client of a running peer; synchronous, since its callers are outside Effect. It owns nothing: the
+ * peer's Scope decides when the connection ends, and then every pending call rejects with the reason. For a `Peer.Peer`
+ * not made by `Peer.make` (a test double), each call runs its Effect as a fiber.
  *
  * @example
  * ```ts

@@ -1,7 +1,6 @@
 /**
- * A connection for programs written with Promises: opened and closed with `await`, served by handlers that return
- * Promises, called through a `PromiseClient`, and stopped under the shutdown policy like any other connection. No
- * `Scope`, `Effect.runPromise` or `ManagedRuntime` in the program.
+ * A connection for programs written with Promises: opened and closed with `await`, served by Promise handlers, called
+ * through a `PromiseClient`, stopped under the shutdown policy like any other connection.
  *
  * @since 0.2.0
  */
@@ -61,9 +60,8 @@ export type Handlers<Serves extends Method.Any> = {
 }
 
 /**
- * Options of {@link open}: the transport as a Layer (`NodeChildProcess.layer`, `NodeStdio.layer`, `NodeStream.layer`,
- * `TestTransport.layerServe`), the handlers as Promise functions, and what `Connection.make` takes besides (the
- * policy first of all: by default `ShutdownPolicy.resolve`'s rule, so `LIFELINE_SHUTDOWN_POLICY` works here too).
+ * Options of {@link open}: the transport as a Layer, the handlers as Promise functions, and what `Connection.make`
+ * takes besides.
  *
  * @since 0.2.0
  * @category models
@@ -88,20 +86,15 @@ export interface PromiseConnection<Calls extends Method.Any> {
    * with what the shutdown did. Idempotent: every call gets the same report; it never rejects.
    */
   readonly close: (reason?: Lifecycle.CloseReason) => Promise<Connection.ShutdownReport>
-  /**
-   * Resolves once the connection is over, however it ended (closed here, the other side gone), with the report. The
-   * transport is released once `close` is called (or the process ends).
-   */
+  /** Resolves with the report once the connection is over, however it ended; `close` still releases the transport. */
   readonly closed: Promise<Connection.ShutdownReport>
   /** Stops fail-fast whatever the policy (what a second Ctrl-C does), then as `close`. */
   readonly closeNow: (reason?: Lifecycle.CloseReason) => Promise<Connection.ShutdownReport>
 }
 
 /**
- * Opens a connection: builds the transport, starts the connection and returns once it is `Ready`. Rejects with the
- * transport's or the connection's error (a child that could not be spawned, an invalid policy in the environment).
- * Its log lines go to stderr (Effect's `Logger.LogToStderr`), never to stdout. Not for extensions whose stdout is
- * the protocol: use `NodeStdio`, which also moves every log line to stderr.
+ * Opens a connection and resolves once it is `Ready`, or rejects with the transport's or the connection's error. Logs
+ * go to stderr. Not for extensions whose stdout is the protocol: use `NodeStdio`.
  *
  * @example
  * ```ts

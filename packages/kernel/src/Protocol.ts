@@ -1,7 +1,6 @@
 /**
- * A protocol seen from one side: the methods this side serves and the methods it calls, and how the protocol cancels
- * a request on the wire, if it can. The other side's view is the same protocol flipped. `client` derives from it a
- * typed record of the methods a peer calls.
+ * A protocol seen from one side: the methods this side serves and calls, and how it cancels a request on the wire, if
+ * it can. The other side's view is the same protocol flipped.
  *
  * @since 0.1.0
  */
@@ -18,23 +17,15 @@ import type * as PeerError from "./PeerError.js"
 export interface Protocol<out Serves extends Method.Any, out Calls extends Method.Any> {
   readonly serves: ReadonlyArray<Serves>
   readonly calls: ReadonlyArray<Calls>
-  /**
-   * What a peer sends when it abandons a call (it timed out, or its caller was interrupted) and which inbound
-   * notification cancels a request it serves. `Cancellation.none` unless the protocol opts in.
-   */
+  /** How an abandoned call is cancelled on the wire, both ways; `Cancellation.none` unless the protocol opts in. */
   readonly cancellation: Cancellation.Cancellation
-  /**
-   * Whether a peer carries W3C trace context in `params._meta` (`traceparent`, `tracestate`, `baggage`, as MCP
-   * 2026-07-28 reserves them): `"propagate"` puts the caller's span into each outbound request and notification, and
-   * continues a valid inbound `traceparent` as the parent of the `rpc.serve` span (docs/tracing.md). Absent
-   * means `"off"`. `make` turns it on for MCP.
-   */
+  /** See {@link TraceContext}; absent means `"off"`. */
   readonly traceContext?: TraceContext | undefined
 }
 
 /**
  * Whether W3C trace context travels in `params._meta`: `"off"` (plain JSON-RPC, Hermes, LSP: their params have no
- * `_meta`) or `"propagate"` (MCP).
+ * `_meta`) or `"propagate"` (MCP; docs/tracing.md).
  *
  * @since 0.3.0
  * @category models
@@ -48,14 +39,8 @@ export type TraceContext = "off" | "propagate"
 export type Any = Protocol<Method.Any, Method.Any>
 
 /**
- * Groups methods into what this side serves and what it calls.
- *
- * `cancellation` defaults to `Cancellation.none`: JSON-RPC 2.0 defines no cancellation, so a peer that speaks plain
- * JSON-RPC must never receive `$/cancelRequest`. A protocol that has one says so: `Cancellation.lsp` (LSP's
- * `$/cancelRequest`), `Cancellation.mcp` (MCP's `notifications/cancelled`), or a `Cancellation.Spelling` of its own.
- *
- * `traceContext` defaults to `"propagate"` for MCP (a protocol whose cancellation is `Cancellation.mcp`: MCP reserves
- * `params._meta.traceparent`) and to `"off"` for every other protocol, whose params may have no `_meta`.
+ * Groups methods into what this side serves and what it calls. `cancellation` defaults to `Cancellation.none` (plain
+ * JSON-RPC has none); `traceContext` to `"propagate"` when the cancellation is `Cancellation.mcp`, else `"off"`.
  *
  * @example
  * ```ts
@@ -196,11 +181,8 @@ export type Client<Calls extends Method.Any> = {
 }
 
 /**
- * The peer's callable methods as a typed record, one function per method the protocol calls: `client.add([1, 2])` is
- * `peer.call(Add, [1, 2])`, `client.log({ text })` is `peer.notify(Log, { text })`. The key is the method name as it is
- * on the wire, so a name with a `/` or a `$` is reached with brackets: `client["editor/getMessage"]({})`. Each
- * function calls the peer directly (no fiber, no wrapper Effect), so it costs what `peer.call` costs. It owns nothing:
- * the peer's Scope decides how long the calls can be made.
+ * The peer's callable methods as a typed record keyed by wire name: `client.add([1, 2])` is `peer.call(Add, [1, 2])`.
+ * Each function calls the peer directly, so it costs what `peer.call` costs; it owns nothing.
  *
  * @example
  * ```ts

@@ -1,7 +1,6 @@
 /**
- * What a peer does with work in flight when it stops: fail it at once (`FailFast`, the default, docs/lifecycle.md) or let it
- * finish until a deadline (`Drain`). The policy is plain data, provided as a service so an app picks it per
- * environment without code changes; {@link resolve} is the one rule for where it comes from.
+ * What a peer does with work in flight when it stops: fail it at once (`FailFast`, the default) or let it finish until
+ * a deadline (`Drain`). {@link resolve} is the one rule for where a connection's policy comes from.
  *
  * @since 0.1.0
  */
@@ -19,12 +18,8 @@ import * as Bounds from "./Bounds.js"
 import * as DurationText from "./DurationText.js"
 
 /**
- * The shutdown policy.
- *
- * - `FailFast`: every pending outbound call fails at once with a `ShutdownError`, inbound handlers are interrupted,
- *   the transport is closed. Finishes in milliseconds whatever the other side does.
- * - `Drain`: new inbound requests are refused, in-flight work in both directions may finish until `timeout` has
- *   passed, then whatever is left is failed as in `FailFast` and reported as cut off.
+ * The shutdown policy: `FailFast` or `Drain` until `timeout`, then the rest cut off as under `FailFast`
+ * (docs/lifecycle.md, "stop").
  *
  * @since 0.1.0
  * @category models
@@ -97,7 +92,6 @@ export const Drain: (args: { readonly timeout: Duration.Duration }) => Policy = 
  * @category constructors
  */
 export const drain = (timeout: Duration.Input): Policy =>
-  // Effect 4 durations may be negative; Effect 3's were clamped to zero here, and still are.
   Drain({ timeout: Duration.max(Duration.fromInputUnsafe(timeout), Duration.zero) })
 
 /**
@@ -173,10 +167,7 @@ const whyOf = (text: string, refusal: string): string => {
     : refusal
 }
 
-// Read with DurationText.parse, so the compact forms a person types (4s, 250ms, 1m30s) work as well as Effect's own
-// ("3 seconds"), which are all Config.Duration reads. A negative duration is named as such: a timeout treats it as
-// zero, and it reads like a typo that turned drain into fail-fast. "Infinity" is refused by the parser: a drain has a
-// deadline.
+// A negative duration is refused by name: a timeout would treat it as zero, a typo that turns drain into fail-fast.
 const drainTimeoutConfigRaw: Config.Config<Duration.Duration> = Config.schema(
   Schema.String.annotate({
     description: "How long the drain policy lets in-flight work finish, e.g. 3s, 500ms or \"3 seconds\""
@@ -271,10 +262,8 @@ const together = (first: Config.ConfigError, second: Config.ConfigError): Config
     : second
 
 /**
- * Reads the policy from `LIFELINE_SHUTDOWN_POLICY` (`fail-fast` or `drain`, default `fail-fast`) and
- * `LIFELINE_DRAIN_TIMEOUT` (default 5 seconds). Both are validated whichever policy is chosen, so a bad timeout is
- * reported when it is written, not on the day someone switches to `drain`; invalid values in both are reported
- * together.
+ * Reads the policy from `LIFELINE_SHUTDOWN_POLICY` (default `fail-fast`) and `LIFELINE_DRAIN_TIMEOUT`. Both are
+ * validated whichever policy is chosen, so a bad timeout is reported before someone switches to `drain`.
  *
  * @example
  * ```ts
@@ -352,23 +341,10 @@ export const layerDrain = (timeout: Duration.Input): Layer.Layer<ShutdownPolicy>
 export const layerConfig: Layer.Layer<ShutdownPolicy, Config.ConfigError> = Layer.effect(ShutdownPolicy, config)
 
 /**
- * The one rule for where a connection's policy comes from, used by `Connection.make` (and so by `NodeStdio`,
- * `NodeChildProcess` and the Hermes SDK, which all build on it):
- *
- * 1. the `policy` option, when the code gives one;
- * 2. else the {@link ShutdownPolicy} service, when a layer provides one (`layerFailFast`, `layerDrain`, `layerConfig`);
- * 3. else the environment: `LIFELINE_SHUTDOWN_POLICY` and `LIFELINE_DRAIN_TIMEOUT`, read with {@link config} from the
- *    fiber's `ConfigProvider` (the process environment unless a test provides another);
- * 4. else fail-fast, the default of `LIFELINE_SHUTDOWN_POLICY` (docs/lifecycle.md).
- *
- * An invalid value in the environment fails with the `ConfigError` that names the variable: a policy someone wrote
- * down is never silently replaced by another one.
- *
- * Why a rule and not a required service: most programs, examples and tests make a connection without ever providing a
- * layer, and an operator must still be able to pick the policy of a deployed program by its environment alone, with
- * no change to its code. A required service would make every one of them provide a layer to get the default, and the
- * environment would be read only by the programs that remembered `layerConfig`. With the rule, the environment is
- * honoured everywhere, code that chooses still wins, and the default is visible in one place.
+ * The one rule for where a connection's policy comes from (`Connection.make` uses it): `policy` when given, else the
+ * {@link ShutdownPolicy} service, else the environment read with {@link config}, else fail-fast. An invalid value in
+ * the environment fails with the `ConfigError` that names it. Why a rule: docs/shutdown.md, "Where the policy comes
+ * from".
  *
  * @example
  * ```ts

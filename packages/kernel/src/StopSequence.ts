@@ -1,9 +1,7 @@
 /**
- * The one bounded stop sequence for a child process, written once for every host (`NodeChildProcess`, the Hermes
- * host): the protocol's shutdown request → the conversation closed under its shutdown policy → end of input → exit
- * grace → SIGTERM to the process group → kill grace → SIGKILL to the process group → verify that the group is gone.
- * It runs over a small {@link Target} that each host implements; every wait is a Clock timeout, so `TestClock` drives
- * it, and its bounds derive from the policy (a 10 s drain is never cut at 5 s).
+ * The one bounded stop sequence for a child process, for every host: shutdown request → close under the policy → end
+ * of input → exit grace → SIGTERM to the group → kill grace → SIGKILL → verify the group is gone (docs/shutdown.md).
+ * It runs over a {@link Target} each host implements; every wait is a Clock timeout.
  *
  * @since 0.1.0
  */
@@ -37,11 +35,9 @@ export interface Target {
   /** Ends the process's input (closes its stdin). Idempotent. */
   readonly endInput: Effect.Effect<void>
   /**
-   * Waits for the exit at most `timeout`: whether it came. A target that can bound the wait itself (one callback on a
-   * timer of its platform) gives it, and the sequence then starts no fiber for its waits on the exit (a race of two
-   * otherwise, on the path of every stop). The timer is the target's: give it only where the sequence runs on the
-   * system clock (a supervisor of real processes), never under a `TestClock`. Not used while a forced stop
-   * (`Steps.forced`) can cut the wait short.
+   * Waits for the exit at most `timeout`: whether it came. With it the sequence starts no fiber for its waits on the
+   * exit. Its timer is the platform's: give it only on the system clock, never under a `TestClock`. Not used while
+   * `Steps.forced` can cut the wait short.
    *
    * @since 0.3.0
    */
@@ -76,21 +72,9 @@ export interface Steps {
 }
 
 /**
- * The bounds of the stop sequence, each one named option; the defaults are in the table below (and in
- * docs/shutdown.md).
- *
- * | option | default | bounds |
- * | --- | --- | --- |
- * | `shutdownTimeout` | 5 s (Hermes, docs/protocol.md) | the answer to the protocol's shutdown request |
- * | `closeTimeout` | the policy's drain timeout + `flushTimeout` + 1 s | closing the conversation under its policy; never less than drain + flush |
- * | `flushTimeout` | 1 s (the peer's) | writing queued frames before the input ends: only an input of `closeTimeout` |
- * | `exitGrace` | 1 s | after the end of input, the time to exit by itself before SIGTERM (`killGrace` when the shutdown request failed) |
- * | `killGrace` | 1 s | after SIGTERM, before SIGKILL; also for descendants left in the group |
- * | `verifyTimeout` | 1 s | after SIGKILL, before the process is reported `Unkillable` (or its group `Survived`) |
- *
- * `killOnShutdownTimeout` (default true) is not a bound: a process that does not answer the shutdown request within
- * `shutdownTimeout` is unresponsive, and gets SIGKILL at once (Hermes: "Timeout exceeded: process forcibly
- * terminated").
+ * The bounds of the stop sequence: each default is in {@link defaults} (from `Bounds`), and docs/shutdown.md's table
+ * of bounds says what each one bounds. With `killOnShutdownTimeout` (default true) a process that does not answer the
+ * shutdown request within `shutdownTimeout` gets SIGKILL at once.
  *
  * @since 0.1.0
  * @category models
@@ -139,7 +123,6 @@ export interface Bounds {
 export const defaults = {
   shutdownTimeout: BoundTable.shutdownTimeout,
   flushTimeout: BoundTable.flushTimeout,
-  /** What `closeTimeout` adds to drain + flush by default: the cut-off itself, the cancellations, the end of input. */
   closeSlack: BoundTable.closeSlack,
   exitGrace: BoundTable.exitGrace,
   killGrace: BoundTable.killGrace,
@@ -147,7 +130,7 @@ export const defaults = {
   killOnShutdownTimeout: true
 } as const
 
-// Effect 4 durations may be negative; a negative bound is a zero one.
+// A negative bound is a zero one.
 const nonNegative = (input: Duration.Input): Duration.Duration =>
   Duration.max(Duration.fromInputUnsafe(input), Duration.zero)
 
@@ -168,13 +151,13 @@ const nonNegative = (input: Duration.Input): Duration.Duration =>
  * @category constructors
  */
 export const bounds = (options: Options = {}): Bounds => {
+  const drain = ShutdownPolicy.drainTimeout(options.policy ?? ShutdownPolicy.FailFast())
   const flush = nonNegative(options.flushTimeout ?? defaults.flushTimeout)
-  const floor = Duration.sum(ShutdownPolicy.drainTimeout(options.policy ?? ShutdownPolicy.FailFast()), flush)
   return {
     shutdownTimeout: nonNegative(options.shutdownTimeout ?? defaults.shutdownTimeout),
     closeTimeout: options.closeTimeout === undefined
-      ? BoundTable.closeTimeout(ShutdownPolicy.drainTimeout(options.policy ?? ShutdownPolicy.FailFast()), flush)
-      : Duration.max(nonNegative(options.closeTimeout), floor),
+      ? BoundTable.closeTimeout(drain, flush)
+      : Duration.max(nonNegative(options.closeTimeout), Duration.sum(drain, flush)),
     exitGrace: nonNegative(options.exitGrace ?? defaults.exitGrace),
     killGrace: nonNegative(options.killGrace ?? defaults.killGrace),
     verifyTimeout: nonNegative(options.verifyTimeout ?? defaults.verifyTimeout),
@@ -184,10 +167,8 @@ export const bounds = (options: Options = {}): Bounds => {
 }
 
 /**
- * The step after which the process was seen to exit: it had `Exited` before the stop began, or exited during the
- * protocol `Shutdown` request, after the `EndOfInput` (the close step included), after SIGTERM (`Terminate`) or
- * SIGKILL (`Kill`); `Unkillable` when even SIGKILL was not followed by an exit within `verifyTimeout` (a process stuck
- * in the kernel).
+ * The step after which the process was seen to exit (`Exited`: before the stop began); `Unkillable` when even SIGKILL
+ * was not followed by an exit within `verifyTimeout`.
  *
  * @since 0.1.0
  * @category models

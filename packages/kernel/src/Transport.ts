@@ -63,10 +63,8 @@ export declare namespace Transport {
     /** Half-close: no more sends; `incoming` keeps flowing until the other side closes. Idempotent. */
     readonly end: Effect.Effect<void>
     /**
-     * Optional fast path: hands `chunk` over at once when that needs no waiting (no backpressure, not ended, not
-     * failed) and says whether it did; `false` means "use `send`". The peer calls it only while nothing of its own
-     * is queued or being sent, so frames keep their order, and a reply goes out without waking its writer fiber (a
-     * scheduler hop per message). A transport may coalesce what it is given within one tick (Node's `cork`).
+     * Optional fast path: hands `chunk` over at once when that needs no waiting, and says whether it did (`false`: use
+     * `send`). The peer calls it only while nothing of its own is queued, so frames keep their order.
      */
     readonly unsafeTrySend?: ((chunk: Uint8Array) => boolean) | undefined
   }

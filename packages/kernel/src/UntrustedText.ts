@@ -1,10 +1,7 @@
 /**
- * Text that came from the other side (a peer's names, reasons and messages, its stderr; a journal key or owner; a
- * server's error), made safe for a log line or an error message: control characters, line and paragraph separators
- * and bidirectional overrides are written as `\uXXXX` escapes (so one entry stays one line, and a terminal shows what
- * was logged instead of obeying it), and a long value is cut with a marker saying how long it was. The journal, the
- * Node stderr logger and the fleet check and escape with these; `@lifeline/hermes-node`'s `TerminalText` is the
- * variant for text printed to a person (Control Pictures instead of escapes).
+ * Text that came from the other side, made safe for a log line or an error message: control characters, line
+ * separators and bidirectional overrides are written as `\uXXXX` escapes (one entry stays one line, and a terminal
+ * shows what was logged instead of obeying it), and a long value is cut with a marker saying how long it was.
  *
  * @since 0.1.0
  */
@@ -51,9 +48,8 @@ export const shown: (value: string, max?: number) => string = internal.shown
 export const maxShownLength: number = internal.maxShownLength
 
 /**
- * Why `value` cannot be a name (a journal key, kind or owner, a fleet session id), or `undefined` when it can: a name
- * is 1 to `max` characters of well-formed Unicode (no lone surrogate, which drivers store as U+FFFD, so two names
- * would collide) without control characters (NUL among them, which PostgreSQL refuses).
+ * Why `value` cannot be a name (a journal key, kind or owner, a fleet session id), or `undefined` when it can: 1 to
+ * `max` characters of well-formed Unicode without control characters.
  *
  * @example
  * ```ts

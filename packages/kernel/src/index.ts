@@ -22,19 +22,15 @@ export * as Cancellation from "./Cancellation.js"
 
 /**
  * A peer with a lifecycle: the handshake that makes it `Ready`, the gates that refuse traffic in the wrong state, and
- * an idempotent `stop` (an Effect that completes once every pending caller has its error) that shuts it down under a
- * `ShutdownPolicy` (fail-fast or timeout-bounded drain).
- * Its lifetime is the Scope it is made in; closing that Scope stops it under the same policy, and so does a request to
- * stop the whole program (`GracefulShutdown`, which `NodeSignals.runMain` provides). Layer-first, `Service` declares a
- * connection of one protocol as a service of its own, built by `layer` over the `Transport` service.
+ * an idempotent `stop` under a `ShutdownPolicy`. Closing its Scope, or `GracefulShutdown`, stops it the same way
+ * (docs/lifecycle.md). `Service` declares a connection of one protocol as a service of its own.
  *
  * @since 0.1.0
  */
 export * as Connection from "./Connection.js"
 
 /**
- * Deprecated: the module is `DurationText` now (durations as people type them; `DurationInput` read like Effect's
- * `Duration.Input`, which is something else). Everything it exports is here under the same names.
+ * Deprecated: the module is `DurationText` now (`DurationInput` read like Effect's `Duration.Input`).
  *
  * @since 0.1.0
  * @deprecated Use `DurationText`.
@@ -42,21 +38,17 @@ export * as Connection from "./Connection.js"
 export * as DurationInput from "./DurationInput.js"
 
 /**
- * Durations as people type them, on a command line or in an environment variable: the compact forms `250ms`, `4s`,
- * `1.5s`, `2m`, `1h` (and runs of them, `1m30s`, `1s 500ms` as `Duration.format` prints), and Effect's own
- * `1500 millis`, `4 seconds`, which are the only ones `Duration.fromInput` (and so `Config.Duration`) reads. (It was
- * the module `DurationInput`, a name Effect's `Duration.Input` already means; that name remains as a deprecated alias.)
+ * Durations as people type them, on a command line or in an environment variable: the compact forms `250ms`, `1.5s`,
+ * `1m30s` (as `Duration.format` prints them), and Effect's own `1500 millis`, the only ones `Config.Duration` reads.
  *
  * @since 0.1.0
  */
 export * as DurationText from "./DurationText.js"
 
 /**
- * The graceful shutdown of a whole program: every live connection (and every child process with its connection) that
- * a request to stop must stop under its own shutdown policy before the program's main fiber is interrupted. A
- * `Connection` registers itself for the life of its Scope when the service is present; `NodeSignals.runMain` provides
- * it and calls {@link GracefulShutdown.Service.stop} at the first SIGTERM, SIGINT or SIGHUP, and
- * {@link GracefulShutdown.Service.force} at the second.
+ * The graceful shutdown of a whole program: every live connection (or child process) registered here stops under its
+ * own policy before the main fiber is interrupted. `NodeSignals.runMain` provides it and calls `stop` at the first
+ * signal, `force` at the second.
  *
  * @since 0.1.0
  */
@@ -80,10 +72,9 @@ export * as Lifecycle from "./Lifecycle.js"
 export * as Method from "./Method.js"
 
 /**
- * A bidirectional JSON-RPC 2.0 peer over a `Transport`: it serves the methods its protocol serves, calls the methods
- * its protocol calls, matches answers by id in any order, and cancels both ways when its protocol has a cancellation.
- * Its lifetime is the Scope it is made in: closing that Scope fails every pending call and interrupts every handler, so
- * nothing waits forever.
+ * A bidirectional JSON-RPC 2.0 peer over a `Transport`: it serves and calls the methods of its protocol, matches
+ * answers by id in any order, and cancels both ways when its protocol can. Closing its Scope fails every pending call
+ * and interrupts every handler (docs/peer.md).
  *
  * @since 0.1.0
  */
@@ -97,74 +88,64 @@ export * as Peer from "./Peer.js"
 export * as PeerError from "./PeerError.js"
 
 /**
- * A peer's traffic as Effect metrics (`effect/Metric`), for any exporter that reads the metric registry. Two tiers:
- * the peer's own counters (calls, failures, pending, served, active), read from its stats when the registry is read,
- * so they cost nothing per message; and, on request, per-method series (`rpc.method`) of calls, failures and
- * durations, updated per call.
+ * A peer's traffic as Effect metrics. Two tiers: the peer's own counters, "observed" (read from its stats when the
+ * registry is read, so they cost nothing per message); and, with `perMethod`, series per `rpc.method`, updated per call.
  *
  * @since 0.1.0
  */
 export * as PeerMetrics from "./PeerMetrics.js"
 
 /**
- * An operating-system process as every host sees it, whatever spawns it (`@lifeline/node`'s `NodeChildProcess`, the
- * Hermes host's `Spawner`): how it ended, the signals a host sends it, and why it could not be started. Plain data:
- * no Node here.
+ * An operating-system process as every host sees it, whatever spawns it: how it ended, the signals a host sends it,
+ * and why it could not be started. Plain data: no Node here.
  *
  * @since 0.1.0
  */
 export * as Process from "./Process.js"
 
 /**
- * A running peer's calls as Promises, for callers outside Effect (a VS Code extension, an Express server, a test
- * script): a call rejects with its typed error itself (`RpcError`, `RequestTimeout`, `ShutdownError`, the method's
- * own error), an `AbortSignal` abandons it, and a pending call costs no fiber.
+ * A running peer's calls as Promises, for callers outside Effect: a call rejects with its typed error itself, an
+ * `AbortSignal` abandons it, and a pending call costs no fiber (docs/peer.md, "Calling from outside Effect").
  *
  * @since 0.1.0
  */
 export * as PromiseClient from "./PromiseClient.js"
 
 /**
- * A connection for programs written with Promises: opened and closed with `await`, served by handlers that return
- * Promises, called through a `PromiseClient`, and stopped under the shutdown policy like any other connection. No
- * `Scope`, `Effect.runPromise` or `ManagedRuntime` in the program.
+ * A connection for programs written with Promises: opened and closed with `await`, served by Promise handlers, called
+ * through a `PromiseClient`, stopped under the shutdown policy like any other connection.
  *
  * @since 0.2.0
  */
 export * as PromiseConnection from "./PromiseConnection.js"
 
 /**
- * A protocol seen from one side: the methods this side serves and the methods it calls, and how the protocol cancels
- * a request on the wire, if it can. The other side's view is the same protocol flipped. `client` derives from it a
- * typed record of the methods a peer calls.
+ * A protocol seen from one side: the methods this side serves and calls, and how it cancels a request on the wire, if
+ * it can. The other side's view is the same protocol flipped.
  *
  * @since 0.1.0
  */
 export * as Protocol from "./Protocol.js"
 
 /**
- * What a peer does with work in flight when it stops: fail it at once (`FailFast`, the default, docs/lifecycle.md) or let it
- * finish until a deadline (`Drain`). The policy is plain data, provided as a service so an app picks it per
- * environment without code changes; {@link resolve} is the one rule for where it comes from.
+ * What a peer does with work in flight when it stops: fail it at once (`FailFast`, the default) or let it finish until
+ * a deadline (`Drain`). {@link resolve} is the one rule for where a connection's policy comes from.
  *
  * @since 0.1.0
  */
 export * as ShutdownPolicy from "./ShutdownPolicy.js"
 
 /**
- * The one bounded stop sequence for a child process, written once for every host (`NodeChildProcess`, the Hermes
- * host): the protocol's shutdown request → the conversation closed under its shutdown policy → end of input → exit
- * grace → SIGTERM to the process group → kill grace → SIGKILL to the process group → verify that the group is gone.
- * It runs over a small {@link Target} that each host implements; every wait is a Clock timeout, so `TestClock` drives
- * it, and its bounds derive from the policy (a 10 s drain is never cut at 5 s).
+ * The one bounded stop sequence for a child process, for every host: shutdown request → close under the policy → end
+ * of input → exit grace → SIGTERM to the group → kill grace → SIGKILL → verify the group is gone (docs/shutdown.md).
+ * It runs over a {@link Target} each host implements; every wait is a Clock timeout.
  *
  * @since 0.1.0
  */
 export * as StopSequence from "./StopSequence.js"
 
 /**
- * `TestTransport` under its old path, kept so that existing imports compile: the test kit lives in
- * `@lifeline/kernel/testing` (as Effect ships `effect/testing`), which is where new code imports it from.
+ * `TestTransport` under its old path, kept so that existing imports compile.
  *
  * @deprecated since 0.2.0: import `TestTransport` from `@lifeline/kernel/testing`.
  * @since 0.1.0
@@ -180,12 +161,9 @@ export * as TestTransport from "./TestTransport.js"
 export * as Transport from "./Transport.js"
 
 /**
- * Text that came from the other side (a peer's names, reasons and messages, its stderr; a journal key or owner; a
- * server's error), made safe for a log line or an error message: control characters, line and paragraph separators
- * and bidirectional overrides are written as `\uXXXX` escapes (so one entry stays one line, and a terminal shows what
- * was logged instead of obeying it), and a long value is cut with a marker saying how long it was. The journal, the
- * Node stderr logger and the fleet check and escape with these; `@lifeline/hermes-node`'s `TerminalText` is the
- * variant for text printed to a person (Control Pictures instead of escapes).
+ * Text that came from the other side, made safe for a log line or an error message: control characters, line
+ * separators and bidirectional overrides are written as `\uXXXX` escapes (one entry stays one line, and a terminal
+ * shows what was logged instead of obeying it), and a long value is cut with a marker saying how long it was.
  *
  * @since 0.1.0
  */

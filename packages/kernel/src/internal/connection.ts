@@ -107,11 +107,8 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
     }
 
     /**
-     * Tells the other side, in the protocol's cancellation (`$/cancelRequest`, `notifications/cancelled`), that the
-     * calls a teardown cut off are abandoned, so that it stops working on them too. Nothing is sent when the protocol
-     * has no cancellation (plain JSON-RPC, Hermes) or when the connection is already lost. In a fiber of its own, for
-     * the reason the drain is (a teardown in a finalizer of an interrupted fiber), bounded by the flush timeout: the
-     * notifications wait for room in the outbound queue like any frame.
+     * Tells the other side, in the protocol's cancellation if it has one, that the calls a teardown cut off are
+     * abandoned. In a fiber of its own, as the drain is, bounded by the flush timeout.
      */
     const cancelOnWire = (cut: ReadonlyArray<Peer.CutOff>, why: string): Effect.Effect<void> =>
       Effect.suspend(() => {
@@ -175,11 +172,8 @@ export const make = <Serves extends Method.Any, Calls extends Method.Any, R = ne
               : "Stop",
             phase
           })
-          // The pending calls are taken off the peer first (tombstoned, cancelled on the wire) but their callers are
-          // woken only once the peer is closed: the end of input comes first, so the other side starts exiting while
-          // they wake, in batches that leave the event loop free between them (docs/peer.md, "Teardown"). A forced
-          // stop waits for no exit, and the program's fibers are interrupted as it runs (a second signal): its
-          // callers are woken at once, before the interruption of their own fiber can reach them.
+          // Callers are woken only once the peer is closed, so the other side starts exiting while they wake
+          // (docs/peer.md, "Teardown"); a forced stop wakes them at once, before their own fibers are interrupted.
           const pending = yield* detachPeer(peer, error)
           const forced = yield* Deferred.isDone(force)
           if (forced) yield* pending.wakeNow

@@ -1,8 +1,6 @@
 /**
- * Counts the handlers a test's far end has started and how many still run, so a test can wait until the far end has
- * really begun a request before it moves the `TestClock`. A request crosses several fibers (writer, link, reader,
- * handler) before its handler runs: a test that adjusts the clock right after forking a call moves time before the
- * handler's own sleeps are registered, and they then wait for time that never comes.
+ * Counts the handlers a test's far end has started and how many still run: the waits of `TestTransport.FarEnd`,
+ * which says why a test needs them.
  *
  * @internal
  */

@@ -1,12 +1,8 @@
 /**
- * A bounded set of ids whose answers we no longer wait for (cancelled, timed out, failed by a shutdown), so a late
- * answer can be told apart from an answer to an id never sent. The oldest entries go first once it is full.
- *
- * Ids come one at a time (a cancelled or timed-out call) or a whole table at once (every pending call failed by a
- * disconnect). A whole table is kept as it is, as one generation, rather than copied id by id: copying 10,000 ids
- * into a `Set` was a tenth of a fail-fast stop with 10,000 calls pending (CPU profile, bench/shutdown.ts). Generations
- * are kept oldest first, so eviction stays in insertion order across both kinds. A table's values (the ended calls,
- * ~150 bytes each with their entry) stay reachable until their ids are evicted or the peer is gone.
+ * A bounded set of ids whose answers we no longer wait for, so a late answer can be told apart from an answer to an
+ * id never sent; the oldest go first once it is full. Ids come one at a time or a whole pending table at once, which
+ * is kept as it is, as one generation, rather than copied id by id (a tenth of a fail-fast stop with 10,000 calls
+ * pending). A table's ended calls stay reachable until their ids are evicted.
  *
  * @internal
  */

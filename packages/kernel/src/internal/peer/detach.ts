@@ -1,9 +1,7 @@
 /**
- * The end of every pending call at once, when the connection is lost or torn down, in two steps: `detach` takes the
- * pending table off the peer (swapped for an empty one, its ids tombstoned, the cut-off list built) without waking
- * anyone, and the handle it returns wakes the callers later, in batches with a turn of the event loop between them.
- * A teardown ends the transport between the two, so the other side starts exiting while the callers are woken (see
- * docs/peer.md, "Teardown"). `failPending` does both at once.
+ * The end of every pending call at once, in two steps: `detach` takes the pending table off the peer without waking
+ * anyone, and its handle wakes the callers later, in batches. A teardown ends the transport between the two, so the
+ * other side starts exiting while the callers are woken (docs/peer.md, "Teardown"). `failPending` does both at once.
  *
  * @internal
  */
@@ -14,10 +12,8 @@ import type * as PeerError from "../../PeerError.js"
 import { complete, of, type PendingCall, type State, wakeIdle } from "./state.js"
 
 /**
- * How many callers a deferred wake-up wakes before it lets the event loop run. Waking an Effect caller resumes its
- * fiber in the waker's stack (~1.2–1.5 µs each, docs/peer.md, "Rows that still miss"), so 1,024 of them hold the
- * thread for a millisecond or two: short enough that timers and I/O (a child's `exit`, say) are not held up behind
- * 10,000 wake-ups, and few enough turns that a large table does not pay much for them.
+ * How many callers a deferred wake-up wakes before it lets the event loop run: 1,024 Effect callers hold the thread
+ * for a millisecond or two, so timers and I/O (a child's `exit`) are not held up behind 10,000 wake-ups.
  *
  * @internal
  */
@@ -66,9 +62,8 @@ const take = (s: State, report: boolean): Taken | undefined => {
 }
 
 /**
- * Takes every pending call off the peer without waking its caller: the table is swapped for an empty one (a call made
- * from now on is a new entry, refused or not by the peer as usual), its ids are tombstoned (an answer that still comes
- * for one is a late answer), its deadlines are dropped, and `awaitIdle` sees no pending call any more.
+ * Takes every pending call off the peer without waking its caller: the table is swapped for an empty one, its ids
+ * tombstoned, its deadlines dropped.
  *
  * @internal
  */
@@ -76,10 +71,8 @@ export const detach = (s: State, error: PeerError.Disconnect, report = true): De
   const taken = take(s, report)
   wakeIdle(s)
   if (taken === undefined) return nothing
-  // One more turn before the first batch: the end of a pipe's input (a child's stdin) is carried out by the event loop
-  // after the call that ended it, and a teardown that runs from an I/O callback gets its first `setImmediate` before
-  // the loop polls again. With two turns the loop has polled once before any caller is woken, whichever phase the
-  // teardown ran in (measured in docs/peer.md, "Rows that still miss", "Stop → child exited").
+  // Two turns before the first batch: the event loop then has polled once (and carried out the end of a child's
+  // stdin) before any caller is woken, whichever phase the teardown ran in.
   const exit = Exit.fail(error)
   return {
     cutOff: taken.cutOff,
@@ -103,10 +96,8 @@ export const detachPeer = (peer: Peer.Peer<any, any>, error: PeerError.Disconnec
   })
 
 /**
- * Wakes `calls[from..to)`. One outcome for every call: an Exit is immutable, and the error is one value whoever
- * receives it (`catchTag` matches its `_tag`), so failing N calls makes no N errors, causes or stack traces. An Effect
- * caller resumes at once, in this stack (Effect 4 runs a fiber resumed from a callback synchronously); a Promise
- * caller is rejected with the error itself, and its handlers run as microtasks once this stack is done.
+ * Wakes `calls[from..to)` with one shared outcome (an Exit is immutable), so failing N calls makes no N errors, causes
+ * or stack traces. An Effect caller resumes at once, in this stack; a Promise caller is rejected with the error.
  */
 const wakeRange = (
   calls: ReadonlyArray<PendingCall>,
@@ -130,9 +121,8 @@ const wakeRange = (
 }
 
 /**
- * One batch after a turn of the event loop, then the rest. `Effect.yieldNow` hands the fiber to the scheduler, which
- * (Effect's default one) resumes it from `setImmediate`: Node runs timers and delivers I/O before that (an immediate
- * queued from an immediate waits for the next turn of the loop), which a microtask would not.
+ * One batch after a turn of the event loop, then the rest: `Effect.yieldNow` resumes from `setImmediate`, so Node runs
+ * timers and I/O in between, which a microtask would not.
  */
 const wakeFrom = (
   calls: ReadonlyArray<PendingCall>,

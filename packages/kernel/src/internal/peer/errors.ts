@@ -1,8 +1,7 @@
 /**
- * The peer's own errors, made without a JavaScript stack trace, as Effect's `SchemaError` is. They are made by the
- * peer's reader, timer or teardown, never at a caller's line, so a stack would only point into the peer (a caller's
- * fiber adds its own span to the Cause); and they are made in bulk: one `RequestTimeout` per call when calls time out
- * together, where capturing a stack cost ~4 µs of the ~5 µs each took (10,000 at once: ~40 ms).
+ * The peer's own errors, made without a JavaScript stack trace, as Effect's `SchemaError` is: they are made by the
+ * peer's reader, timer or teardown, so a stack would only point into the peer, and in bulk (10,000 timeouts at once),
+ * where capturing the stack was most of their cost.
  *
  * @internal
  */
@@ -21,8 +20,7 @@ const limitIsWritable = ((): boolean => {
   return Object.hasOwn(descriptor, "writable") ? descriptor.writable === true : descriptor.set !== undefined
 })()
 
-/** @internal */
-export const withoutStackTrace = <A>(construct: () => A): A => {
+const withoutStackTrace = <A>(construct: () => A): A => {
   if (!limitIsWritable) return construct()
   const limit = errorConstructor.stackTraceLimit
   errorConstructor.stackTraceLimit = 0

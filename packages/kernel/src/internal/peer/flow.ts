@@ -1,13 +1,7 @@
 /**
- * Flow control of inbound requests: a request is served by a handler of its own and its answer is written whenever
- * the other side reads, so a peer that keeps sending requests and never reads would fill our memory with answers.
- * The answers waiting to be written are counted (`writer.ts`); at their bound (`maxPendingAnswers`,
- * `maxPendingAnswerBytes`) the reader holds the next frame that would be answered and reads nothing more until they
- * drain below it, which pushes back on the transport. Responses and notifications (cancellations among them) read
- * before that frame are handled as usual: they free what waits rather than add to it. A hold that lasts `stallTimeout`
- * ends the connection as unresponsive: two peers flooding each other while neither reads would otherwise wait for each
- * other for ever. The same bound applies when the reader waits to queue an answer of its own (a refusal, -32600):
- * the queue has had no room for one frame all that time.
+ * Flow control of inbound requests: at the answers bound (counted in `writer.ts`) the reader holds the next frame that
+ * would be answered until they drain, and a hold (or a wait to queue an answer of its own) that lasts `stallTimeout`
+ * ends the connection as unresponsive (docs/peer.md, "Answers the other side does not read").
  *
  * @internal
  */

@@ -210,10 +210,8 @@ const startCall = (
 }
 
 /**
- * Runs `body` in the caller's fiber with the caller's current span, when the peer propagates trace context; with
- * `tracing` on too, inside an `rpc.call <method>` client span of its own, whose id is what the other side's
- * `rpc.serve` span gets as its parent. Without trace context this is the plain `Effect.suspend` it always was: no
- * span is read and nothing is added to the params.
+ * Runs `body` with the caller's current span when the peer propagates trace context (with `tracing` on, inside an
+ * `rpc.call <method>` client span); otherwise a plain `Effect.suspend`.
  */
 const withCaller = <A, E>(
   s: State,

@@ -79,25 +79,19 @@ export interface Waiting {
   wake: (() => void) | undefined
 }
 
-/** @internal */
-export interface Counters {
-  requestsSent: number
-  notificationsSent: number
-  responsesReceived: number
-  requestsReceived: number
-  notificationsReceived: number
-  timedOut: number
-  cancelledByUs: number
-  cancelledByPeer: number
-  lateResponses: number
-  unknownResponses: number
-  invalidMessages: number
-  failedByDisconnect: number
-  handlerDefects: number
-  readsHeld: number
-  unresponsive: number
-  traceContextInvalid: number
+/**
+ * The counters of `Peer.Stats`; its gauges are read from the tables by `snapshot`.
+ *
+ * @internal
+ */
+export type Counters = {
+  -readonly [K in Exclude<keyof Peer.Stats, keyof Gauges>]: number
 }
+
+type Gauges = Pick<
+  Peer.Stats,
+  "pendingOutbound" | "activeInbound" | "tombstones" | "pendingAnswers" | "pendingAnswerBytes"
+>
 
 /** @internal */
 export interface State {
@@ -121,9 +115,8 @@ export interface State {
    */
   readonly clock: Clock.Clock
   /**
-   * The Clock's time when the peer was made. Deadlines are kept relative to it, so that for 24 days they are small
-   * integers, which V8 stores in the call's entry itself, where an absolute time in milliseconds is a separate 16-byte
-   * number per pending call (bench/peer.ts, heap per pending call).
+   * The Clock's time when the peer was made. Deadlines are relative to it, so for 24 days they are small integers,
+   * which V8 keeps in the call's entry itself rather than as a boxed number per pending call.
    */
   readonly epoch: number
   /**
@@ -151,11 +144,7 @@ export interface State {
   readonly stallTimeout: Duration.Duration
   readonly closed: Deferred.Deferred<PeerError.Disconnect>
   readonly stats: Counters
-  /**
-   * The rate limit of the WARNs about what the peer sent (`warnAboutPeer`): when the last one was logged, and how many
-   * were counted but not logged since. A peer that sends nothing but garbage gets one line per interval, not one per
-   * frame.
-   */
+  /** The rate limit of `warnAboutPeer`: when the last WARN was logged, and how many were left out since. */
   readonly invalidLog: { loggedAt: number | undefined; suppressed: number }
 
   // -- outbound calls ------------------------------------------------------------------------------------------
@@ -402,11 +391,9 @@ export const snapshot = (s: State): Peer.Stats => ({
 })
 
 /**
- * A WARN about what the peer sent (an invalid message, an answer to an id never sent, a notification whose params do
- * not decode), at most one per `invalidMessageLogInterval` on this connection, on the peer's Clock: a peer that sends
- * nothing but garbage wrote 11,458 lines in 2 s, one per frame. The first of a burst is logged; the others are
- * counted, and the first one logged after the interval says how many were left out. Each is still counted in
- * `Stats` and answered (or not) as before: only the log line is left out.
+ * A WARN about what the peer sent, at most one per `invalidMessageLogInterval` on the peer's Clock, so a peer that
+ * sends nothing but garbage gets one line per interval, not one per frame. The next line logged says how many were
+ * left out; `Stats` and answers are unchanged.
  *
  * @internal
  */

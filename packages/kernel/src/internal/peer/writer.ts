@@ -21,12 +21,8 @@ import { type State, waitFor, type Waiting, wakeDrained } from "./state.js"
 /** Frames waiting in the outbound queue. */
 const queued = (s: State): number => Queue.sizeUnsafe(s.outbound)
 
-/*
- * `overflow`: frames that found the outbound queue full (or other frames still waiting there), oldest first. The writer
- * moves them into the queue as room frees up, in order, and skips the ones that ended meanwhile (a call timed out,
- * interrupted or failed by a disconnect; a sender interrupted). While anything waits there, no frame goes ahead of it
- * (see `offerNow`): frames leave in the order they were issued.
- */
+// `overflow` (see `Waiting`): the writer moves its frames into the queue as room frees up, in order, and skips the
+// ones that ended meanwhile. While anything waits there, no frame goes ahead of it (`offerNow`).
 const isLive = (waiting: Waiting): boolean =>
   waiting.call === undefined ? waiting.wake !== undefined : waiting.call.live
 
@@ -58,10 +54,7 @@ const offer = (s: State, frame: Uint8Array, answerBytes: number): boolean => {
   return true
 }
 
-/**
- * Doubles the ring, oldest entry first. It starts small and grows with the queue rather than being made at the queue's
- * capacity, which may be large (a bench queues 100,000 calls).
- */
+/** Doubles the ring, oldest entry first: it grows with the queue rather than starting at its (maybe large) capacity. */
 const grow = (s: State): void => {
   const ring = s.queuedAnswerBytes
   const grown = new Float64Array(ring.length * 2)
