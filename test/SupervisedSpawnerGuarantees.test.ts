@@ -98,7 +98,10 @@ describe("NodeSupervisedSpawner guarantees", () => {
         yield* NodeSupervisedSpawner.exitStatus(handle),
         Option.some({ exitCode: null, signal: "SIGINT" })
       )
-      assert.strictEqual(Option.getOrThrow(yield* NodeSupervisedSpawner.lastStop(handle)).endedBy, "Terminate")
+      const report = Option.getOrThrow(yield* NodeSupervisedSpawner.lastStop(handle))
+      assert.strictEqual(report.endedBy, "Terminate")
+      // Sent once (before the sequence is set up), named SIGTERM in the report: the signal that asks.
+      assert.deepStrictEqual(report.signals, ["SIGTERM"])
     }).pipe(Effect.provide(supervised(stateDirectory))))
 
   it.live("awaitExit waits for the exit the watcher saw, the code or the signal as data", () =>

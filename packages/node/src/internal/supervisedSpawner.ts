@@ -248,7 +248,7 @@ export const make = (
           Effect.flatMap(groupDone, (done) =>
             done ? Effect.void : Effect.repeat(groupDone, { schedule: groupWatch, until: (gone) => gone }))
         )).pipe(
-          Effect.andThen(Effect.suspend(() => scoped ? forget(status) : Effect.void)),
+          Effect.andThen(Effect.suspend(() => scoped ? forget(status, true) : Effect.void)),
           Supervisor.onSystemClock,
           Effect.forkDetach
         )

@@ -175,16 +175,36 @@ export const stop = (
     // running it (its steps, a change of the fiber's context) costs as much as the rest of the close of such a child.
     const status = child.unsafeExitStatus()
     if (status !== undefined && !unsafeGroupAlive(child)) return Effect.succeed(exitedReport(status))
+    // A running child is asked to stop at once, before the sequence is set up: the sequence's first step would send
+    // the same signal (it has no input to end and no protocol shutdown), and the child's exit then runs alongside the
+    // set-up instead of after it. The sequence's own first SIGTERM is that one, not sent twice.
+    let asked = status === undefined
+    if (asked) unsafeSignal(child, signal)
     const target: StopSequence.Target = {
       exit: child.exit,
       exitStatus: Effect.sync(() => Option.fromUndefinedOr(child.unsafeExitStatus())),
       // The sequence asks with SIGTERM; the command may have chosen another signal to ask with (`killSignal`).
-      signal: (sent) => Effect.sync(() => unsafeSignal(child, sent === "SIGTERM" ? signal : sent)),
+      signal: (sent) =>
+        Effect.sync(() => {
+          if (asked && sent === "SIGTERM") {
+            asked = false
+            return
+          }
+          unsafeSignal(child, sent === "SIGTERM" ? signal : sent)
+        }),
       groupAlive: Effect.sync(() => unsafeGroupAlive(child)),
       endInput: Effect.void,
       exitWithin: child.unsafeOnExit === undefined ? undefined : exitWithin(child, child.unsafeOnExit)
     }
-    return annotated(StopSequence.runWithBounds(target, {}, bounds), { pid: child.pid }, true)
+    return annotated(
+      Effect.map(StopSequence.runWithBounds(target, {}, bounds), (report) =>
+        // Exited before the sequence looked: of the signal sent first, which the report names as the sequence would.
+        asked && report.endedBy === "Exited"
+          ? { ...report, endedBy: "Terminate", signals: ["SIGTERM", ...report.signals] }
+          : report),
+      { pid: child.pid },
+      true
+    )
   })
 
 /** The report of the stop sequence for a child that had exited with nobody left in its group: nothing done. */
