@@ -1,7 +1,7 @@
 /**
  * What `@lifeline/mcp`'s transport costs a host at `close()`, against the MCP SDK's `StdioClientTransport` in the same
  * run, closes interleaved so both see the same machine. Each row a median with its spread (p25–p75, min–max) over
- * `--repeats` (default 30), from `close()` until it returns, the server started and settled (20 ms) before:
+ * `--repeats` (default 100), from `close()` until it returns, the server started and settled (20 ms) before:
  *
  * - `cat`, which exits at once at the end of its stdin;
  * - a Node server (`node -e`) that exits at the end of its stdin, as a well-behaved MCP server does.
@@ -30,7 +30,7 @@ const servers: ReadonlyArray<readonly [string, Sdk.StdioServerParameters]> = [
 ]
 
 /** Measures both transports, one close of each in turn. */
-export const run = async (repeats = 30) => {
+export const run = async (repeats = 100) => {
   const journalDirectory = mkdtempSync(join(tmpdir(), "lifeline-bench-mcp-"))
   const keep = new Lifeline.StdioClientTransport({ command: "cat", journalDirectory })
   await keep.start()
@@ -67,7 +67,7 @@ export const run = async (repeats = 30) => {
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   const repeats = Number(
-    /^--repeats=(\d+)$/.exec(process.argv.find((arg) => arg.startsWith("--repeats=")) ?? "")?.[1] ?? 30
+    /^--repeats=(\d+)$/.exec(process.argv.find((arg) => arg.startsWith("--repeats=")) ?? "")?.[1] ?? 100
   )
   run(repeats).then((rows) => {
     process.stdout.write(

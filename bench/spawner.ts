@@ -1,7 +1,7 @@
 /**
  * What supervision costs an Effect app: `NodeSupervisedSpawner.layer` against Effect's `NodeChildProcessSpawner.layer`
  * in the same run, iterations interleaved so both see the same machine. Two rows, each a median with its spread
- * (p25–p75, min–max) over `--repeats` (default 30):
+ * (p25–p75, min–max) over `--repeats` (default 200: a close lasts under a millisecond, and the median of fewer moves by a tenth from run to run on a shared machine):
  *
  * - "spawn → first byte": from `ChildProcess.make` until the first chunk of a child that prints at once (`echo`),
  *   which includes our journal record (one small file written);
@@ -49,7 +49,7 @@ const close = Effect.gen(function*() {
 })
 
 /** Measures both layers, one iteration of each in turn. */
-export const run = (repeats = 30, withJournal = true): Effect.Effect<ReadonlyArray<Row>> => {
+export const run = (repeats = 200, withJournal = true): Effect.Effect<ReadonlyArray<Row>> => {
   const directory = mkdtempSync(join(tmpdir(), "lifeline-bench-spawner-"))
   return Effect.gen(function*() {
     const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
@@ -86,7 +86,7 @@ export const run = (repeats = 30, withJournal = true): Effect.Effect<ReadonlyArr
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   const repeats = Number(
-    /^--repeats=(\d+)$/.exec(process.argv.find((arg) => arg.startsWith("--repeats=")) ?? "")?.[1] ?? 30
+    /^--repeats=(\d+)$/.exec(process.argv.find((arg) => arg.startsWith("--repeats=")) ?? "")?.[1] ?? 200
   )
   Effect.runPromise(run(repeats, !process.argv.includes("--no-journal"))).then((rows) => {
     process.stdout.write(
