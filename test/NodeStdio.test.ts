@@ -324,3 +324,29 @@ layer(Fixtures.layer(["broken-pipe-server"]), { excludeTestServices: true, timeo
     }
   }
 )
+
+layer(Fixtures.layer(["exit-code-program"]), { excludeTestServices: true, timeout: "60 seconds" })(
+  "runMain and process.exitCode",
+  (it) => {
+    it.effect("a program that succeeds after setting process.exitCode exits with it, and logs no failure", () =>
+      Effect.gen(function*() {
+        const programs = yield* Fixtures.Programs
+        const ran = yield* Effect.promise(() =>
+          new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+            const child = ChildProcess.spawn(process.execPath, [...programs.argv("exit-code-program"), "4"], {
+              cwd: Fixtures.fixturesDir,
+              stdio: ["ignore", "pipe", "pipe"]
+            })
+            let stdout = ""
+            let stderr = ""
+            child.stdout.on("data", (chunk: Buffer) => stdout += chunk.toString("utf8"))
+            child.stderr.on("data", (chunk: Buffer) => stderr += chunk.toString("utf8"))
+            child.once("close", (code) => resolve({ code, stdout, stderr }))
+          })
+        )
+        assert.strictEqual(ran.code, 4)
+        assert.strictEqual(ran.stdout, "report: not ok\n")
+        assert.strictEqual(ran.stderr, "")
+      }))
+  }
+)

@@ -344,8 +344,12 @@ NodeSignals.runMain(
         return false
       })
     ),
-    // runMain exits 1 on a failure (and logs it on stderr), whatever `process.exitCode` says.
-    Effect.flatMap((ok) => ok ? Effect.void : Effect.fail("the report is not ok")),
+    // A report that is not ok is the run's outcome, not a failure of the program: exit code 1, nothing logged.
+    Effect.flatMap((ok) =>
+      Effect.sync(() => {
+        if (!ok) process.exitCode = 1
+      })
+    ),
     Effect.provideService(References.MinimumLogLevel, args.verbose ? "Debug" : "Warn")
   )
 )

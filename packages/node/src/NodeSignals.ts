@@ -270,7 +270,8 @@ export interface RunMainOptions {
  *   third signal (or `forceTimeout` after the second) exits at once with `Abandoned`;
  * - logs go to stderr (stdout may carry the protocol), and the failure of the program is logged there;
  * - when the program has ended, stdout and stderr are flushed and the process exits with the code of
- *   {@link exitCodeOf}, even if a timer or socket would keep it alive: an extension must not outlive its host; the
+ *   {@link exitCodeOf} (a program that succeeded after setting `process.exitCode` exits with that code, with no error
+ *   logged), even if a timer or socket would keep it alive: an extension must not outlive its host; the
  *   signal handlers stay installed until then, so a signal that comes meanwhile changes nothing (it never kills the
  *   process by its default action);
  * - an error on stdout or stderr (EPIPE once the host is gone) is never an uncaught exception that would skip the
@@ -392,6 +393,12 @@ export const runMain = <A, E>(
   })
   run(program, {
     disableErrorReporting: true,
-    teardown: (result, onExit) => onExit(exitCodeOf(result, controller.unsafeReceived()))
+    teardown: (result, onExit) => {
+      const code = exitCodeOf(result, controller.unsafeReceived())
+      // A program that ended well after setting `process.exitCode` (a command-line tool whose report says "not ok")
+      // exits with that code, as Node would, and nothing is logged.
+      const asked = Number(process.exitCode ?? 0)
+      onExit(code === ExitCode.Success && Number.isInteger(asked) && asked !== 0 ? asked : code)
+    }
   })
 }
