@@ -30,7 +30,7 @@ import { createMessageConnection, StreamMessageReader, StreamMessageWriter } fro
 import type { MessageConnection } from "vscode-jsonrpc/node.js"
 import { Peer, PromiseClient } from "../packages/kernel/src/index.js"
 import type { Transport } from "../packages/kernel/src/index.js"
-import { TestTransport } from "../packages/kernel/src/testing/index.js"
+import { TestTransport } from "../packages/testing/src/index.js"
 import { NodeChildProcess } from "../packages/node/src/index.js"
 import { Drain, Echo, EchoClient, serve as serveOurs, Tick } from "./fixtures/echo-ours.js"
 import { serve as serveVscode } from "./fixtures/echo-vscode.js"

@@ -7,7 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { Peer, Transport } from "@lifeline/kernel"
 import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { NodeChildProcess, NodeStream } from "@lifeline/node"
 import { Context, Effect, Layer, Schema } from "effect"
 import { ChildProcess } from "effect/process"

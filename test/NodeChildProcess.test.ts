@@ -1,7 +1,7 @@
 import { assert, layer } from "@effect/vitest"
 import { Journal, JournalError, ProcessRecord } from "@lifeline/journal"
 import { Connection, Lifecycle, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { NodeChildProcess } from "@lifeline/node"
 import { SqliteJournal } from "@lifeline/sqlite"
 import { Context, Effect, Exit, Fiber, Layer, Option, Schedule, Schema, Scope } from "effect"

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import type * as KernelProcess from "@lifeline/kernel/Process"
+import type * as KernelProcess from "@lifeline/process/Process"
 import type * as Transport from "@lifeline/kernel/Transport"
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"

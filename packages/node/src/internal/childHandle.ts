@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import type * as Process from "@lifeline/kernel/Process"
+import type * as Process from "@lifeline/process/Process"
 import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
 import * as Transport from "@lifeline/kernel/Transport"
 import * as Deferred from "effect/Deferred"
