@@ -5,11 +5,11 @@
  *
  * @since 0.1.0
  */
+import * as BoundTable from "@lifeline/kernel/Bounds"
+import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
 import * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
-import * as BoundTable from "@lifeline/kernel/Bounds"
-import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
 import * as internal from "./internal/stopSequence.js"
 import type * as Process from "./Process.js"
 

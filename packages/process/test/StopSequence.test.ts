@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import type { Process } from "@lifeline/process"
 import { ShutdownPolicy } from "@lifeline/kernel"
+import type { Process } from "@lifeline/process"
 import { StopSequence } from "@lifeline/process"
 import { Clock, Deferred, Duration, Effect, Exit, Fiber, Logger, Option, References } from "effect"
 import { TestClock } from "effect/testing"

@@ -6,6 +6,10 @@
  *
  * @since 0.1.0
  */
+import type * as Method from "@lifeline/kernel/Method"
+import * as Peer from "@lifeline/kernel/Peer"
+import type * as Protocol from "@lifeline/kernel/Protocol"
+import * as Transport from "@lifeline/kernel/Transport"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -19,10 +23,6 @@ import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
-import type * as Method from "@lifeline/kernel/Method"
-import * as Peer from "@lifeline/kernel/Peer"
-import type * as Protocol from "@lifeline/kernel/Protocol"
-import * as Transport from "@lifeline/kernel/Transport"
 import * as HandlerWatch from "./internal/handlerWatch.js"
 
 /**

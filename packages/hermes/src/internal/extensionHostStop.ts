@@ -7,8 +7,8 @@
  */
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
 import type * as Connection from "@lifeline/kernel/Connection"
-import type * as Process from "@lifeline/process/Process"
 import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
+import type * as Process from "@lifeline/process/Process"
 import * as StopSequence from "@lifeline/process/StopSequence"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
