@@ -27,13 +27,20 @@ const lifelineSqlite = {
 
 const lifelineNode = {
   regex: "^@lifeline/node(/|$)",
-  message: "jsonrpc, kernel and journal must not depend on @lifeline/node: depend on kernel Tags instead."
+  message:
+    "jsonrpc, kernel, process, testing and journal must not depend on @lifeline/node: depend on kernel Tags instead."
 }
 
 const lifelineJournal = {
   regex: "^@lifeline/journal(/|$)",
   message:
-    "jsonrpc and kernel must not depend on @lifeline/journal: the journal depends on the kernel, not the reverse."
+    "jsonrpc, kernel, process and testing must not depend on @lifeline/journal: the journal depends on the kernel, not the reverse."
+}
+
+const kernelRooms = {
+  regex: "^@lifeline/(process|testing)(/|$)",
+  message:
+    "the kernel's sources must not import @lifeline/process or @lifeline/testing: they depend on the kernel, not the reverse."
 }
 
 export default defineConfig(
@@ -102,6 +109,8 @@ export default defineConfig(
           "@effect/platform-node",
           "@lifeline/jsonrpc",
           "@lifeline/kernel",
+          "@lifeline/process",
+          "@lifeline/testing",
           "@lifeline/journal",
           "@lifeline/node",
           "@lifeline/sqlite",
@@ -123,6 +132,21 @@ export default defineConfig(
   },
   {
     files: ["packages/{jsonrpc,kernel}/src/**"],
+    rules: {
+      "no-restricted-imports": ["error", {
+        paths: nodeBuiltins.paths,
+        patterns: [...nodeBuiltins.patterns, lifelineNode, lifelineJournal, kernelRooms]
+      }]
+    }
+  },
+  {
+    files: ["packages/{process,testing}/**"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: [lifelineNode, lifelineJournal] }]
+    }
+  },
+  {
+    files: ["packages/{process,testing}/src/**"],
     rules: {
       "no-restricted-imports": ["error", {
         paths: nodeBuiltins.paths,

@@ -7,7 +7,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Framing } from "@lifeline/jsonrpc"
 import { Cancellation, Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Console, Duration, Effect, Fiber, References, Schema, Stream } from "effect"
 
 class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {

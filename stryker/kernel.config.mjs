@@ -1,5 +1,6 @@
 // Mutation testing of the kernel's lifecycle core: `pnpm mutate kernel` (see scripts/mutate.ts).
-// The journal's recovery decisions (@lifeline/journal) have a config of their own: stryker/journal.config.mjs.
+// The journal's recovery decisions (@lifeline/journal) and the stop ladder (@lifeline/process) have configs of their
+// own: stryker/journal.config.mjs, stryker/process.config.mjs.
 // The files run in this order, one Stryker run each; the peer's pending table and its detach come last.
 import { packageConfig } from "./shared.mjs"
 
@@ -17,8 +18,6 @@ const config = packageConfig({
     "packages/kernel/src/internal/lifecycle.ts",
     "packages/kernel/src/internal/lifecycleHandshake.ts",
     "packages/kernel/src/ShutdownPolicy.ts",
-    "packages/kernel/src/StopSequence.ts",
-    "packages/kernel/src/internal/stopSequence.ts",
     // The peer's deadline heap and pending table (outbound calls, their timer, answers matched by id).
     "packages/kernel/src/internal/deadlines.ts",
     "packages/kernel/src/internal/peer/outbound.ts",

@@ -6,8 +6,8 @@
  * - Node 22.19 (`@lifeline/node` and the packages on `@effect/platform-node`): a server over
  *   `NodeChildProcess.layerConnection`, called through a `Connection.Service` client, draining an in-flight call on
  *   SIGTERM;
- * - Node 20.19 (`@lifeline/jsonrpc`, `@lifeline/kernel`, `@lifeline/journal`, `@lifeline/hermes`: no Node platform
- *   module): a Promise program, `PromiseConnection.open` over `TestTransport.layerServe`, a call and a drain.
+ * - Node 20.19 (`@lifeline/jsonrpc`, `@lifeline/kernel`, `@lifeline/process`, `@lifeline/testing`,
+ *   `@lifeline/journal`, `@lifeline/hermes`: no Node platform module): a Promise program, `PromiseConnection.open` over `TestTransport.layerServe`, a call and a drain.
  * CommonJS programs load the same packages with `require` (Node >= 20.19 and >= 22.12 load an ES module graph without
  * top-level await from `require`; the packages' `default` export condition lets them): on Node 22.19 a `.cjs` host
  * connects the MCP SDK's `Client` (itself CommonJS there) over `@lifeline/mcp`'s transport and lists a server's tools;
@@ -137,7 +137,7 @@ NodeSignals.runMain(main)
 `
 
 const pureProgram = `import { Method, PromiseConnection, Protocol, ShutdownPolicy } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Effect, Schema } from "effect"
 
 const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
@@ -158,7 +158,7 @@ process.stdout.write(JSON.stringify({ node: process.version, sum: await pending,
 
 // The same Promise program, as CommonJS: \`require\` of the ES module packages.
 const pureCjs = `const { Method, PromiseConnection, Protocol, ShutdownPolicy } = require("@lifeline/kernel")
-const { TestTransport } = require("@lifeline/kernel/testing")
+const { TestTransport } = require("@lifeline/testing")
 const { Effect, Schema } = require("effect")
 
 const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
@@ -252,7 +252,7 @@ export const transport: Transport = new StdioClientTransport({ command: "server"
 
 const consumerTs = `import type { Peer } from "@lifeline/kernel"
 import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { FleetRunner } from "@lifeline/fleet"
 import { StdioClientTransport } from "@lifeline/mcp/StdioClientTransport"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
@@ -352,12 +352,16 @@ describe("the published packages, installed with npm outside the workspace", () 
         `lifeline-mcp-${version}.tgz`,
         `lifeline-node-${version}.tgz`,
         `lifeline-postgres-${version}.tgz`,
-        `lifeline-sqlite-${version}.tgz`
+        `lifeline-process-${version}.tgz`,
+        `lifeline-sqlite-${version}.tgz`,
+        `lifeline-testing-${version}.tgz`
       ])
       for (
         const name of [
           "jsonrpc",
           "kernel",
+          "process",
+          "testing",
           "journal",
           "hermes",
           "node",
@@ -371,7 +375,7 @@ describe("the published packages, installed with npm outside the workspace", () 
         const manifest = JSON.parse(
           Fs.readFileSync(Path.join(workspace, "packages", name, "package.json"), "utf8")
         )
-        const pure = ["jsonrpc", "kernel", "journal", "hermes"].includes(name)
+        const pure = ["jsonrpc", "kernel", "process", "testing", "journal", "hermes"].includes(name)
         assert.strictEqual(manifest.engines.node, `>=${pure ? "20.19" : "22.19"}`, `${name}'s engines`)
         // @lifeline/mcp is for hosts that do not use Effect: Effect comes with it, as a dependency.
         const effectRange = name === "mcp" ? manifest.dependencies.effect : manifest.peerDependencies.effect
@@ -392,7 +396,7 @@ describe("the published packages, installed with npm outside the workspace", () 
           "--no-audit",
           "--no-fund",
           "--prefer-offline",
-          ...["jsonrpc", "kernel", "journal", "hermes"].map((name) =>
+          ...["jsonrpc", "kernel", "process", "testing", "journal", "hermes"].map((name) =>
             Path.join(packs, `lifeline-${name}-${version}.tgz`)
           ),
           `effect@${effectVersion}`,

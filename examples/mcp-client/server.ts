@@ -6,10 +6,10 @@
  * stderr drained into a bounded tail. `close` is the MCP stdio close: the end of stdin, `exitGrace` for the server to
  * exit, then SIGTERM to its group, SIGKILL `killGrace` later (`NodeSupervisedSpawner`'s stop).
  */
-import type * as Process from "@lifeline/kernel/Process"
-import type * as StopSequence from "@lifeline/kernel/StopSequence"
 import * as Transport from "@lifeline/kernel/Transport"
 import * as NodeSupervisedSpawner from "@lifeline/node/NodeSupervisedSpawner"
+import type * as Process from "@lifeline/process/Process"
+import type * as StopSequence from "@lifeline/process/StopSequence"
 import type * as Cause from "effect/Cause"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"

@@ -13,7 +13,7 @@
 import * as ErrorCode from "@lifeline/jsonrpc/ErrorCode"
 import type * as Framing from "@lifeline/jsonrpc/Framing"
 import type * as Message from "@lifeline/jsonrpc/Message"
-import type * as Process from "@lifeline/kernel/Process"
+import type * as Process from "@lifeline/process/Process"
 import type * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"

@@ -4,8 +4,8 @@
  *
  * @since 0.1.0
  */
-import type * as KernelProcess from "@lifeline/kernel/Process"
 import type * as Transport from "@lifeline/kernel/Transport"
+import type * as KernelProcess from "@lifeline/process/Process"
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"

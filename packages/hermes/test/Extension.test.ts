@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Editor, Extension, HermesProtocol, HostMonitor, MessageStore } from "@lifeline/hermes"
 import { RpcError } from "@lifeline/jsonrpc"
 import { GracefulShutdown, Peer, ShutdownPolicy, Transport } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import type { Duration, Path } from "effect"
 import {
   Cause,

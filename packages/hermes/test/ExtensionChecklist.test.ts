@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Editor, Extension, HostMonitor } from "@lifeline/hermes"
 import { GracefulShutdown, ShutdownPolicy, Transport } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import type { Duration, Path } from "effect"
 import { ConfigProvider, Effect, Fiber, FileSystem, Layer, Logger, Option, References, Schema } from "effect"
 import type { MemoryFs } from "./utils.js"

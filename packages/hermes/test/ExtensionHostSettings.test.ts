@@ -10,7 +10,7 @@ import {
 } from "@lifeline/hermes"
 import { TestSpawner } from "@lifeline/hermes/testing"
 import { Transport } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { ConfigProvider, Effect, Option, Ref } from "effect"
 import { eventually, makeMemoryFs, makeRaw } from "./utils.js"
 

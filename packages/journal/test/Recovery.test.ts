@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import type { JournalEntry } from "@lifeline/journal"
 import { Journal, JournalBackend, JournalClaim, JournaledOperation, ProcessRecord, Recovery } from "@lifeline/journal"
 import { Connection, Method, Peer, PeerError, Protocol, ShutdownPolicy } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Deferred, Duration, Effect, Exit, Fiber, Option, Result, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
 

@@ -341,7 +341,7 @@ export interface Connection<Serves extends Method.Any, Calls extends Method.Any>
  * ```ts
  * import { Effect, Schema } from "effect"
  * import { Connection, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  *
  * const Work = Method.request("work", { params: Schema.Struct({}), result: Schema.Null })
  *
@@ -572,7 +572,7 @@ export interface Service<Self, Id extends string, Serves extends Method.Any, Cal
  * ```ts
  * import { Context, Effect, Layer, Schema } from "effect"
  * import { Connection, Method, Peer, Protocol } from "@lifeline/kernel"
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  *
  * const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
  * const CalcProtocol = Protocol.make({ calls: [Add] })

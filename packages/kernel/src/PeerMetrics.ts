@@ -266,7 +266,7 @@ export const methodDuration: Metric.Histogram<number> = Metric.histogram("lifeli
  * @example
  * ```ts
  * import { Connection, Protocol } from "@lifeline/kernel"
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
@@ -319,7 +319,7 @@ export const nameOf = (options: Options | undefined): string => options?.name ??
  * ```ts
  * import { Effect, Metric } from "effect"
  * import { Peer, PeerMetrics, Protocol } from "@lifeline/kernel"
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  *
  * const program = Effect.gen(function*() {
  *   const { left } = yield* TestTransport.makePair()
@@ -381,7 +381,7 @@ interface MethodSeries {
  * ```ts
  * import { Effect, Schema } from "effect"
  * import { Method, Peer, PeerMetrics, Protocol } from "@lifeline/kernel"
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  *
  * const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
  * const Server = Protocol.make({ serves: [Add] })

@@ -75,7 +75,7 @@ export interface PromiseClient<Calls extends Method.Any> {
  * ```ts
  * import { Effect, Exit, Schema, Scope } from "effect"
  * import { Method, Peer, PeerError, PromiseClient, Protocol } from "@lifeline/kernel"
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  *
  * const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
  * const server = Protocol.make({ serves: [Add] })

@@ -100,7 +100,7 @@ export interface PromiseConnection<Calls extends Method.Any> {
  * ```ts
  * import { Effect, Schema } from "effect"
  * import { Method, PromiseConnection, Protocol, ShutdownPolicy } from "@lifeline/kernel"
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  *
  * const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
  * const Hello = Method.request("hello", { params: Schema.Struct({ name: Schema.String }), result: Schema.String })

@@ -188,7 +188,7 @@ export type Client<Calls extends Method.Any> = {
  * ```ts
  * import { Effect, Schema } from "effect"
  * import { Method, Peer, Protocol } from "@lifeline/kernel"
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  *
  * const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
  * const GetMessage = Method.request("editor/getMessage", {

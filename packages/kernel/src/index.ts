@@ -96,14 +96,6 @@ export * as PeerError from "./PeerError.js"
 export * as PeerMetrics from "./PeerMetrics.js"
 
 /**
- * An operating-system process as every host sees it, whatever spawns it: how it ended, the signals a host sends it,
- * and why it could not be started. Plain data: no Node here.
- *
- * @since 0.1.0
- */
-export * as Process from "./Process.js"
-
-/**
  * A running peer's calls as Promises, for callers outside Effect: a call rejects with its typed error itself, an
  * `AbortSignal` abandons it, and a pending call costs no fiber (docs/peer.md, "Calling from outside Effect").
  *
@@ -134,23 +126,6 @@ export * as Protocol from "./Protocol.js"
  * @since 0.1.0
  */
 export * as ShutdownPolicy from "./ShutdownPolicy.js"
-
-/**
- * The one bounded stop sequence for a child process, for every host: shutdown request → close under the policy → end
- * of input → exit grace → SIGTERM to the group → kill grace → SIGKILL → verify the group is gone (docs/shutdown.md).
- * It runs over a {@link Target} each host implements; every wait is a Clock timeout.
- *
- * @since 0.1.0
- */
-export * as StopSequence from "./StopSequence.js"
-
-/**
- * `TestTransport` under its old path, kept so that existing imports compile.
- *
- * @deprecated since 0.2.0: import `TestTransport` from `@lifeline/kernel/testing`.
- * @since 0.1.0
- */
-export * as TestTransport from "./TestTransport.js"
 
 /**
  * The byte channel a peer talks over: a stream of incoming chunks, a way to send bytes, and a half-close. Acquired in

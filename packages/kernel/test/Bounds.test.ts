@@ -3,7 +3,8 @@
  * modules whose options default to these read them from the table (no second literal).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Bounds, ShutdownPolicy, StopSequence } from "@lifeline/kernel"
+import { Bounds, ShutdownPolicy } from "@lifeline/kernel"
+import { StopSequence } from "@lifeline/process"
 import { Duration } from "effect"
 
 const ms = Duration.toMillis

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ErrorCode } from "@lifeline/jsonrpc"
 import { Cancellation, Method, Peer, PeerError, Protocol } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Deferred, Duration, Effect, Fiber, Option, Ref, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { eventually, makeRaw, poll, wire, yieldTimes } from "./utils.js"

@@ -11,7 +11,7 @@ import {
   Protocol,
   ShutdownPolicy
 } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import {
   ConfigProvider,
   Deferred,

@@ -17,7 +17,7 @@ import {
   Protocol,
   ShutdownPolicy
 } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Deferred, Duration, Effect, Exit, Fiber, Logger, Option, References, Schema, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import { eventually, makeRaw, poll, wire, yieldTimes } from "./utils.js"

@@ -7,7 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { RpcError } from "@lifeline/jsonrpc"
 import { Connection, Lifecycle, Method, Peer, PeerError, Protocol, Transport } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import type { Duration } from "effect"
 import { Effect, Fiber, Logger, Option, References, Schema } from "effect"
 import { TestClock } from "effect/testing"

@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { Peer, PeerError, Transport } from "@lifeline/kernel"
 import { Connection, Lifecycle, Method, Protocol, ShutdownPolicy } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import {
   Config,
   ConfigProvider,

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Connection, Method, Peer, PeerError, Protocol, ShutdownPolicy } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Duration, Effect, Fiber, Option, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { eventually } from "./utils.js"

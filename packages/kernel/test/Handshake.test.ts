@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { RpcError } from "@lifeline/jsonrpc"
 import { Connection, Method, Peer, Protocol } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Effect, Schema } from "effect"
 
 class VersionMismatch extends Schema.TaggedError<VersionMismatch>()("VersionMismatch", {

@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { ErrorCode, Framing, RpcError } from "@lifeline/jsonrpc"
 import { Cancellation, Method, Peer, PeerError, Protocol } from "@lifeline/kernel"
 import type { Transport } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import {
   Deferred,
   Duration,

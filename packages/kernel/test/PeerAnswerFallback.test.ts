@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ErrorCode } from "@lifeline/jsonrpc"
 import { Method, Peer, Protocol } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Effect, Schema } from "effect"
 import { makeRaw } from "./utils.js"
 

@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Method, Peer, PeerError, Protocol } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Effect, Exit, Fiber, Schema, Scope } from "effect"
 import { detachPeer } from "../src/internal/peer/detach.js"
 import { eventually, makeRaw, poll } from "./utils.js"

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cancellation, Connection, Method, Peer, PeerError, PeerMetrics, Protocol } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import type { Duration } from "effect"
 import { Deferred, Effect, Exit, Fiber, Metric, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"

@@ -6,7 +6,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ErrorCode } from "@lifeline/jsonrpc"
-import { Method, Peer, Protocol, TestTransport } from "@lifeline/kernel"
+import { Method, Peer, Protocol } from "@lifeline/kernel"
+import { TestTransport } from "@lifeline/testing"
 import { Effect, Logger, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { eventually, makeRaw, yieldTimes } from "./utils.js"

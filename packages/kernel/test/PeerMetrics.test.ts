@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Connection, Method, Peer, PeerMetrics, PromiseClient, Protocol } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Effect, Exit, Fiber, Metric, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
 

@@ -8,7 +8,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { Transport } from "@lifeline/kernel"
 import { Cancellation, Method, Peer, PeerError, PromiseClient, Protocol } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Cause, Clock, Effect, Exit, Fiber, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import * as V8 from "node:v8"

@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cancellation, Connection, Method, Peer, Protocol, ShutdownPolicy } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Cause, Effect, Exit, Fiber, Logger, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { eventually, makeRaw, wire } from "./utils.js"

@@ -10,7 +10,7 @@ import {
   Protocol,
   ShutdownPolicy
 } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Deferred, Duration, Effect, Exit, Ref, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { eventually, wire } from "./utils.js"

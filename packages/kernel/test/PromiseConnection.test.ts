@@ -15,7 +15,7 @@ import {
   ShutdownPolicy,
   Transport
 } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Effect, Exit, Layer, ManagedRuntime, Schema, Scope } from "effect"
 
 class Nope extends Schema.TaggedError<Nope>()("Nope", { message: Schema.String }) {}

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { RpcError } from "@lifeline/jsonrpc"
 import { Method, Peer, PeerError, Protocol } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Effect, Fiber, Queue, Schema } from "effect"
 import { TestClock } from "effect/testing"
 

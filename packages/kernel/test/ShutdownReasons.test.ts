@@ -14,7 +14,7 @@ import {
   Protocol,
   ShutdownPolicy
 } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Effect, Exit, Fiber, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { eventually, makeRaw } from "./utils.js"

@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cancellation, Method, Peer, PeerMetrics, Protocol } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Context, Effect, Logger, Metric, Option, Schema, Tracer } from "effect"
 import * as TraceContext from "../src/internal/peer/traceContext.js"
 import { makeRaw } from "./utils.js"

@@ -7,7 +7,7 @@
  * gives the same spans and the same times. Span ids are numbered per side instead of random, for the same reason.
  */
 import { Cancellation, Method, Peer, Protocol } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Effect, Fiber, Option, Schema, Tracer } from "effect"
 import { TestClock } from "effect/testing"
 

@@ -1,6 +1,6 @@
 import { Framing } from "@lifeline/jsonrpc"
 import type { Transport } from "@lifeline/kernel"
-import type { TestTransport } from "@lifeline/kernel/testing"
+import type { TestTransport } from "@lifeline/testing"
 import { Effect, Option, Queue, Stream } from "effect"
 import type { Exit, Fiber, Scope } from "effect"
 

@@ -8,8 +8,8 @@
  */
 import * as NodeChildProcessSpawner from "@effect/platform-node/NodeChildProcessSpawner"
 import type * as Journal from "@lifeline/journal/Journal"
-import type * as Process from "@lifeline/kernel/Process"
-import * as StopSequence from "@lifeline/kernel/StopSequence"
+import type * as Process from "@lifeline/process/Process"
+import * as StopSequence from "@lifeline/process/StopSequence"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as FileSystem from "effect/FileSystem"

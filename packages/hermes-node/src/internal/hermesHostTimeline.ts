@@ -6,7 +6,7 @@
  * @internal
  */
 import type * as ExtensionHost from "@lifeline/hermes/ExtensionHost"
-import type * as Process from "@lifeline/kernel/Process"
+import type * as Process from "@lifeline/process/Process"
 import { visible } from "../TerminalText.js"
 
 /** The lines of `text`, empty ones left out. */

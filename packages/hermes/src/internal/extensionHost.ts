@@ -10,7 +10,7 @@
  */
 import * as Bounds from "@lifeline/kernel/Bounds"
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
-import * as Process from "@lifeline/kernel/Process"
+import * as Process from "@lifeline/process/Process"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"

@@ -7,9 +7,9 @@
  */
 import * as RpcError from "@lifeline/jsonrpc/RpcError"
 import type * as Connection from "@lifeline/kernel/Connection"
-import type * as Process from "@lifeline/kernel/Process"
 import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
-import * as StopSequence from "@lifeline/kernel/StopSequence"
+import type * as Process from "@lifeline/process/Process"
+import * as StopSequence from "@lifeline/process/StopSequence"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"

@@ -5,9 +5,9 @@
  *
  * @since 0.1.0
  */
-import type * as Process from "@lifeline/kernel/Process"
-import * as TestTransport from "@lifeline/kernel/testing/TestTransport"
 import * as Transport from "@lifeline/kernel/Transport"
+import type * as Process from "@lifeline/process/Process"
+import * as TestTransport from "@lifeline/testing/TestTransport"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"

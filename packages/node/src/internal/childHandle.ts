@@ -4,9 +4,9 @@
  *
  * @internal
  */
-import type * as Process from "@lifeline/kernel/Process"
 import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
 import * as Transport from "@lifeline/kernel/Transport"
+import type * as Process from "@lifeline/process/Process"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"

@@ -8,8 +8,8 @@
  */
 import * as GracefulShutdown from "@lifeline/kernel/GracefulShutdown"
 import * as PeerError from "@lifeline/kernel/PeerError"
-import * as Process from "@lifeline/kernel/Process"
-import * as StopSequence from "@lifeline/kernel/StopSequence"
+import * as Process from "@lifeline/process/Process"
+import * as StopSequence from "@lifeline/process/StopSequence"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"

@@ -5,7 +5,7 @@
  * @internal
  */
 import type * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
-import type * as StopSequence from "@lifeline/kernel/StopSequence"
+import type * as StopSequence from "@lifeline/process/StopSequence"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"

@@ -7,8 +7,8 @@
  */
 import type * as ProcessRecord from "@lifeline/journal/ProcessRecord"
 import * as Bounds from "@lifeline/kernel/Bounds"
-import type * as Process from "@lifeline/kernel/Process"
-import * as StopSequence from "@lifeline/kernel/StopSequence"
+import type * as Process from "@lifeline/process/Process"
+import * as StopSequence from "@lifeline/process/StopSequence"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"

@@ -7,8 +7,8 @@
  *
  * @internal
  */
-import type * as Process from "@lifeline/kernel/Process"
-import type * as StopSequence from "@lifeline/kernel/StopSequence"
+import type * as Process from "@lifeline/process/Process"
+import type * as StopSequence from "@lifeline/process/StopSequence"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"

@@ -9,8 +9,8 @@
  *
  * @internal
  */
-import type * as Process from "@lifeline/kernel/Process"
-import * as StopSequence from "@lifeline/kernel/StopSequence"
+import type * as Process from "@lifeline/process/Process"
+import * as StopSequence from "@lifeline/process/StopSequence"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"

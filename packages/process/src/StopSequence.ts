@@ -5,13 +5,13 @@
  *
  * @since 0.1.0
  */
+import * as BoundTable from "@lifeline/kernel/Bounds"
+import * as ShutdownPolicy from "@lifeline/kernel/ShutdownPolicy"
 import * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
-import * as BoundTable from "./Bounds.js"
 import * as internal from "./internal/stopSequence.js"
 import type * as Process from "./Process.js"
-import * as ShutdownPolicy from "./ShutdownPolicy.js"
 
 /**
  * A process as the stop sequence sees it. `@lifeline/node` implements it over a child process (signals go to the
@@ -141,7 +141,8 @@ const nonNegative = (input: Duration.Input): Duration.Duration =>
  * @example
  * ```ts
  * import { Duration } from "effect"
- * import { ShutdownPolicy, StopSequence } from "@lifeline/kernel"
+ * import { ShutdownPolicy } from "@lifeline/kernel"
+ * import { StopSequence } from "@lifeline/process"
  *
  * const bounds = StopSequence.bounds({ policy: ShutdownPolicy.drain("10 seconds") })
  * Duration.toMillis(bounds.closeTimeout) // 12000: 10 s drain + 1 s flush + 1 s
@@ -230,7 +231,8 @@ export interface StopReport {
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { ShutdownPolicy, StopSequence } from "@lifeline/kernel"
+ * import { ShutdownPolicy } from "@lifeline/kernel"
+ * import { StopSequence } from "@lifeline/process"
  *
  * declare const target: StopSequence.Target
  * declare const connection: { readonly stop: Effect.Effect<unknown>; readonly stopNow: Effect.Effect<unknown> }
@@ -254,7 +256,7 @@ export const run = (target: Target, steps: Steps, options: Options = {}): Effect
  *
  * @example
  * ```ts
- * import { StopSequence } from "@lifeline/kernel"
+ * import { StopSequence } from "@lifeline/process"
  *
  * declare const target: StopSequence.Target
  *

@@ -12,7 +12,7 @@ import * as Schema from "effect/Schema"
  *
  * @example
  * ```ts
- * import type { Process } from "@lifeline/kernel"
+ * import type { Process } from "@lifeline/process"
  *
  * const clean: Process.ExitStatus = { exitCode: 0, signal: null }
  * const killed: Process.ExitStatus = { exitCode: null, signal: "SIGKILL" }
@@ -40,7 +40,7 @@ export type Signal = "SIGTERM" | "SIGKILL"
  *
  * @example
  * ```ts
- * import { Process } from "@lifeline/kernel"
+ * import { Process } from "@lifeline/process"
  *
  * Process.isSuccess({ exitCode: 0, signal: null }) // true
  * Process.isSuccess({ exitCode: null, signal: "SIGTERM" }) // false
@@ -67,7 +67,7 @@ export const describe = (status: ExitStatus): string =>
  *
  * @example
  * ```ts
- * import { Process } from "@lifeline/kernel"
+ * import { Process } from "@lifeline/process"
  *
  * const error = new Process.SpawnError({ reason: "NotFound", command: "hl7-extension", detail: "spawn ENOENT" })
  * error.message // "cannot spawn hl7-extension: spawn ENOENT"

@@ -6,6 +6,10 @@
  *
  * @since 0.1.0
  */
+import type * as Method from "@lifeline/kernel/Method"
+import * as Peer from "@lifeline/kernel/Peer"
+import type * as Protocol from "@lifeline/kernel/Protocol"
+import * as Transport from "@lifeline/kernel/Transport"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -19,11 +23,7 @@ import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
-import * as HandlerWatch from "../internal/handlerWatch.js"
-import type * as Method from "../Method.js"
-import * as Peer from "../Peer.js"
-import type * as Protocol from "../Protocol.js"
-import * as Transport from "../Transport.js"
+import * as HandlerWatch from "./internal/handlerWatch.js"
 
 /**
  * Two transports wired to each other, and the two links between them. `leftToRight` carries what `left` sends to
@@ -32,7 +32,7 @@ import * as Transport from "../Transport.js"
  * @example
  * ```ts
  * import { Effect, Stream } from "effect"
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  *
  * const program = Effect.gen(function*() {
  *   const { left, right } = yield* TestTransport.makePair()
@@ -63,7 +63,7 @@ export interface Pair {
  * @example
  * ```ts
  * import { Effect, Stream } from "effect"
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  *
  * const program = Effect.gen(function*() {
  *   const { left, leftToRight, right } = yield* TestTransport.makePair()
@@ -129,7 +129,7 @@ export interface Link {
  *
  * @example
  * ```ts
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  *
  * // A tiny buffer, so a test reaches backpressure after two unread chunks.
  * const pair = TestTransport.makePair({ capacity: 2 })
@@ -157,7 +157,7 @@ export interface PairOptions {
  * ```ts
  * import { Effect, Fiber, Stream } from "effect"
  * import { TestClock } from "effect/testing"
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  *
  * const program = Effect.gen(function*() {
  *   const { left, leftToRight, right } = yield* TestTransport.makePair({ capacity: 16 })
@@ -435,7 +435,7 @@ const makeLink = (capacity: number, direction: string): Effect.Effect<LinkIntern
  * ```ts
  * import { Effect, Schema } from "effect"
  * import { Method, Protocol } from "@lifeline/kernel"
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  *
  * const Ping = Method.request("ping", { params: Schema.Struct({}), result: Schema.String })
  *
@@ -466,7 +466,7 @@ export interface Served<Serves extends Method.Any, Calls extends Method.Any> ext
  * import { Effect, Fiber, Layer, Schema } from "effect"
  * import { TestClock } from "effect/testing"
  * import { Method, Peer, Protocol, Transport } from "@lifeline/kernel"
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  *
  * const Slow = Method.request("slow", { params: Schema.Struct({}), result: Schema.String })
  * const Server = Protocol.make({ serves: [Slow] })
@@ -519,7 +519,7 @@ export declare namespace FarEnd {
  * @example
  * ```ts
  * import { Framing } from "@lifeline/jsonrpc"
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  *
  * const options: TestTransport.ServeOptions<never, never, never> = { framing: Framing.ndjson, capacity: 16 }
  * ```
@@ -540,7 +540,7 @@ export interface ServeOptions<Serves extends Method.Any, Calls extends Method.An
  * ```ts
  * import { Effect, Schema } from "effect"
  * import { Method, Peer, Protocol } from "@lifeline/kernel"
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  *
  * const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
  * const Server = Protocol.make({ serves: [Add] })
@@ -587,7 +587,7 @@ export const serve = <Serves extends Method.Any, Calls extends Method.Any, R = n
  * ```ts
  * import { Effect, Schema } from "effect"
  * import { Method, Protocol } from "@lifeline/kernel"
- * import { TestTransport } from "@lifeline/kernel/testing"
+ * import { TestTransport } from "@lifeline/testing"
  *
  * const Add = Method.request("add", { params: Schema.Tuple([Schema.Number, Schema.Number]), result: Schema.Number })
  *

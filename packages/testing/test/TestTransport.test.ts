@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Framing } from "@lifeline/jsonrpc"
 import { Method, Peer, Protocol, Transport } from "@lifeline/kernel"
-import { TestTransport } from "@lifeline/kernel/testing"
+import { TestTransport } from "@lifeline/testing"
 import { Effect, Exit, Fiber, Option, Queue, Schema, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as fc from "fast-check"
