@@ -76,7 +76,7 @@ export const describe = (status: ExitStatus): string =>
  * @since 0.1.0
  * @category errors
  */
-export class SpawnError extends Schema.TaggedError<SpawnError>("@lifeline/kernel/SpawnError")("SpawnError", {
+export class SpawnError extends Schema.TaggedError<SpawnError>("@lifeline/process/SpawnError")("SpawnError", {
   reason: Schema.Literals(["NotFound", "PermissionDenied", "BadDirectory", "Unsupported", "Unrecorded", "Unknown"]),
   command: Schema.String,
   detail: Schema.String,

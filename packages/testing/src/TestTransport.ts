@@ -488,7 +488,7 @@ export interface Served<Serves extends Method.Any, Calls extends Method.Any> ext
  * @category testing
  */
 export class FarEnd extends Context.Service<FarEnd, FarEnd.Service<Method.Any, Method.Any>>()(
-  "@lifeline/kernel/TestTransport/FarEnd"
+  "@lifeline/testing/TestTransport/FarEnd"
 ) {}
 
 /**
