@@ -78,15 +78,6 @@ export * as MessageStore from "./MessageStore.js"
 export * as Spawner from "./Spawner.js"
 
 /**
- * `TestSpawner` under its old path, kept so that existing imports compile: the test kit lives in
- * `@lifeline/hermes/testing` (as Effect ships `effect/testing`), which is where new code imports it from.
- *
- * @deprecated since 0.2.0: import `TestSpawner` from `@lifeline/hermes/testing`.
- * @since 0.1.0
- */
-export * as TestSpawner from "./TestSpawner.js"
-
-/**
  * How the host shows the windows extensions open with `ui/openWindow`. Hermes' UI opens a browser window; the
  * headless presenter records the window, fetches its URL once when it is a loopback http URL (127.0.0.1, localhost,
  * [::1]) to prove the server behind it is up, never any other address, and closes it. Its fetches are bounded: a few
