@@ -90,4 +90,30 @@ describe("journalFile (deferred)", () => {
       }).pipe(collectingWarnings(warnings))
     )
   })
+
+  it.live("a write that fails is logged, and the next change writes the whole state", () => {
+    const warnings: Array<string> = []
+    return withDirectory((directory) =>
+      Effect.gen(function*() {
+        const path = Path.join(directory, "own.json")
+        const file = yield* journalFile.make(path, { deferred: true })
+        // The temporary file's name taken by a directory: the write fails (EISDIR).
+        const temporary = `${path}.${process.pid}.tmp`
+        Fs.mkdirSync(temporary)
+        yield* file.backend.insert(row("a"))
+        // "b" comes while the write of "a" is under way (and fails): its fiber yields once before it writes.
+        yield* Effect.yieldNow
+        yield* Effect.yieldNow
+        yield* file.backend.insert(row("b"))
+        yield* turns(20)
+        assert.isFalse(Fs.existsSync(path))
+        assert.isAtLeast(warnings.length, 1)
+        Fs.rmdirSync(temporary)
+        yield* file.backend.insert(row("c"))
+        yield* turns(20)
+        assert.deepStrictEqual(keysIn(path), ["a", "b", "c"])
+        yield* file.close
+      }).pipe(collectingWarnings(warnings))
+    )
+  })
 })

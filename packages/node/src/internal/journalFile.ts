@@ -82,7 +82,6 @@ export const make = (path: string, options: { readonly deferred: boolean }): Eff
       owners.add(claim.owner)
       yield* inner.insertClaim(claim)
     }
-    let pending = false
     let closed = false
     /** What the file should hold now: the unfinished rows and the claims. */
     const snapshot = Effect.gen(function*() {
@@ -104,49 +103,41 @@ export const make = (path: string, options: { readonly deferred: boolean }): Eff
         },
         catch: (error) => storage(`cannot write ${path}`, error)
       })
-    const flush: Effect.Effect<void, JournalError> = Effect.suspend(() => {
-      pending = false
-      return closed ? Effect.void : Effect.flatMap(snapshot, writeNow)
-    })
+    const flush: Effect.Effect<void, JournalError> = Effect.suspend(() =>
+      closed ? Effect.void : Effect.flatMap(snapshot, writeNow)
+    )
 
-    // Deferred writes go through libuv's thread pool, one at a time: a synchronous write and rename block the event
-    // loop for about as long as the whole close of a child (measured in `pnpm bench spawner`), and a change made while
-    // a write is under way is written by the next one. `close` waits for the write under way, then writes last.
+    // Deferred writes go through libuv's thread pool, one at a time, by one fiber at a time: a synchronous write and
+    // rename block the event loop for about as long as the whole close of a child (measured in `pnpm bench spawner`).
+    // Each write holds the whole state, so the changes made while one runs are written by the next, and a write that
+    // failed is made good by the next change. `close` waits for the write under way, then writes last.
+    let dirty = false
+    let running = false
     let writing: Promise<void> | undefined
-    const writeInBackground = (text: string): Promise<void> =>
-      Fs.promises.writeFile(temporary, text).then(() => Fs.promises.rename(temporary, path))
-    const flushInBackground: Effect.Effect<void, JournalError> = Effect.suspend(() => {
-      pending = false
-      if (closed) return Effect.void
-      if (writing !== undefined) {
-        // Written again when the write under way ends.
-        pending = true
+    const writeLoop: Effect.Effect<void> = Effect.suspend(() => {
+      if (!dirty || closed) {
+        running = false
         return Effect.void
       }
+      dirty = false
       return Effect.flatMap(snapshot, (text) =>
         Effect.tryPromise({
           try: () => {
-            writing = writeInBackground(text).finally(() => {
-              writing = undefined
-            })
+            writing = Fs.promises.writeFile(temporary, text).then(() => Fs.promises.rename(temporary, path))
             return writing
           },
           catch: (error) => storage(`cannot write ${path}`, error)
-        })).pipe(Effect.andThen(Effect.suspend(() => pending ? flushInBackground : Effect.void)))
+        })).pipe(
+          Effect.catch((error) => Effect.logWarning("could not write the record of started children", error)),
+          Effect.andThen(writeLoop)
+        )
     })
     const save: Effect.Effect<void, JournalError> = !options.deferred ? flush : Effect.suspend(() => {
-      if (pending || writing !== undefined) {
-        pending = true
-        return Effect.void
-      }
-      pending = true
-      return Effect.asVoid(Effect.forkDetach(Effect.andThen(
-        Effect.yieldNow,
-        Effect.catch(
-          Effect.suspend(() => pending ? flushInBackground : Effect.void),
-          (error) => Effect.logWarning("could not write the record of started children", error)
-        )
-      )))
+      dirty = true
+      if (running) return Effect.void
+      running = true
+      // After the current fiber yields: the changes of this moment are written together.
+      return Effect.asVoid(Effect.forkDetach(Effect.andThen(Effect.yieldNow, writeLoop)))
     })
     const saving = <A>(effect: Effect.Effect<A, JournalError>) => Effect.tap(effect, () => save)
     const backend: JournalBackend.Backend = {
