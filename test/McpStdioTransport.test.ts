@@ -175,31 +175,24 @@ describe("the SDK's stdio transport tests, on both transports", () => {
         await transport.close()
       })
 
-      it("reports a line that is not JSON, and keeps reading", async () => {
-        const transport = make(node(
-          "process.stdout.write('{not json\\n' + JSON.stringify({ jsonrpc: '2.0', method: 'after' }) + '\\n'); " +
-            untilEof
-        ))
-        const seen = errors(transport)
-        const read = collect(transport, (messages) => messages.length === 1)
-        await transport.start()
-        assert.deepStrictEqual(await read, [{ jsonrpc: "2.0", method: "after" }])
-        assert.strictEqual(seen.length, 1)
-        await transport.close()
-      })
-
-      it("reports a line of text that is no message (a banner), and keeps reading", async () => {
-        const transport = make(node(
-          "process.stdout.write('Starting the server...\\n' + JSON.stringify({ jsonrpc: '2.0', method: 'after' }) + " +
-            "'\\n'); " + untilEof
-        ))
-        const seen = errors(transport)
-        const read = collect(transport, (messages) => messages.length === 1)
-        await transport.start()
-        assert.deepStrictEqual(await read, [{ jsonrpc: "2.0", method: "after" }])
-        assert.strictEqual(seen.length, 1)
-        await transport.close()
-      })
+      const noise = [
+        ["a line that is not JSON", "{not json"],
+        ["a line of text that is no message (a banner)", "Starting the server..."]
+      ] as const
+      for (const [what, line] of noise) {
+        it(`reports ${what}, and keeps reading`, async () => {
+          const transport = make(node(
+            `process.stdout.write('${line}\\n' + JSON.stringify({ jsonrpc: '2.0', method: 'after' }) + '\\n'); ` +
+              untilEof
+          ))
+          const seen = errors(transport)
+          const read = collect(transport, (messages) => messages.length === 1)
+          await transport.start()
+          assert.deepStrictEqual(await read, [{ jsonrpc: "2.0", method: "after" }])
+          assert.strictEqual(seen.length, 1)
+          await transport.close()
+        })
+      }
 
       it("reports a line over maxBufferSize and closes", async () => {
         const transport = make(node("process.stdout.write('{\"x\":\"' + 'a'.repeat(4096)); " + untilEof, {

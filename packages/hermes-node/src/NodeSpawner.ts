@@ -51,8 +51,8 @@ const toProcess = (child: NodeChildProcess.Child): Spawner.Process => ({
 })
 
 /**
- * Real child processes. The host runs the stop sequence itself (`@lifeline/process`'s `StopSequence`: `shutdown`, the end of
- * stdin, then SIGTERM or SIGKILL); closing the spawn's Scope runs NodeChildProcess's own, for whatever is left. A
+ * Real child processes. The host runs the stop sequence itself (`StopSequence` of `@lifeline/process`: `shutdown`, the
+ * end of stdin, then SIGTERM or SIGKILL); closing the spawn's Scope runs NodeChildProcess's own, for whatever is left. A
  * spec's `env` is added to this process's environment. Building the service acquires nothing: each `spawn` owns its
  * child in the Scope it runs in.
  *

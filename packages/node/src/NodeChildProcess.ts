@@ -1,8 +1,8 @@
 /**
  * A child process as a transport, for the host side: spawned from an Effect `ChildProcess` command (arguments,
  * environment, working directory) inside a Scope, stdin/stdout as the `Transport`, stderr read line by line into the
- * host's log with its last lines kept, the exit observed, and the one stop sequence of `@lifeline/process` (`StopSequence`) when the
- * Scope closes:
+ * host's log with its last lines kept, the exit observed, and the one stop sequence of `@lifeline/process`
+ * (`StopSequence`) when the Scope closes:
  *
  * (protocol shutdown request, ≤ `shutdownTimeout`) → the connection closed under its policy (≤ `closeTimeout`: the
  * drain timeout + flush + 1 s) → end of stdin → `exitGrace` → SIGTERM to the process group → `killGrace` → SIGKILL to

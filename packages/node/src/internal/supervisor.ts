@@ -1,8 +1,9 @@
 /**
  * The supervision every face of a started process shares (Effect's `ChildProcessSpawner` now, a transport for the MCP
- * SDK next): a process known by its pid, its own process group signalled as a whole, zombies counted as exited, the
- * one stop sequence of `@lifeline/process` as its only bounded stop, and how it ended as data (a log line with annotations and a
- * metric). The face brings the process (however it spawned it) and when it exits; this module never spawns.
+ * SDK next): a process known by its pid, its own process group signalled as a whole, zombies counted as exited,
+ * `@lifeline/process`'s one stop sequence as its only bounded stop, and how it ended as data (a log line with
+ * annotations and a metric). The face brings the process (however it spawned it) and when it exits; this module never
+ * spawns.
  *
  * Its waits run on the system clock, not the fiber's `Clock`: they wait for a real process, which a `TestClock`
  * would never let go (Effect's own Node spawner bounds the same waits by native time, for the same reason).
